@@ -1,0 +1,191 @@
+/* cli/cmd_compile.c: `kforge compile`: variants, families or sweeps into the binary cache */
+#include "cli/cli.h"
+#include "gen/build.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct job_list {
+    gen_job *v;
+    int n, cap;
+    int skipped;          /* duplicates of a binary already listed */
+} job_list;
+
+static gen_job *push(job_list *l)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->v = realloc(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    memset(&l->v[l->n], 0, sizeof l->v[0]);
+    return &l->v[l->n++];
+}
+
+/* Adds a job unless a job with the same binary is already listed. */
+static int add_job(job_list *l, gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
+                   const gen_target *tg)
+{
+    gen_job *j = push(l);
+    j->tmpl = t;
+    j->fixed = *fixed;
+    j->params = *params;
+    if (gen_build_prepare(j, tg)) {
+        l->n--;
+        gen_job_free(j);
+        return -1;
+    }
+    for (int i = 0; i < l->n - 1; i++)
+        if (!strcmp(l->v[i].cache_key, j->cache_key)) {
+            gen_job_free(j);
+            l->n--;
+            l->skipped++;
+            return 0;
+        }
+    return 0;
+}
+
+struct enum_ctx {
+    job_list *l;
+    gen_tmpl *t;
+    const gen_kvset *fixed;
+    const gen_target *tg;
+    int rc;
+};
+
+static int enum_cb(const gen_kvset *params, int valid, const char *why, void *arg)
+{
+    struct enum_ctx *c = arg;
+    if (valid && add_job(c->l, c->t, c->fixed, params, c->tg)) {
+        c->rc = -1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Jobs for one shape: its default variant, or every valid one with --all. */
+static int shape_jobs(const cli_opts *o, gen_host *h, const gen_kvset *shape, job_list *l,
+                      const gen_target *tg)
+{
+    gen_tmpl *t = gen_tmpl_load(h, gen_kv_str(shape, "family"));
+    gen_kvset fixed, params;
+    if (!t || gen_tmpl_fixed(t, shape, &fixed))
+        return -1;
+    if (o->all) {
+        struct enum_ctx c = {l, t, &fixed, tg, 0};
+        if (gen_tmpl_enumerate(t, &fixed, &tg->dev, enum_cb, &c) || c.rc)
+            return -1;
+        return 0;
+    }
+    if (gen_tmpl_default(t, shape, &tg->dev, &params))
+        return -1;
+    return add_job(l, t, &fixed, &params, tg);
+}
+
+struct prog_ctx {
+    const cli_opts *o;
+};
+
+static void progress(const gen_job *j, int done, int total, void *arg)
+{
+    const cli_opts *o = ((struct prog_ctx *)arg)->o;
+    if (j->failed)
+        cli_progress(o, "[%d/%d] FAILED %s\n", done, total, j->binary_key);
+    else
+        cli_progress(o, "[%d/%d] %-10s %s  %.0f ms, %d regs, %d B spills\n", done, total,
+                     j->cache_hit ? "cache hit" : "compiled", j->binary_key, j->bin.ms, j->bin.regs,
+                     j->bin.spill_bytes);
+}
+
+static void report(const cli_opts *o, job_list *l)
+{
+    int hits = 0, failed = 0;
+    if (o->json)
+        printf("[");
+    for (int i = 0; i < l->n; i++) {
+        gen_job *j = &l->v[i];
+        hits += j->cache_hit;
+        failed += j->failed;
+        if (o->json) {
+            printf("%s\n {\"variant\":\"%s\",\"cache_key\":\"%s\",\"status\":\"%s\",\"compile_ms\":%.1f,"
+                   "\"regs\":%d,\"smem_static\":%d,\"spill_bytes\":%d,\"bytes\":%zu}",
+                   i ? "," : "", j->binary_key, j->cache_key,
+                   j->failed ? "failed" : j->cache_hit ? "cache_hit" : "compiled", j->bin.ms, j->bin.regs,
+                   j->bin.smem_static, j->bin.spill_bytes, j->bin.size);
+        } else if (j->failed) {
+            fprintf(stderr, "error: %s\n", j->err);
+        }
+    }
+    if (o->json)
+        printf("\n]\n");
+    else
+        printf("%d variant%s: %d compiled, %d cache hit%s, %d failed\n", l->n, l->n == 1 ? "" : "s",
+               l->n - hits - failed, hits, hits == 1 ? "" : "s", failed);
+}
+
+int cmd_compile(cli_opts *o)
+{
+    if (o->params && o->all)
+        return cli_usage_error("--params and --all exclude each other");
+    if (o->shape && o->sweep)
+        return cli_usage_error("--shape and --sweep exclude each other");
+    const char *family = o->argc > 0 ? o->argv[0] : NULL;
+    cli_opts eff = *o;
+    if (!family && !o->shape && !o->sweep)
+        eff.all = 1;  /* the main job: every variant of the default sweep */
+    gen_host *h = cli_host(o);
+    if (!h)
+        return 1;
+    gen_device dev;
+    const char *arch = cli_arch(o, &dev, NULL);
+    gen_target tg;
+    if (gen_target_init(&tg, arch, o->ptx, &dev)) {
+        gen_host_free(h);
+        return cli_usage_error("unknown --arch '%s' (sm_90a, sm_90, sm_80, ...)", arch);
+    }
+    job_list l = {0};
+    int rc = 0;
+    if (family && o->shape && !o->all) {
+        gen_tmpl *t;
+        gen_kvset fixed, params;
+        rc = cli_variant(o, h, &t, &fixed, &params, &dev);
+        if (!rc && add_job(&l, t, &fixed, &params, &tg))
+            rc = cli_error("%s", gen_host_errmsg(h));
+    } else {
+        gen_kvset *shapes;
+        int n = cli_shapes(&eff, h, family, &shapes);
+        if (n < 0)
+            rc = 1;
+        else if (n == 0)
+            rc = cli_error("no shapes for '%s' in sweep '%s'", family ? family : "any family",
+                           o->sweep ? o->sweep : "default");
+        for (int i = 0; i < n && !rc; i++)
+            if (shape_jobs(&eff, h, &shapes[i], &l, &tg))
+                rc = cli_error("%s", gen_host_errmsg(h));
+        free(shapes);
+    }
+    db_store *db = rc ? NULL : cli_open_db(o, 1);
+    if (!rc && !db)
+        rc = 1;
+    if (!rc) {
+        int threads = o->jobs ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        cli_progress(o, "compiling %d variant%s for %s with %d thread%s into %s\n", l.n,
+                     l.n == 1 ? "" : "s", tg.arch, threads, threads == 1 ? "" : "s", db_path(db));
+        char dberr[512];
+        struct prog_ctx pc = {o};
+        int failed = gen_build_run(l.v, l.n, threads, db, &tg, progress, &pc, dberr, sizeof dberr);
+        if (failed < 0)
+            rc = cli_error("%s", dberr);
+        else {
+            report(o, &l);
+            rc = failed ? 1 : 0;
+        }
+    }
+    for (int i = 0; i < l.n; i++)
+        gen_job_free(&l.v[i]);
+    free(l.v);
+    db_close(db);
+    gen_host_free(h);
+    return rc;
+}

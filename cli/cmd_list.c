@@ -1,0 +1,127 @@
+/* cli/cmd_list.c: `kforge list`: families, their parameter spaces and variant counts */
+#include "cli/cli.h"
+#include "gen/sweep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct count_ctx {
+    int valid, total;
+};
+
+static int count_cb(const gen_kvset *params, int valid, const char *why, void *arg)
+{
+    struct count_ctx *c = arg;
+    c->total++;
+    c->valid += valid;
+    return 0;
+}
+
+static void print_value(const gen_kv *v, FILE *f)
+{
+    if (v->is_str)
+        fprintf(f, "\"%s\"", v->s);
+    else
+        fprintf(f, "%lld", v->i);
+}
+
+struct list_ctx {
+    cli_opts *o;
+    gen_host *h;
+    gen_device dev;
+    gen_kvset *shapes;
+    int n_shapes;
+    int first, rc;
+};
+
+static int list_family(const char *family, void *arg)
+{
+    struct list_ctx *c = arg;
+    gen_tmpl *t = gen_tmpl_load(c->h, family);
+    if (!t) {
+        c->rc = cli_error("%s", gen_host_errmsg(c->h));
+        return 0;
+    }
+    const gen_space *s = gen_tmpl_space(t);
+    long long size = 1;
+    for (int i = 0; i < s->n; i++)
+        size *= s->p[i].n;
+    if (c->o->json)
+        printf("%s\n {\"family\":\"%s\",\"doc\":\"%s\",\"hash\":\"%s\",\"space_size\":%lld,\"params\":{",
+               c->first ? "" : ",", family, gen_tmpl_doc(t), gen_tmpl_hash(t), size);
+    else
+        printf("%s  %s\n  template hash %s\n  params (%lld variants in the space):\n", family,
+               gen_tmpl_doc(t), gen_tmpl_hash(t), size);
+    c->first = 0;
+    for (int i = 0; i < s->n; i++) {
+        const gen_param *p = &s->p[i];
+        if (c->o->json)
+            printf("%s\"%s\":{\"runtime\":%s,\"values\":[", i ? "," : "", p->name, p->runtime ? "true" : "false");
+        else
+            printf("    %-10s ", p->name);
+        for (int k = 0; k < p->n; k++) {
+            if (k)
+                fputs(c->o->json ? "," : " ", stdout);
+            print_value(&p->values[k], stdout);
+        }
+        if (c->o->json)
+            printf("]}");
+        else
+            printf("%s\n", p->runtime ? "   (launch-time: one binary serves all)" : "");
+    }
+    if (c->o->json)
+        printf("},\"shapes\":[");
+    int listed = 0;
+    for (int i = 0; i < c->n_shapes; i++) {
+        if (strcmp(gen_kv_str(&c->shapes[i], "family"), family))
+            continue;
+        gen_kvset fixed;
+        char key[512];
+        gen_shape_key(&c->shapes[i], key, sizeof key);
+        struct count_ctx cc = {0, 0};
+        if (gen_tmpl_fixed(t, &c->shapes[i], &fixed) || gen_tmpl_enumerate(t, &fixed, &c->dev, count_cb, &cc)) {
+            c->rc = cli_error("%s", gen_host_errmsg(c->h));
+            continue;
+        }
+        if (c->o->json)
+            printf("%s{\"shape\":\"%s\",\"valid\":%d}", listed ? "," : "", key, cc.valid);
+        else
+            printf("%s    %4d valid on %s for %s\n", listed ? "" : "  sweep shapes:\n", cc.valid,
+                   c->dev.arch, key);
+        listed++;
+    }
+    if (c->o->json)
+        printf("]}");
+    else
+        printf("\n");
+    return 0;
+}
+
+int cmd_list(cli_opts *o)
+{
+    gen_host *h = cli_host(o);
+    if (!h)
+        return 1;
+    struct list_ctx c = {o, h};
+    c.first = 1;
+    cli_arch(o, &c.dev, NULL);
+    cli_opts so = *o;
+    so.shape = NULL;
+    c.n_shapes = cli_shapes(&so, h, NULL, &c.shapes);
+    if (c.n_shapes < 0) {
+        gen_host_free(h);
+        return 1;
+    }
+    if (o->json)
+        printf("[");
+    if (o->argc > 0)
+        list_family(o->argv[0], &c);
+    else
+        gen_host_families(h, list_family, &c);
+    if (o->json)
+        printf("\n]\n");
+    free(c.shapes);
+    gen_host_free(h);
+    return c.rc;
+}

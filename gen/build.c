@@ -1,0 +1,241 @@
+/* gen/build.c: variants to binaries through the cache: render, key, look up, compile in parallel, store */
+#include "gen/build.h"
+#include "gen/hash.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gen_target_init(gen_target *t, const char *arch, int ptx, const gen_device *dev)
+{
+    memset(t, 0, sizeof *t);
+    if (!gen_arch_ok(arch))
+        return -1;
+    snprintf(t->arch, sizeof t->arch, "%s", arch);
+    t->ptx = ptx;
+    if (dev)
+        t->dev = *dev;
+    else if (gen_device_for_arch(&t->dev, arch))
+        gen_device_for_arch(&t->dev, "sm_90a"), snprintf(t->dev.arch, sizeof t->dev.arch, "%s", arch);
+    gen_nvrtc_version(t->nvrtc, sizeof t->nvrtc);
+    gen_nvrtc_options(arch, ptx, t->options, sizeof t->options);
+    return 0;
+}
+
+void gen_cache_key(const char *binary_key, const char *template_hash, const gen_target *tg,
+                   char *buf, size_t n)
+{
+    char text[1024], hex[33];
+    snprintf(text, sizeof text, "%s|%s|%s|%s|%s", binary_key, template_hash, tg->nvrtc, tg->arch,
+             tg->options);
+    gen_hash128_str(text, hex);
+    hex[16] = 0;
+    snprintf(buf, n, "%s.%s%s.%s", binary_key, tg->arch, tg->ptx ? "-ptx" : "", hex);
+}
+
+void gen_kernels_format(const gen_kernel *k, int n, char *buf, size_t len)
+{
+    size_t w = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && w < len; i++)
+        w += (size_t)snprintf(buf + w, len - w, "%s%s/%d/%d", i ? "," : "", k[i].name, k[i].threads,
+                              k[i].smem);
+}
+
+int gen_kernels_parse(const char *text, gen_kernel *k, int max)
+{
+    int n = 0;
+    const char *p = text;
+    while (p && *p) {
+        if (n >= max)
+            return -1;
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[128];
+        if (len >= sizeof item)
+            return -1;
+        memcpy(item, p, len);
+        item[len] = 0;
+        char *s1 = strchr(item, '/');
+        char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+        if (!s1 || !s2 || (size_t)(s1 - item) >= sizeof k[n].name)
+            return -1;
+        *s1 = 0;
+        memcpy(k[n].name, item, (size_t)(s1 - item) + 1);
+        k[n].threads = atoi(s1 + 1);
+        k[n].smem = atoi(s2 + 1);
+        n++;
+        p = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+int gen_build_prepare(gen_job *j, const gen_target *tg)
+{
+    gen_tmpl *t = j->tmpl;
+    if (gen_variant_key(t, &j->fixed, &j->params, 0, j->variant_key, sizeof j->variant_key) ||
+        gen_variant_key(t, &j->fixed, &j->params, 1, j->binary_key, sizeof j->binary_key))
+        return -1;
+    if (gen_tmpl_render(t, &j->fixed, &j->params, &j->src))
+        return -1;
+    if (gen_tmpl_kernels(t, &j->fixed, &j->params, &tg->dev, j->kernels, GEN_MAX_KERNELS,
+                         &j->n_kernels))
+        return -1;
+    gen_cache_key(j->binary_key, gen_tmpl_hash(t), tg, j->cache_key, sizeof j->cache_key);
+    return 0;
+}
+
+void gen_job_free(gen_job *j)
+{
+    free(j->src);
+    j->src = NULL;
+    gen_binary_out_free(&j->bin);
+}
+
+/* ---- the pool ------------------------------------------------------------------ */
+
+struct pool {
+    gen_job *jobs;
+    int *todo;           /* indices of jobs to compile */
+    int n_todo, next;
+    int *done_q;         /* finished indices, in order of completion */
+    int n_done;
+    const gen_target *tg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void *worker(void *arg)
+{
+    struct pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int k = p->next < p->n_todo ? p->todo[p->next++] : -1;
+        pthread_mutex_unlock(&p->mu);
+        if (k < 0)
+            return NULL;
+        gen_job *j = &p->jobs[k];
+        if (gen_nvrtc_compile(j->src, j->binary_key, p->tg->arch, p->tg->ptx, &j->bin, j->err,
+                              sizeof j->err))
+            j->failed = 1;
+        pthread_mutex_lock(&p->mu);
+        p->done_q[p->n_done++] = k;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static int store(db_store *db, const gen_job *j, const gen_target *tg, char *dberr, size_t n)
+{
+    char params[1024], kernels[512];
+    gen_kvset all = j->fixed;
+    gen_kv_merge(&all, &j->params);
+    gen_kv_format(&all, params, sizeof params);
+    gen_kernels_format(j->kernels, j->n_kernels, kernels, sizeof kernels);
+    db_binary b = {0};
+    b.cache_key = (char *)j->cache_key;
+    b.variant_key = (char *)j->binary_key;
+    b.family = (char *)gen_tmpl_family(j->tmpl);
+    b.template_hash = (char *)gen_tmpl_hash(j->tmpl);
+    b.arch = (char *)tg->arch;
+    b.nvrtc = (char *)tg->nvrtc;
+    b.options = (char *)tg->options;
+    b.params = params;
+    b.kernels = kernels;
+    b.image = j->bin.image;
+    b.image_size = j->bin.size;
+    b.is_ptx = j->bin.is_ptx;
+    b.compile_ms = j->bin.ms;
+    b.regs = j->bin.regs;
+    b.smem_static = j->bin.smem_static;
+    b.spill_bytes = j->bin.spill_bytes;
+    int inserted = 0;
+    if (db_template_put(db, gen_tmpl_family(j->tmpl), gen_tmpl_hash(j->tmpl), gen_tmpl_text(j->tmpl)) ||
+        db_binary_put(db, &b, &inserted)) {
+        snprintf(dberr, n, "%s", db_errmsg(db));
+        return -1;
+    }
+    return 0;
+}
+
+static int lookup(db_store *db, gen_job *j, char *dberr, size_t n)
+{
+    db_binary b = {0};
+    db_rc rc = db_binary_get(db, j->cache_key, &b);
+    if (rc == DB_NOTFOUND)
+        return 0;
+    if (rc != DB_OK) {
+        snprintf(dberr, n, "%s", db_errmsg(db));
+        return -1;
+    }
+    j->cache_hit = 1;
+    j->bin.image = b.image;
+    j->bin.size = b.image_size;
+    j->bin.is_ptx = b.is_ptx;
+    j->bin.ms = b.compile_ms;
+    j->bin.regs = b.regs;
+    j->bin.smem_static = b.smem_static;
+    j->bin.spill_bytes = b.spill_bytes;
+    b.image = NULL;
+    db_binary_free(&b);
+    return 1;
+}
+
+int gen_build_run(gen_job *jobs, int n, int threads, db_store *db, const gen_target *tg,
+                  gen_progress_fn progress, void *arg, char *dberr, size_t dberrn)
+{
+    struct pool p = {0};
+    p.jobs = jobs;
+    p.tg = tg;
+    p.todo = calloc((size_t)n + 1, sizeof(int));
+    p.done_q = calloc((size_t)n + 1, sizeof(int));
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    int done = 0, failed = 0, rc = 0;
+    for (int i = 0; i < n; i++) {
+        int hit = db ? lookup(db, &jobs[i], dberr, dberrn) : 0;
+        if (hit < 0) {
+            rc = -1;
+            goto out;
+        }
+        if (hit) {
+            if (progress)
+                progress(&jobs[i], ++done, n, arg);
+        } else {
+            p.todo[p.n_todo++] = i;
+        }
+    }
+    if (threads < 1)
+        threads = 1;
+    if (threads > p.n_todo)
+        threads = p.n_todo;
+    pthread_t th[256];
+    if (threads > 256)
+        threads = 256;
+    for (int i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, worker, &p);
+    /* The main thread stores each binary as soon as it is built: nothing is lost on a stop. */
+    for (int taken = 0; taken < p.n_todo; taken++) {
+        pthread_mutex_lock(&p.mu);
+        while (p.n_done <= taken)
+            pthread_cond_wait(&p.cv, &p.mu);
+        int k = p.done_q[taken];
+        pthread_mutex_unlock(&p.mu);
+        gen_job *j = &jobs[k];
+        if (j->failed)
+            failed++;
+        else if (db && rc == 0 && store(db, j, tg, dberr, dberrn))
+            rc = -1;
+        if (progress)
+            progress(j, ++done, n, arg);
+    }
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+out:
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    free(p.todo);
+    free(p.done_q);
+    return rc < 0 ? -1 : failed;
+}

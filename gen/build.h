@@ -1,0 +1,60 @@
+/* gen/build.h: variants to binaries through the cache: render, key, look up, compile in parallel, store */
+#ifndef KF_GEN_BUILD_H
+#define KF_GEN_BUILD_H
+
+#include "db/db.h"
+#include "gen/nvrtc.h"
+#include "gen/template.h"
+
+#define GEN_MAX_KERNELS 4
+
+typedef struct gen_job {
+    /* inputs */
+    gen_tmpl *tmpl;
+    gen_kvset fixed, params;
+    /* filled by gen_build_prepare */
+    char variant_key[512];
+    char binary_key[512];
+    char cache_key[600];
+    char *src;
+    gen_kernel kernels[GEN_MAX_KERNELS];
+    int n_kernels;
+    /* results */
+    int failed;            /* compile error: err has the message */
+    int cache_hit;         /* found in the database, not compiled */
+    gen_binary_out bin;    /* cubin of a compile or of the cache */
+    char err[2048];
+} gen_job;
+
+typedef struct gen_target {
+    char arch[16];
+    int ptx;
+    gen_device dev;
+    char nvrtc[16];
+    char options[256];
+} gen_target;
+
+/* Target for arch (facts of the real device when dev != NULL). */
+int gen_target_init(gen_target *t, const char *arch, int ptx, const gen_device *dev);
+
+/* Renders and keys one job; -1 with the host's message on error. */
+int gen_build_prepare(gen_job *j, const gen_target *tg);
+/* Cache key of a prepared job's binary (also used by the runtime). */
+void gen_cache_key(const char *binary_key, const char *template_hash, const gen_target *tg,
+                   char *buf, size_t n);
+
+typedef void (*gen_progress_fn)(const gen_job *j, int done, int total, void *arg);
+
+/* Looks every prepared job up in db (may be NULL), compiles the misses on
+ * `threads` threads, stores each new binary as soon as it is built. Failed
+ * compiles stay in their job (failed, err). Returns the number of failed jobs,
+ * or -1 when the database write failed (message in dberr). */
+int gen_build_run(gen_job *jobs, int n, int threads, db_store *db, const gen_target *tg,
+                  gen_progress_fn progress, void *arg, char *dberr, size_t dberrn);
+void gen_job_free(gen_job *j);
+
+/* "name/threads/smem,..." as stored in the binaries table; parse returns the count or -1. */
+void gen_kernels_format(const gen_kernel *k, int n, char *buf, size_t len);
+int gen_kernels_parse(const char *text, gen_kernel *k, int max);
+
+#endif

@@ -1,0 +1,98 @@
+/* gen/template.h: Lua templates in a sandbox: load, validate, enumerate, render, kernel facts */
+#ifndef KF_GEN_TEMPLATE_H
+#define KF_GEN_TEMPLATE_H
+
+#include <stddef.h>
+
+#include "gen/kv.h"
+#include "gen/source.h"
+
+/* What a template may know of the target device. */
+typedef struct gen_device {
+    char arch[16];        /* "sm_90a" */
+    int cc;               /* 90 */
+    int sms;
+    int smem_optin;       /* bytes of shared memory a block may opt in to */
+    int smem_sm;
+    int regs_sm;
+    long long l2;
+} gen_device;
+
+/* Facts of a known architecture, used when no GPU is present (H200 for sm_90/90a,
+ * A100 for sm_80). Returns -1 for an arch kforge does not know. */
+int gen_device_for_arch(gen_device *d, const char *arch);
+
+typedef struct gen_kernel {
+    char name[64];
+    int threads;
+    int smem;             /* dynamic shared memory, bytes */
+} gen_kernel;
+
+#define GEN_PARAM_VALUES 32
+#define GEN_PARAMS_MAX 16
+typedef struct gen_param {
+    char name[GEN_KV_NAME];
+    int runtime;          /* listed in the template's `runtime` table */
+    int n;
+    gen_kv values[GEN_PARAM_VALUES];
+} gen_param;
+
+typedef struct gen_space {
+    int n;
+    gen_param p[GEN_PARAMS_MAX];  /* sorted by name */
+} gen_space;
+
+typedef struct gen_host gen_host;
+typedef struct gen_tmpl gen_tmpl;
+
+/* One sandboxed Lua state reading templates from dir (NULL: $KFORGE_TEMPLATE_DIR or
+ * the embedded copy). Not thread-safe: one thread uses a host at a time. */
+gen_host *gen_host_new(const char *dir);
+void gen_host_free(gen_host *h);
+const char *gen_host_errmsg(const gen_host *h);   /* last error, never NULL */
+const gen_source *gen_host_source(const gen_host *h);
+/* Calls fn with each family name (every templates/<name>.lua), sorted. */
+int gen_host_families(gen_host *h, int (*fn)(const char *family, void *arg), void *arg);
+
+/* Loads (once per host) templates/<family>.lua and validates its table.
+ * NULL on error: message "templates/x.lua:LINE: message" on the host. */
+gen_tmpl *gen_tmpl_load(gen_host *h, const char *family);
+const char *gen_tmpl_family(const gen_tmpl *t);
+const char *gen_tmpl_doc(const gen_tmpl *t);
+const char *gen_tmpl_hash(const gen_tmpl *t);     /* 32 hex digits */
+const char *gen_tmpl_text(const gen_tmpl *t);     /* the .lua source */
+const gen_space *gen_tmpl_space(const gen_tmpl *t);
+/* Shape fields the template declares, as "name:type" pairs in a kvset (value = type). */
+const gen_kvset *gen_tmpl_shape_fields(const gen_tmpl *t);
+
+/* Every call below returns 0 on success, -1 on error (message on the host). */
+/* Checks shape has every declared field with the right type, then runs fixed(). */
+int gen_tmpl_fixed(gen_tmpl *t, const gen_kvset *shape, gen_kvset *fixed);
+/* 1 valid, 0 not (why filled), -1 error. */
+int gen_tmpl_valid(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
+                   const gen_device *dev, char *why, size_t whyn);
+int gen_tmpl_default(gen_tmpl *t, const gen_kvset *shape, const gen_device *dev, gen_kvset *params);
+/* Cartesian product of the space (sorted by name, values in declared order); fn
+ * gets each point and whether valid() accepts it. fn returns non-zero to stop. */
+int gen_tmpl_enumerate(gen_tmpl *t, const gen_kvset *fixed, const gen_device *dev,
+                       int (*fn)(const gen_kvset *params, int valid, const char *why, void *arg),
+                       void *arg);
+/* Checks that every param is in the space with a listed value. */
+int gen_tmpl_check_params(gen_tmpl *t, const gen_kvset *params);
+/* The source NVRTC sees: banner + render(params without runtime ones, fixed). *src malloc'd. */
+int gen_tmpl_render(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params, char **src);
+int gen_tmpl_kernels(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
+                     const gen_device *dev, gen_kernel *out, int max, int *n);
+
+/* Variant key: family + fixed + params, sorted. With binary != 0 the template's
+ * runtime params are left out (the key a binary is stored under). */
+int gen_variant_key(const gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
+                    int binary, char *buf, size_t n);
+
+
+/* For gen/sweep.c: runs a sandboxed chunk (a sweep file) and leaves its result on the stack. */
+struct lua_State *gen_host_lua(gen_host *h);
+int gen_host_run_file(gen_host *h, const char *path);
+/* Sets the host's message (printf style); returns -1. */
+int gen_host_fail(gen_host *h, const char *fmt, ...);
+#endif

@@ -1,0 +1,103 @@
+/* runtime/cuda.h: the CUDA driver API, loaded with dlopen on first use so nothing needs a GPU to start */
+#ifndef KF_RT_CUDA_H
+#define KF_RT_CUDA_H
+
+#include <stddef.h>
+
+/* The few driver types kforge uses, declared here so no CUDA header is needed. */
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct { char bytes[16]; } CUuuid;
+
+enum {
+    RT_CU_ATTR_CLOCK_RATE = 13,
+    RT_CU_ATTR_SMS = 16,
+    RT_CU_ATTR_MEM_CLOCK_RATE = 36,
+    RT_CU_ATTR_L2 = 38,
+    RT_CU_ATTR_CC_MAJOR = 75,
+    RT_CU_ATTR_CC_MINOR = 76,
+    RT_CU_ATTR_SMEM_SM = 81,
+    RT_CU_ATTR_REGS_SM = 82,
+    RT_CU_ATTR_SMEM_OPTIN = 97,
+    RT_CU_FUNC_MAX_DYN_SMEM = 8,
+    RT_CU_FUNC_NUM_REGS = 4,
+};
+
+typedef struct rt_cu {
+    CUresult (*Init)(unsigned);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*DeviceGetCount)(int *);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*DeviceGetUuid)(CUuuid *, CUdevice);
+    CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*CtxGetCurrent)(CUcontext *);
+    CUresult (*CtxPushCurrent)(CUcontext);
+    CUresult (*CtxPopCurrent)(CUcontext *);
+    CUresult (*CtxSynchronize)(void);
+    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleUnload)(CUmodule);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*FuncSetAttribute)(CUfunction, int, int);
+    CUresult (*FuncGetAttribute)(int *, int, CUfunction);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemGetInfo)(size_t *, size_t *);
+    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*MemsetD32)(CUdeviceptr, unsigned, size_t);
+    CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*StreamCreate)(CUstream *, unsigned);
+    CUresult (*StreamDestroy)(CUstream);
+    CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*StreamBeginCapture)(CUstream, int);
+    CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*GraphExecDestroy)(CUgraphExec);
+    CUresult (*GraphDestroy)(CUgraph);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*GetErrorString)(CUresult, const char **);
+} rt_cu;
+
+/* Loads libcuda.so.1 and calls cuInit once (thread-safe). Returns the table, or
+ * NULL with a message ("no CUDA driver/device found: ...") in err. */
+const rt_cu *rt_cuda(char *err, size_t errn);
+/* "CUDA_ERROR_X (code)" for a result. */
+void rt_cuda_errstr(CUresult r, char *buf, size_t n);
+
+/* Facts of device ordinal dev (for templates, the database and the tuner). */
+typedef struct rt_devinfo {
+    char name[256];
+    char uuid[64];        /* "GPU-xxxxxxxx-xxxx-..." */
+    char arch[16];        /* "sm_90a" for cc 9.0, "sm_80", ... */
+    int cc_major, cc_minor, sms, smem_optin, smem_sm, regs_sm;
+    long long l2;
+    int clock_mhz, mem_clock_mhz;
+    char driver[32];      /* driver API version "13.0" */
+    size_t total_mem;
+} rt_devinfo;
+int rt_device_info(int ordinal, rt_devinfo *info, char *err, size_t errn);
+
+#endif

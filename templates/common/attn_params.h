@@ -1,0 +1,52 @@
+/* common/attn_params.h: the argument block of every attention kernel; one definition for host C and CUDA */
+#ifndef KF_ATTN_PARAMS_H
+#define KF_ATTN_PARAMS_H
+
+/*
+ * Strides are in elements, not bytes; the last dimension of every tensor is
+ * contiguous. Sequence b of the batch:
+ *   query rows   r0 = cu_seqlens_q ? cu_seqlens_q[b] : 0,  n_q  = cu_seqlens_q ? cu_seqlens_q[b+1] - r0 : sq
+ *   keys         k0 = cu_seqlens_k ? cu_seqlens_k[b] : 0,  n_kv = cu_seqlens_k ? cu_seqlens_k[b+1] - k0
+ *                                                                 : (kv_len ? kv_len[b] : skv)
+ *   q row i, head h:   q + (cu_seqlens_q ? 0 : b*q_sb) + (r0+i)*q_ss + h*q_sh      (o alike)
+ *   key j, kv head kh: k + (cu_seqlens_k ? 0 : b*k_sb) + (k0+j)*k_ss + kh*k_sh     (v alike)
+ *     paged (block_table != 0): page = block_table[b*bt_sb + j/page_size],
+ *                               k + page*k_sb + (j%page_size)*k_ss + kh*k_sh       (v alike)
+ *   lse row i, head h: lse + (cu_seqlens_q ? 0 : b*lse_sb) + h*lse_sh + (r0+i)     fp32, natural log
+ * kv head of query head h: h / (hq / hkv).
+ * Causal: query i sees keys j <= i + n_kv - n_q (bottom-right aligned).
+ * A row with no visible key gives o = 0 and lse = -inf.
+ * Split-KV partials: row id rid = ((cu_seqlens_q ? 0 : b*sq) + r0 + i) * hq + h,
+ *   ws_o[(s*ws_rows*hq + rid)*dv + c], ws_lse[s*ws_rows*hq + rid], s < splits;
+ *   each partial is normalised (O_s divided by its own sum) with lse_s = m_s + log(l_s).
+ */
+typedef struct kf_attn_params {
+    const void *q;
+    const void *k;
+    const void *v;
+    void *o;
+    float *lse;                /* may be 0: the kernel then writes no lse */
+    const int *cu_seqlens_q;   /* [b+1] or 0 */
+    const int *cu_seqlens_k;   /* [b+1] or 0 */
+    const int *kv_len;         /* [b] or 0 */
+    const int *block_table;    /* [b, bt_sb] page indices or 0 */
+    float *ws_o;               /* split partials, see above; 0 when splits == 1 */
+    float *ws_lse;
+    long long q_sb, q_ss, q_sh;
+    long long k_sb, k_ss, k_sh;
+    long long v_sb, v_ss, v_sh;
+    long long o_sb, o_ss, o_sh;
+    long long lse_sb, lse_sh;
+    long long bt_sb;
+    int b;                     /* batch (sequences) */
+    int sq;                    /* query rows per sequence (max over the batch when packed) */
+    int skv;                   /* keys per sequence when kv_len and cu_seqlens_k are 0; capacity otherwise */
+    int hq, hkv;
+    int page_size;
+    int splits;                /* >= 1 */
+    int ws_rows;               /* b*sq dense, total rows packed */
+    float scale;               /* softmax scale */
+    float scale_log2;          /* scale * log2(e) */
+} kf_attn_params;
+
+#endif

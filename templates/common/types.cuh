@@ -1,0 +1,44 @@
+/* common/types.cuh: kforge's own 16-bit float storage types and conversions (inline PTX, no toolkit headers) */
+#ifndef KF_TYPES_CUH
+#define KF_TYPES_CUH
+
+/* Needs KF_BF16 (1: bf16, 0: fp16) defined by the template before inclusion.
+ * Elements are kept as raw 16-bit patterns; pairs as one 32-bit register (low half = first element). */
+typedef unsigned short kf_u16;
+typedef unsigned int kf_u32;
+
+#define KF_NEG_INF (__int_as_float(0xff800000))
+
+/* Two floats -> packed pair, round to nearest even. */
+__device__ __forceinline__ kf_u32 kf_pack2(float lo, float hi)
+{
+    kf_u32 r;
+#if KF_BF16
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+
+/* One 16-bit element -> float. */
+__device__ __forceinline__ float kf_to_float(kf_u16 x)
+{
+#if KF_BF16
+    return __int_as_float(((int)x) << 16);
+#else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+#endif
+}
+
+/* 2^x, approximate (ex2.approx, ftz); 2^-inf = +0. */
+__device__ __forceinline__ float kf_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+#endif

@@ -1,0 +1,466 @@
+/* tests/cpu/test_gen.c: the Lua host, sandbox, enumeration, keys, hashes and the NVRTC path */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db/db.h"
+#include "gen/build.h"
+#include "gen/kv.h"
+#include "gen/nvrtc.h"
+#include "gen/sweep.h"
+#include "gen/template.h"
+
+static char g_dir[256];
+
+static void write_file(const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, rel);
+    char *slash = strrchr(path, '/');
+    *slash = 0;
+    mkdir(path, 0755);
+    *slash = '/';
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A small, valid template: one kernel adding a constant, two params, one runtime param. */
+static const char *good_tmpl =
+    "return {\n"
+    "  family = 'toy', doc = 'toy family',\n"
+    "  includes = { 'toy/body.cuh' },\n"
+    "  shape = { n = 'int', dtype = 'string' },\n"
+    "  params = { w = {1, 2, 4}, bn = {32, 64}, sp = {1, 2} },\n"
+    "  runtime = { sp = true },\n"
+    "  fixed = function(s) return { dtype = s.dtype, big = s.n > 100 and 1 or 0 } end,\n"
+    "  valid = function(p, f, dev)\n"
+    "    if p.w * p.bn > 128 then return false, 'w*bn over 128' end\n"
+    "    return true end,\n"
+    "  default = function(s, dev) return { w = 2, bn = 32, sp = 1 } end,\n"
+    "  render = function(p, f) return subst(fragment('toy/body.cuh'), { W = p.w, BN = p.bn }) end,\n"
+    "  kernels = function(p, f, dev) return { { name = 'toy', threads = 32 * p.w, smem = 0 } } end,\n"
+    "}\n";
+
+static const char *good_body =
+    "extern \"C\" __global__ void toy(float *x) { x[threadIdx.x] += ${W} * ${BN}; }\n";
+
+static int setup(void **state)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/kf_test_gen_XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    write_file("toy.lua", good_tmpl);
+    write_file("toy/body.cuh", good_body);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static gen_kvset shape_of(const char *text)
+{
+    gen_kvset s;
+    char err[128];
+    gen_kv_clear(&s);
+    assert_int_equal(gen_kv_parse(&s, text, err, sizeof err), 0);
+    return s;
+}
+
+static void test_kv__parse_format_and_key_are_sorted(void **state)
+{
+    gen_kvset a = shape_of("skv=128k, dtype=bf16, b=1");
+    gen_kvset b = shape_of("b=1;dtype=bf16;skv=131072");
+    char fa[128], fb[128], ka[128];
+    assert_true(gen_kv_format(&a, fa, sizeof fa) > 0);
+    assert_true(gen_kv_format(&b, fb, sizeof fb) > 0);
+    assert_string_equal(fa, "b=1,dtype=bf16,skv=131072");
+    assert_string_equal(fa, fb);
+    assert_true(gen_kv_keyform(&a, ka, sizeof ka) > 0);
+    assert_string_equal(ka, "b1.dtype-bf16.skv131072");
+    gen_kvset c;
+    char err[128];
+    gen_kv_clear(&c);
+    assert_int_equal(gen_kv_parse(&c, "B=1", err, sizeof err), -1);
+    assert_non_null(strstr(err, "'B'"));
+    assert_int_equal(gen_kv_parse(&c, "dtype=bf-16", err, sizeof err), -1);
+    assert_non_null(strstr(err, "bf-16"));
+    assert_int_equal(gen_kv_parse(&c, "novalue", err, sizeof err), -1);
+}
+
+static void test_template__loads_and_hashes(void **state)
+{
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "toy");
+    assert_non_null(t);
+    assert_string_equal(gen_tmpl_doc(t), "toy family");
+    assert_int_equal(strlen(gen_tmpl_hash(t)), 32);
+    const gen_space *s = gen_tmpl_space(t);
+    assert_int_equal(s->n, 3);
+    assert_string_equal(s->p[0].name, "bn");
+    assert_string_equal(s->p[1].name, "sp");
+    assert_true(s->p[1].runtime);
+    gen_host_free(h);
+}
+
+static void test_template__variant_key_is_stable_and_sorted(void **state)
+{
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "toy");
+    gen_kvset fixed, p1 = shape_of("w=2,bn=64,sp=2"), p2 = shape_of("sp=2,bn=64,w=2");
+    gen_kvset shape = shape_of("n=200,dtype=fp16");
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), 0);
+    char k1[256], k2[256], kb[256];
+    assert_int_equal(gen_variant_key(t, &fixed, &p1, 0, k1, sizeof k1), 0);
+    assert_int_equal(gen_variant_key(t, &fixed, &p2, 0, k2, sizeof k2), 0);
+    assert_string_equal(k1, k2);
+    assert_string_equal(k1, "toy.big1.bn64.dtype-fp16.sp2.w2");
+    assert_int_equal(gen_variant_key(t, &fixed, &p1, 1, kb, sizeof kb), 0);
+    assert_string_equal(kb, "toy.big1.bn64.dtype-fp16.w2");  /* runtime param left out */
+    gen_host_free(h);
+}
+
+static int count_cb(const gen_kvset *p, int valid, const char *why, void *arg)
+{
+    int *c = arg;
+    c[0]++;
+    if (valid)
+        c[1]++;
+    else
+        assert_string_equal(why, "w*bn over 128");
+    return 0;
+}
+
+static void test_template__enumerates_with_constraints(void **state)
+{
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "toy");
+    gen_device dev;
+    gen_device_for_arch(&dev, "sm_90a");
+    gen_kvset fixed, shape = shape_of("n=1,dtype=bf16");
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), 0);
+    int c[2] = {0, 0};
+    assert_int_equal(gen_tmpl_enumerate(t, &fixed, &dev, count_cb, c), 0);
+    assert_int_equal(c[0], 12);   /* 3 w x 2 bn x 2 sp */
+    assert_int_equal(c[1], 10);   /* only w=4,bn=64 is over 128: 5 of 6 points x 2 sp */
+    gen_host_free(h);
+}
+
+static void test_template__shape_fields_are_checked(void **state)
+{
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "toy");
+    gen_kvset fixed, shape = shape_of("n=1");
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), -1);
+    assert_non_null(strstr(gen_host_errmsg(h), "lacks 'dtype'"));
+    shape = shape_of("n=bf16,dtype=bf16");
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), -1);
+    assert_non_null(strstr(gen_host_errmsg(h), "'n'"));
+    gen_host_free(h);
+}
+
+static void expect_load_error(const char *text, const char *needle)
+{
+    write_file("bad.lua", text);
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "bad");
+    assert_null(t);
+    if (!strstr(gen_host_errmsg(h), needle))
+        fail_msg("error '%s' lacks '%s'", gen_host_errmsg(h), needle);
+    gen_host_free(h);
+}
+
+static void test_sandbox__refuses_os_io_require_load(void **state)
+{
+    expect_load_error("os.execute('touch /tmp/kf_pwned')\nreturn {}\n",
+                      "templates/bad.lua:1: attempt to index a nil value (global 'os')");
+    expect_load_error("local f = io.open('/etc/passwd')\nreturn {}\n", "templates/bad.lua:1:");
+    expect_load_error("\nrequire('x')\nreturn {}\n", "templates/bad.lua:2:");
+    expect_load_error("return load('return 1')()\n", "templates/bad.lua:1:");
+    expect_load_error("return string.dump(function() end)\n", "templates/bad.lua:1:");
+    assert_int_equal(access("/tmp/kf_pwned", F_OK), -1);
+}
+
+static void test_sandbox__refuses_bytecode(void **state)
+{
+    write_file("bad.lua", "\x1bLua\x54\x00garbage");
+    gen_host *h = gen_host_new(g_dir);
+    assert_null(gen_tmpl_load(h, "bad"));
+    assert_non_null(strstr(gen_host_errmsg(h), "binary"));
+    gen_host_free(h);
+}
+
+static void test_sandbox__stops_endless_loops(void **state)
+{
+    expect_load_error("while true do end\n", "ran too long");
+}
+
+static void test_template__errors_name_file_and_line(void **state)
+{
+    expect_load_error("return {\n  family = 'bad',\n  x = 1 +\n}\n", "templates/bad.lua:4:");
+    expect_load_error("return 42\n", "templates/bad.lua: must return a table");
+    expect_load_error("return { family = 'other' }\n", "'family' must be \"bad\"");
+    /* a runtime error inside render reports the template's line */
+    write_file("bad.lua",
+               "return { family = 'bad', shape = {}, params = { w = {1} },\n"
+               "  fixed = function(s) return {} end, valid = function() return true end,\n"
+               "  default = function() return { w = 1 } end,\n"
+               "  render = function(p, f)\n"
+               "    error('boom')\n"
+               "  end,\n"
+               "  kernels = function() return {} end }\n");
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *bt = gen_tmpl_load(h, "bad");
+    assert_non_null(bt);
+    gen_kvset fixed, params = shape_of("w=1"), shape;
+    gen_kv_clear(&shape);
+    assert_int_equal(gen_tmpl_fixed(bt, &shape, &fixed), 0);
+    char *src = NULL;
+    assert_int_equal(gen_tmpl_render(bt, &fixed, &params, &src), -1);
+    assert_non_null(strstr(gen_host_errmsg(h), "templates/bad.lua:5: boom"));
+    gen_host_free(h);
+}
+
+static void test_template__fragment_must_be_listed(void **state)
+{
+    write_file("bad.lua",
+               "return { family = 'bad', shape = {}, params = { w = {1} },\n"
+               "  fixed = function(s) return {} end, valid = function() return true end,\n"
+               "  default = function() return { w = 1 } end,\n"
+               "  render = function(p, f) return fragment('toy/body.cuh') end,\n"
+               "  kernels = function() return {} end }\n");
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "bad");
+    assert_non_null(t);
+    gen_kvset fixed, params = shape_of("w=1"), shape;
+    gen_kv_clear(&shape);
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), 0);
+    char *src = NULL;
+    assert_int_equal(gen_tmpl_render(t, &fixed, &params, &src), -1);
+    assert_non_null(strstr(gen_host_errmsg(h), "not listed in includes"));
+    gen_host_free(h);
+}
+
+static void test_template__hash_changes_with_a_fragment(void **state)
+{
+    gen_host *h = gen_host_new(g_dir);
+    char before[33];
+    snprintf(before, sizeof before, "%s", gen_tmpl_hash(gen_tmpl_load(h, "toy")));
+    gen_host_free(h);
+    write_file("toy/body.cuh", "extern \"C\" __global__ void toy(float *x) { x[threadIdx.x] -= ${W} * ${BN}; }\n");
+    h = gen_host_new(g_dir);
+    assert_string_not_equal(before, gen_tmpl_hash(gen_tmpl_load(h, "toy")));
+    gen_host_free(h);
+    write_file("toy/body.cuh", good_body);
+    h = gen_host_new(g_dir);
+    assert_string_equal(before, gen_tmpl_hash(gen_tmpl_load(h, "toy")));
+    gen_host_free(h);
+}
+
+static void test_render__is_pure_and_has_a_banner(void **state)
+{
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "toy");
+    gen_kvset fixed, params = shape_of("w=4,bn=32,sp=2"), shape = shape_of("n=1,dtype=bf16");
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), 0);
+    char *a = NULL, *b = NULL;
+    assert_int_equal(gen_tmpl_render(t, &fixed, &params, &a), 0);
+    assert_int_equal(gen_tmpl_render(t, &fixed, &params, &b), 0);
+    assert_string_equal(a, b);
+    assert_non_null(strstr(a, "generated by kforge, do not edit"));
+    assert_non_null(strstr(a, "toy.big0.bn32.dtype-bf16.w4"));
+    assert_non_null(strstr(a, "+= 4 * 32;"));
+    free(a);
+    free(b);
+    gen_host_free(h);
+}
+
+static void test_nvrtc__compiles_and_reports_resources(void **state)
+{
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "toy");
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    gen_job j = {0};
+    j.tmpl = t;
+    gen_kvset shape = shape_of("n=1,dtype=bf16");
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &j.fixed), 0);
+    j.params = shape_of("w=2,bn=32,sp=1");
+    assert_int_equal(gen_build_prepare(&j, &tg), 0);
+    char err[256];
+    assert_int_equal(gen_build_run(&j, 1, 1, NULL, &tg, NULL, NULL, err, sizeof err), 0);
+    assert_false(j.failed);
+    assert_true(j.bin.size > 100);
+    assert_memory_equal(j.bin.image, "\x7f" "ELF", 4);
+    assert_true(j.bin.regs > 0);
+    assert_int_equal(j.bin.spill_bytes, 0);
+    gen_job_free(&j);
+    gen_host_free(h);
+}
+
+static void test_nvrtc__errors_carry_the_log_and_variant(void **state)
+{
+    gen_binary_out out;
+    char err[1024];
+    int rc = gen_nvrtc_compile("extern \"C\" __global__ void k() { undeclared_thing = 1; }", "toy.w1",
+                               "sm_80", 0, &out, err, sizeof err);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "toy.w1"));
+    assert_non_null(strstr(err, "undeclared_thing"));
+    assert_non_null(strstr(out.log, "undeclared_thing"));
+    gen_binary_out_free(&out);
+    rc = gen_nvrtc_compile("", "x", "sm_12", 0, &out, err, sizeof err);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "unknown arch 'sm_12'"));
+}
+
+static void test_nvrtc__ptxas_log_parse(void **state)
+{
+    gen_binary_out o;
+    memset(&o, 0, sizeof o);
+    gen_parse_ptxas_log("ptxas info    : Function properties for k\n"
+                        "ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+                        "ptxas info    : Used 168 registers, used 1 barriers, 16384 bytes smem, 400 bytes cmem[0]\n"
+                        "ptxas info    : Used 40 registers, used 1 barriers, 0 bytes smem\n",
+                        &o);
+    assert_int_equal(o.regs, 168);
+    assert_int_equal(o.smem_static, 16384);
+    assert_int_equal(o.spill_bytes, 20);
+    assert_int_equal(o.stack_bytes, 24);
+}
+
+static void test_build__second_compile_is_a_cache_hit(void **state)
+{
+    char dbpath[300];
+    snprintf(dbpath, sizeof dbpath, "%s/cache.db", g_dir);
+    db_store *db = NULL;
+    assert_int_equal(db_open(&db, dbpath, DB_CREATE), DB_OK);
+    gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, "toy");
+    gen_target tg;
+    gen_target_init(&tg, "sm_80", 0, NULL);
+    for (int round = 0; round < 2; round++) {
+        gen_job j[2] = {{0}};
+        for (int k = 0; k < 2; k++) {
+            j[k].tmpl = t;
+            gen_kvset shape = shape_of("n=1,dtype=bf16");
+            gen_tmpl_fixed(t, &shape, &j[k].fixed);
+            j[k].params = shape_of(k ? "w=2,bn=64,sp=1" : "w=1,bn=32,sp=2");
+            assert_int_equal(gen_build_prepare(&j[k], &tg), 0);
+        }
+        char err[256];
+        assert_int_equal(gen_build_run(j, 2, 2, db, &tg, NULL, NULL, err, sizeof err), 0);
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(j[k].cache_hit, round == 1);
+            assert_memory_equal(j[k].bin.image, "\x7f" "ELF", 4);
+            gen_job_free(&j[k]);
+        }
+    }
+    db_info in;
+    assert_int_equal(db_get_info(db, &in), DB_OK);
+    assert_int_equal(in.binaries, 2);
+    db_close(db);
+    gen_host_free(h);
+}
+
+static void test_build__cache_key_covers_hash_arch_and_nvrtc(void **state)
+{
+    gen_target a, b;
+    gen_target_init(&a, "sm_90a", 0, NULL);
+    gen_target_init(&b, "sm_80", 0, NULL);
+    char k1[600], k2[600], k3[600], k4[600];
+    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", &a, k1, sizeof k1);
+    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", &b, k2, sizeof k2);
+    gen_cache_key("toy.w1", "10112233445566778899aabbccddeeff", &a, k3, sizeof k3);
+    snprintf(a.nvrtc, sizeof a.nvrtc, "12.9");
+    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", &a, k4, sizeof k4);
+    assert_string_not_equal(k1, k2);
+    assert_string_not_equal(k1, k3);
+    assert_string_not_equal(k1, k4);
+    assert_true(strncmp(k1, "toy.w1.sm_90a.", 14) == 0);
+}
+
+static int load_cb(const char *family, void *arg)
+{
+    gen_host *h = arg;
+    if (!gen_tmpl_load(h, family))
+        fail_msg("%s: %s", family, gen_host_errmsg(h));
+    return 0;
+}
+
+static int count_families(const char *family, void *arg)
+{
+    (*(int *)arg)++;
+    return 0;
+}
+
+static void test_embedded__every_family_loads(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    int n = 0;
+    gen_host_families(h, count_families, &n);
+    assert_true(n >= 1);
+    gen_host_families(h, load_cb, h);
+    gen_sweep sw;
+    assert_int_equal(gen_sweep_load(h, "default", &sw), 0);
+    assert_true(sw.n > 0);
+    for (int i = 0; i < sw.n; i++) {
+        gen_tmpl *t = gen_tmpl_load(h, gen_kv_str(&sw.shapes[i], "family"));
+        gen_kvset fixed;
+        if (!t || gen_tmpl_fixed(t, &sw.shapes[i], &fixed))
+            fail_msg("default sweep shape %d: %s", i, gen_host_errmsg(h));
+    }
+    gen_sweep_free(&sw);
+    gen_host_free(h);
+}
+
+static void test_kernels__list_is_parsed_back(void **state)
+{
+    gen_kernel k[2] = {{"kf_main", 256, 49152}, {"kf_combine", 128, 0}}, back[4];
+    char text[256];
+    gen_kernels_format(k, 2, text, sizeof text);
+    assert_string_equal(text, "kf_main/256/49152,kf_combine/128/0");
+    assert_int_equal(gen_kernels_parse(text, back, 4), 2);
+    assert_string_equal(back[1].name, "kf_combine");
+    assert_int_equal(back[0].smem, 49152);
+    assert_int_equal(gen_kernels_parse("nonsense", back, 4), -1);
+}
+
+int main(void)
+{
+    unsetenv("KFORGE_TEMPLATE_DIR");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv__parse_format_and_key_are_sorted),
+        cmocka_unit_test(test_template__loads_and_hashes),
+        cmocka_unit_test(test_template__variant_key_is_stable_and_sorted),
+        cmocka_unit_test(test_template__enumerates_with_constraints),
+        cmocka_unit_test(test_template__shape_fields_are_checked),
+        cmocka_unit_test(test_sandbox__refuses_os_io_require_load),
+        cmocka_unit_test(test_sandbox__refuses_bytecode),
+        cmocka_unit_test(test_sandbox__stops_endless_loops),
+        cmocka_unit_test(test_template__errors_name_file_and_line),
+        cmocka_unit_test(test_template__fragment_must_be_listed),
+        cmocka_unit_test(test_template__hash_changes_with_a_fragment),
+        cmocka_unit_test(test_render__is_pure_and_has_a_banner),
+        cmocka_unit_test(test_nvrtc__compiles_and_reports_resources),
+        cmocka_unit_test(test_nvrtc__errors_carry_the_log_and_variant),
+        cmocka_unit_test(test_nvrtc__ptxas_log_parse),
+        cmocka_unit_test(test_build__second_compile_is_a_cache_hit),
+        cmocka_unit_test(test_build__cache_key_covers_hash_arch_and_nvrtc),
+        cmocka_unit_test(test_embedded__every_family_loads),
+        cmocka_unit_test(test_kernels__list_is_parsed_back),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

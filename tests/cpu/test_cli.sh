@@ -23,7 +23,7 @@ check cli__unknown_command 2 "error: unknown command 'frobnicate'" -- "$KF" frob
 check cli__unknown_option 2 "error: unknown option '--nope'" -- "$KF" list --nope
 check cli__reserved_command 1 "error: 'kforge export' is reserved" -- "$KF" export
 check cli__subcommand_help 0 "usage: kforge compile" -- "$KF" compile --help
-check cli__list 0 "attn_decode" -- "$KF" list
+check cli__list 0 "attn_naive" -- "$KF" list
 check cli__list_json 0 '"family":"attn_naive"' -- "$KF" list attn_naive --json
 check cli__gen_needs_shape 2 "error: --shape is required" -- "$KF" gen attn_naive
 check cli__gen_unknown_family 1 "error: no template for family 'nosuch'" -- "$KF" gen nosuch --shape "$S"

@@ -16,8 +16,21 @@ typedef struct cli_opts {
     const char *shape;        /* --shape "b=1,sq=1,..." */
     const char *params;       /* --params "bn=64,..." */
     const char *sweep;        /* --sweep NAME */
+    const char *gpu;          /* --gpu "NVIDIA H200" */
+    const char *family;       /* --family F */
+    const char *output;       /* -o PATH */
+    const char *devices;      /* --devices 0,1 (tune) */
+    const char *shard;        /* --shard i/n (tune) */
+    const char *strategy;     /* --strategy random|halving (tune) */
     int jobs;                 /* -j N */
+    int budget;               /* --budget N (tune; 0: every variant) */
+    int samples;              /* --samples N (tune; 0: the tuner's default) */
+    unsigned long long seed;  /* --seed N (tune) */
+    double band_floor;        /* --band-floor F (tune; 0: the tuner's default) */
+    int retry_errors;         /* --retry-errors (tune) */
+    int markdown, csv;        /* --markdown, --csv (report) */
     int json, quiet, ptx, all, measure, help;
+    const char *command;      /* the command line as run ("kforge tune ..."), recorded by tune */
     int argc;                 /* positional arguments after the subcommand */
     char **argv;
 } cli_opts;
@@ -54,6 +67,12 @@ int cmd_gen(cli_opts *o);
 int cmd_compile(cli_opts *o);
 int cmd_db(cli_opts *o);
 int cmd_doctor(cli_opts *o);
+int cmd_doctor_measure(cli_opts *o);
 int cmd_run(cli_opts *o);
+int cmd_export(cli_opts *o);
+int cmd_import(cli_opts *o);
+int cmd_tune(cli_opts *o);
+int cmd_report(cli_opts *o);
+int cmd_db_merge(cli_opts *o);
 
 #endif

@@ -1,4 +1,4 @@
-/* cli/cmd_db.c: `kforge db info|ls|gc`: look into and clean the database */
+/* cli/cmd_db.c: `kforge db info|ls|gc|merge`: look into, clean and merge databases */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -94,10 +94,12 @@ static int db_gc_cmd(cli_opts *o, db_store *db)
 int cmd_db(cli_opts *o)
 {
     if (o->argc < 1)
-        return cli_usage_error("'kforge db' needs info, ls or gc");
+        return cli_usage_error("'kforge db' needs info, ls, gc or merge");
     const char *sub = o->argv[0];
+    if (!strcmp(sub, "merge"))
+        return cmd_db_merge(o);
     if (strcmp(sub, "info") && strcmp(sub, "ls") && strcmp(sub, "gc"))
-        return cli_usage_error("unknown 'kforge db' command '%s' (info, ls, gc)", sub);
+        return cli_usage_error("unknown 'kforge db' command '%s' (info, ls, gc, merge)", sub);
     db_store *db = cli_open_db(o, 0);
     if (!db)
         return 1;

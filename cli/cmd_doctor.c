@@ -1,10 +1,15 @@
-/* cli/cmd_doctor.c: `kforge doctor`: NVRTC, driver and GPU, database, templates */
+/* cli/cmd_doctor.c: `kforge doctor`: NVRTC, driver and GPU, database, templates; --measure: the GPU's ceilings */
 #include "cli/cli.h"
+#include "runtime/device.h"
+#include "gen/build.h"
 #include "gen/nvrtc.h"
 #include "runtime/cuda.h"
+#include "tuner/tune_ceiling.h"
+#include "tuner/tune_enum.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct tmpl_ctx {
@@ -29,7 +34,7 @@ static int check_tmpl(const char *family, void *arg)
 int cmd_doctor(cli_opts *o)
 {
     if (o->measure)
-        return cli_error("'kforge doctor --measure' is reserved for the tuner and not built yet");
+        return cmd_doctor_measure(o);
     char nvrtc[16], err[512];
     gen_nvrtc_version(nvrtc, sizeof nvrtc);
     rt_devinfo info;
@@ -81,4 +86,96 @@ int cmd_doctor(cli_opts *o)
     }
     gen_host_free(h);
     return c.bad ? 1 : 0;
+}
+
+/* ---- kforge doctor --measure --------------------------------------------------------- */
+
+/* Builds every ceil_gemm variant for size^3 (through the database's binary cache). */
+static int gemm_jobs(cli_opts *o, gen_host *h, const gen_target *tg, db_store *db, gen_job **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    gen_tmpl *t = gen_tmpl_load(h, "ceil_gemm");
+    gen_kvset shape;
+    gen_kv_clear(&shape);
+    gen_kv_set_int(&shape, "m", TUNE_GEMM_SIZE);
+    gen_kv_set_int(&shape, "n", TUNE_GEMM_SIZE);
+    gen_kv_set_int(&shape, "k", TUNE_GEMM_SIZE);
+    tune_space sp;
+    if (!t || tune_enumerate(t, &shape, &tg->dev, &sp))
+        return cli_error("%s", gen_host_errmsg(h));
+    gen_job *jobs = calloc((size_t)sp.n + 1, sizeof *jobs);
+    int rc = 0;
+    for (int i = 0; i < sp.n && !rc; i++) {
+        jobs[i].tmpl = t;
+        jobs[i].fixed = sp.fixed;
+        jobs[i].params = sp.v[i].params;
+        if (gen_build_prepare(&jobs[i], tg))
+            rc = cli_error("%s", gen_host_errmsg(h));
+        else
+            (*n)++;
+    }
+    tune_space_free(&sp);
+    char dberr[512];
+    int threads = o->jobs ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (!rc && gen_build_run(jobs, *n, threads, db, tg, NULL, NULL, dberr, sizeof dberr) < 0)
+        rc = cli_error("%s", dberr);
+    *out = jobs;
+    return rc;
+}
+
+int cmd_doctor_measure(cli_opts *o)
+{
+    rt_devinfo info;
+    char err[1024];
+    if (rt_device_info(0, &info, err, sizeof err))
+        return cli_error("%s", err);
+    gen_device dev;
+    rt_gen_device(&info, &dev);
+    gen_target tg;
+    if (gen_target_init(&tg, o->arch ? o->arch : info.arch, 0, &dev))
+        return cli_usage_error("unknown --arch '%s'", o->arch ? o->arch : info.arch);
+    db_store *db = cli_open_db(o, 1);
+    gen_host *h = db ? cli_host(o) : NULL;
+    if (!h) {
+        db_close(db);
+        return 1;
+    }
+    tune_ceiling copy, gemm;
+    int rc = 0;
+    cli_progress(o, "measuring the device copy ceiling on %s (2 x %llu MiB per copy)\n", info.name,
+                 (unsigned long long)(TUNE_COPY_BYTES >> 20));
+    if (tune_ceiling_copy(0, TUNE_COPY_BYTES, 30, &copy, err, sizeof err))
+        rc = cli_error("copy ceiling: %s", err);
+    else if (db_ceiling_put(db, info.name, "copy", copy.value, "B/s") != DB_OK)
+        rc = cli_error("%s", db_errmsg(db));
+    gen_job *jobs = NULL;
+    int n = 0;
+    if (!rc) {
+        cli_progress(o, "measuring the bf16 GEMM ceiling (kforge's own mma.sync kernel, %d^3)\n", TUNE_GEMM_SIZE);
+        rc = gemm_jobs(o, h, &tg, db, &jobs, &n);
+    }
+    if (!rc && tune_ceiling_gemm(0, jobs, n, TUNE_GEMM_SIZE, 30, &gemm, err, sizeof err))
+        rc = cli_error("GEMM ceiling: %s", err);
+    else if (!rc && db_ceiling_put(db, info.name, "gemm_bf16", gemm.value, "FLOP/s") != DB_OK)
+        rc = cli_error("%s", db_errmsg(db));
+    if (!rc && o->json)
+        printf("{\"gpu\":\"%s\",\"copy\":{\"value\":%.6g,\"unit\":\"B/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
+               "\"how\":\"cuMemcpyDtoD of 1 GiB, bytes read + written\"},"
+               "\"gemm_bf16\":{\"value\":%.6g,\"unit\":\"FLOP/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
+               "\"variant\":\"%s\",\"check_rel_err\":%.3g,\"how\":\"kforge's own mma.sync GEMM, not cuBLAS\"}}\n",
+               info.name, copy.value, copy.median_ms, copy.spread, gemm.value, gemm.median_ms, gemm.spread,
+               gemm.variant, gemm.check_err);
+    else if (!rc)
+        printf("ceilings of %s, stored in %s:\n"
+               "  copy       %.3f TB/s (read + written; cuMemcpyDtoD of 1 GiB, median of %d, spread %.1f%%)\n"
+               "  gemm_bf16  %.1f TFLOP/s (kforge's own mma.sync GEMM %s, %d^3, median of %d, spread %.1f%%;"
+               " not cuBLAS)\n", info.name, db_path(db), copy.value / 1e12, copy.samples, 100 * copy.spread,
+               gemm.value / 1e12, gemm.variant, TUNE_GEMM_SIZE, gemm.samples, 100 * gemm.spread);
+    for (int i = 0; i < n; i++)
+        gen_job_free(&jobs[i]);
+    free(jobs);
+    gen_host_free(h);
+    db_close(db);
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* cli/common.c: messages, database and template set-up, target arch and shape selection for the CLI */
 #include "cli/cli.h"
+#include "runtime/device.h"
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
 
@@ -78,14 +79,7 @@ const char *cli_arch(const cli_opts *o, gen_device *dev, int *from_gpu)
     char err[256];
     if (getenv("KFORGE_NO_GPU") == NULL && rt_device_info(0, &info, err, sizeof err) == 0) {
         snprintf(arch, sizeof arch, "%s", info.arch);
-        memset(dev, 0, sizeof *dev);
-        snprintf(dev->arch, sizeof dev->arch, "%s", info.arch);
-        dev->cc = info.cc_major * 10 + info.cc_minor;
-        dev->sms = info.sms;
-        dev->smem_optin = info.smem_optin;
-        dev->smem_sm = info.smem_sm;
-        dev->regs_sm = info.regs_sm;
-        dev->l2 = info.l2;
+        rt_gen_device(&info, dev);
         if (from_gpu)
             *from_gpu = 1;
         return arch;

@@ -1,6 +1,8 @@
 /* cli/kforge.c: the kforge command: one table of subcommands, shared options, dispatch */
 #include "cli/cli.h"
+#include "tuner/tune_select.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,25 +37,68 @@ static const struct cli_cmd commands[] = {
      "  [FAMILY] --sweep NAME [--all]   the default variant (or all) of every sweep shape\n"
      "  With no FAMILY, --shape or --sweep: --sweep default --all.\n"
      "  A binary already in the database (same cache key) is a cache hit, not recompiled.\n"},
-    {"run", NULL, "run one variant on the GPU against the reference: error and time",
-     "usage: kforge run FAMILY --shape S [--params P] [--db PATH]\n"
+    {"run", cmd_run, "run one variant on the GPU against the reference: error and time",
+     "usage: kforge run FAMILY --shape S [--params P] [--db PATH] [--json]\n"
      "  Allocates random inputs on the GPU, runs the variant (default params: the\n"
-     "  template's default), checks it against the CPU fp64 reference and prints the\n"
-     "  relative error and the median time.\n"},
-    {"db", cmd_db, "inspect or clean the database: info, ls, gc",
+     "  template's default), checks it against the CPU fp64 reference (or, for shapes\n"
+     "  too large for the CPU, the GPU naive kernel, itself checked against the CPU\n"
+     "  reference by the tests) and prints the errors, the median time and throughput.\n"},
+    {"db", cmd_db, "inspect, clean or merge databases: info, ls, gc, merge",
      "usage: kforge db info|ls|gc [--db PATH] [--json]\n"
+     "       kforge db merge A.db [B.db ...] -o OUT.db [--json] [--quiet]\n"
      "  info   schema version, journal mode, row counts\n"
      "  ls     one line per binary: variant key, arch, size, registers, spills, compile ms\n"
-     "  gc     delete binaries of template versions that are no longer current (and not winners)\n"},
-    {"doctor", cmd_doctor, "NVRTC, driver and GPU, database, templates",
-     "usage: kforge doctor [--db PATH] [--templates DIR] [--json]\n"
+     "  gc     delete binaries of template versions that are no longer current (and not winners)\n"
+     "  merge  copies every input into OUT.db (created when missing; an existing kforge database is\n"
+     "         added to): templates and binaries (each once), devices, runs, measurements, ceilings\n"
+     "         (the later measured one), winners. When two databases hold a winner for the same\n"
+     "         (GPU model, family, shape), the better-measured one stays: more samples, then the\n"
+     "         smaller relative spread, then the one already in OUT.db; each such conflict is\n"
+     "         reported on stderr.\n"},
+    {"doctor", cmd_doctor, "NVRTC, driver and GPU, database, templates; --measure: GPU ceilings",
+     "usage: kforge doctor [--measure] [--db PATH] [--templates DIR] [--json]\n"
      "  Reports the NVRTC version, the CUDA driver and GPU if any, the database path\n"
-     "  and schema version, the template folder, and whether every template loads.\n"},
-    {"tune", NULL, "(reserved) time the variants of a sweep and keep the winners", ""},
+     "  and schema version, the template folder, and whether every template loads.\n"
+     "  --measure  measures GPU 0's ceilings instead (device copy bandwidth; kforge's own bf16\n"
+     "             GEMM, not cuBLAS) and stores them in the database for 'kforge report'.\n"},
+    {"tune", cmd_tune, "time the variants of a sweep and keep the winners",
+     "usage: kforge tune [FAMILY] [--sweep NAME | --shape S] [--db PATH] [--devices 0,1]\n"
+     "                   [--shard i/n] [--budget N [--strategy random|halving] [--seed N]]\n"
+     "                   [--samples N] [--band-floor F] [--retry-errors] [-j N] [--quiet] [--json]\n"
+     "  Times every valid variant of each shape of the sweep (default: 'default'; attn_decode\n"
+     "  and attn_prefill shapes) on the GPU and keeps the winner per (GPU model, family, shape).\n"
+     "  Every variant passes the correctness gate first (fresh random inputs, poisoned outputs,\n"
+     "  against the reference); a wrong one is recorded as 'wrong' and never timed or chosen.\n"
+     "  Timings: CUDA events, warm-up, L2 flushed before each sample, median and spread of\n"
+     "  --samples (default 30, at least 20). The default variant is timed twice (the second is\n"
+     "  the control); a candidate replaces it only when faster by more than their relative\n"
+     "  difference (the band, at least --band-floor, default 0.01).\n"
+     "  Binaries compile on -j threads ahead of the GPU, shape by shape. Every measurement is\n"
+     "  committed as it is taken: after Ctrl-C or a crash the same command resumes, re-timing\n"
+     "  nothing. A variant that breaks the CUDA context is recorded as 'error' and its worker\n"
+     "  restarted (--retry-errors measures such variants again).\n"
+     "  --devices 0,1    one worker process per GPU; GPUs of one model share the shapes\n"
+     "  --shard i/n      only the i-th of n parts of the shapes (balanced by estimated cost)\n"
+     "  --budget N       at most N variants fully timed per shape: a seeded random subset\n"
+     "                   (--strategy random, --seed), or successive halving (--strategy halving:\n"
+     "                   screen all, keep the best half, repeat, until N remain)\n"
+     "  --json           one JSON object per shape on stdout (JSON lines)\n"},
     {"bench", NULL, "(reserved) compare against the peers", ""},
-    {"export", NULL, "(reserved) write a tuned bundle for one GPU model", ""},
-    {"import", NULL, "(reserved) merge a bundle into a database", ""},
-    {"report", NULL, "(reserved) winners per family and GPU", ""},
+    {"export", cmd_export, "write the winners of one GPU model and their cubins into a bundle",
+     "usage: kforge export --gpu NAME [--family F] -o FILE.kfb [--db PATH]\n"
+     "  Writes one file (SQLite) with its format version, GPU model, arch, NVRTC version,\n"
+     "  the winners for NAME (e.g. \"NVIDIA H200\") and their cubins, each with a SHA-256.\n"
+     "  libkforge_rt serves it with no compiler present (kf_config.bundles).\n"},
+    {"import", cmd_import, "verify a bundle and merge it into a database",
+     "usage: kforge import FILE.kfb [--db PATH]\n"
+     "  Verifies the bundle (integrity, format version, checksums) and merges its\n"
+     "  binaries and winners into the database.\n"},
+    {"report", cmd_report, "winners per family and GPU: time, throughput, share of the ceiling",
+     "usage: kforge report [--gpu NAME] [--family F] [--markdown | --csv | --json] [--db PATH]\n"
+     "  One table per GPU model and family: shape, winning variant, median time, throughput\n"
+     "  (decode: bytes of K+V per second; prefill: FLOP/s, causal counted half), its share of\n"
+     "  the GPU's measured ceiling ('kforge doctor --measure': device copy, kforge's own bf16\n"
+     "  GEMM), speed-up over the default variant and the control band.\n"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -78,10 +123,25 @@ static void main_help(FILE *f)
     fprintf(f, "\n%s\nRun 'kforge <command> --help' for a command's own options.\n", common_help);
 }
 
-static int parse(int argc, char **argv, cli_opts *o)
+/* A whole number from lo to hi for option opt: 0, or 2 after printing the error. */
+static int parse_long(const char *opt, const char *v, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi)
+        return cli_usage_error("%s wants a number from %ld to %ld, got '%s'", opt, lo, hi, v);
+    *out = (int)x;
+    return 0;
+}
+
+/* Options and positional arguments of the subcommand cmd (argv[0]) into o. 0, or 2
+ * after printing the error. */
+static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
 {
     enum { O_DB = 256, O_ARCH, O_TEMPLATES, O_SHAPE, O_PARAMS, O_SWEEP, O_JSON, O_QUIET, O_PTX,
-           O_ALL, O_MEASURE };
+           O_ALL, O_MEASURE, O_GPU, O_FAMILY, O_DEVICES, O_SHARD, O_BUDGET, O_STRATEGY, O_SEED,
+           O_SAMPLES, O_BAND, O_RETRY, O_MD, O_CSV };
     static const struct option longopts[] = {
         {"db", required_argument, 0, O_DB},           {"arch", required_argument, 0, O_ARCH},
         {"templates", required_argument, 0, O_TEMPLATES}, {"shape", required_argument, 0, O_SHAPE},
@@ -89,11 +149,18 @@ static int parse(int argc, char **argv, cli_opts *o)
         {"json", no_argument, 0, O_JSON},             {"quiet", no_argument, 0, O_QUIET},
         {"ptx", no_argument, 0, O_PTX},               {"all", no_argument, 0, O_ALL},
         {"measure", no_argument, 0, O_MEASURE},       {"help", no_argument, 0, 'h'},
-        {"jobs", required_argument, 0, 'j'},          {0, 0, 0, 0}};
+        {"jobs", required_argument, 0, 'j'},          {"gpu", required_argument, 0, O_GPU},
+        {"family", required_argument, 0, O_FAMILY},   {"output", required_argument, 0, 'o'},
+        {"devices", required_argument, 0, O_DEVICES}, {"shard", required_argument, 0, O_SHARD},
+        {"budget", required_argument, 0, O_BUDGET},   {"strategy", required_argument, 0, O_STRATEGY},
+        {"seed", required_argument, 0, O_SEED},       {"samples", required_argument, 0, O_SAMPLES},
+        {"band-floor", required_argument, 0, O_BAND}, {"retry-errors", no_argument, 0, O_RETRY},
+        {"markdown", no_argument, 0, O_MD},           {"csv", no_argument, 0, O_CSV},
+        {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     for (;;) {
-        int c = getopt_long(argc, argv, "+hj:", longopts, NULL);
+        int c = getopt_long(argc, argv, "+:hj:o:", longopts, NULL);
         if (c == -1) {
             /* options and positional arguments may come in any order */
             if (optind >= argc)
@@ -115,6 +182,15 @@ static int parse(int argc, char **argv, cli_opts *o)
         case O_PTX: o->ptx = 1; break;
         case O_ALL: o->all = 1; break;
         case O_MEASURE: o->measure = 1; break;
+        case O_GPU: o->gpu = optarg; break;
+        case O_FAMILY: o->family = optarg; break;
+        case 'o': o->output = optarg; break;
+        case O_DEVICES: o->devices = optarg; break;
+        case O_SHARD: o->shard = optarg; break;
+        case O_STRATEGY: o->strategy = optarg; break;
+        case O_RETRY: o->retry_errors = 1; break;
+        case O_MD: o->markdown = 1; break;
+        case O_CSV: o->csv = 1; break;
         case 'h': o->help = 1; break;
         case 'j': {
             char *end;
@@ -124,10 +200,36 @@ static int parse(int argc, char **argv, cli_opts *o)
             o->jobs = (int)v;
             break;
         }
+        case O_BUDGET:
+            if (parse_long("--budget", optarg, 1, 1000000, &o->budget))
+                return EXIT_USAGE;
+            break;
+        case O_SAMPLES:
+            if (parse_long("--samples", optarg, TUNE_MIN_SAMPLES, 100000, &o->samples))
+                return EXIT_USAGE;
+            break;
+        case O_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 0);
+            if (!*optarg || *optarg == '-' || *end || errno)
+                return cli_usage_error("--seed wants a whole number from 0 to %llu, got '%s'",
+                                       (unsigned long long)-1, optarg);
+            o->seed = v;
+            break;
+        }
+        case O_BAND: {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (!*optarg || *end || !(v >= 0 && v < 1))
+                return cli_usage_error("--band-floor wants a fraction in [0, 1), got '%s'", optarg);
+            o->band_floor = v;
+            break;
+        }
         case ':':
             return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
-            return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+            return cli_usage_error("unknown option '%s' (see 'kforge %s --help')", argv[optind - 1], cmd);
         }
     }
     return 0;
@@ -155,10 +257,18 @@ int main(int argc, char **argv)
         return cli_usage_error("unknown command '%s' (see 'kforge --help')", argv[1]);
     if (!cmd->fn)
         return cli_error("'kforge %s' is reserved and not built yet", cmd->name);
+    /* the command line as run, for the records of a tuning run */
+    static char command[1024];
+    size_t n = 0;
+    for (int i = 0; i < argc && n + 2 < sizeof command; i++) {
+        int k = snprintf(command + n, sizeof command - n, "%s%s", i ? " " : "", i ? argv[i] : "kforge");
+        n = k < 0 ? n : n + (size_t)k;
+    }
     cli_opts o = {0};
     char *pos[64];
     o.argv = pos;
-    int rc = parse(argc - 1, argv + 1, &o);
+    o.command = command;
+    int rc = parse(cmd->name, argc - 1, argv + 1, &o);
     if (rc)
         return rc;
     if (o.help) {

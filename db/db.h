@@ -154,4 +154,47 @@ db_rc db_ceiling_put(db_store *s, const char *gpu, const char *kind, double valu
 /* DB_NOTFOUND when absent; *value gets the figure. */
 db_rc db_ceiling_get(db_store *s, const char *gpu, const char *kind, double *value);
 
+
+/* ---- the tuner's queries (db/tune_query.c) and merge (db/tune_merge.c) ---- */
+
+/* One measurement as the tuner reads it back; strings valid during the callback. */
+typedef struct db_tune_meas {
+    long long id, run_id;
+    const char *gpu, *family, *shape_key, *variant_key, *cache_key, *status, *message;
+    const char *throughput_unit, *created;
+    int is_control, n_samples, superseded;
+    double error, median_ms, spread_ms, throughput, ceiling_frac;  /* NULL columns: NaN */
+} db_tune_meas;
+/* Calls fn for every current (not superseded) measurement of (gpu, family, shape_key),
+ * oldest first. fn returns non-zero to stop. */
+db_rc db_tune_meas_each(db_store *s, const char *gpu, const char *family, const char *shape_key,
+                        int (*fn)(const db_tune_meas *m, void *arg), void *arg);
+/* The measurement with this id (superseded or not); DB_NOTFOUND when absent. */
+db_rc db_tune_meas_by_id(db_store *s, long long id, int (*fn)(const db_tune_meas *m, void *arg),
+                         void *arg);
+/* Counts of measurements of (gpu, family) (NULL: any) by status, current ones only. */
+db_rc db_tune_meas_count(db_store *s, const char *gpu, const char *family, long long *ok,
+                         long long *wrong, long long *error);
+
+/* A winner with the figures of its measurement, for merge decisions. */
+typedef struct db_tune_side {
+    db_winner w;
+    int n_samples;            /* of its measurement (0 when none) */
+    double spread_ms;         /* of its measurement (NaN when none) */
+} db_tune_side;
+typedef struct db_tune_merge_stats {
+    long long templates, binaries, runs, measurements, ceilings;
+    long long winners_added, winners_replaced, winners_kept, conflicts;
+} db_tune_merge_stats;
+/* Copies everything of the kforge database at src_path into s: templates and binaries
+ * (same keys kept once), devices, runs and measurements (new ids; current measurements
+ * of one (GPU model, family, shape, variant, is_control) from different runs: all but
+ * the latest are marked superseded), ceilings (the later measured one kept), winners:
+ * a (gpu, family, shape) only one side has is copied; when both have one, resolve(a =
+ * the one in s, b = src's) decides: non-zero takes b. resolve is called for every such
+ * pair (differing variant or not). One transaction: all or nothing. st may be NULL. */
+db_rc db_tune_merge(db_store *s, const char *src_path,
+                    int (*resolve)(const db_tune_side *a, const db_tune_side *b, void *arg),
+                    void *arg, db_tune_merge_stats *st);
+
 #endif

@@ -34,41 +34,39 @@ void gen_cache_key(const char *binary_key, const char *template_hash, const gen_
     snprintf(buf, n, "%s.%s%s.%s", binary_key, tg->arch, tg->ptx ? "-ptx" : "", hex);
 }
 
-void gen_kernels_format(const gen_kernel *k, int n, char *buf, size_t len)
+/* Every kernel the binary holds: kernels() of the job's params merged with kernels() of
+ * each value of each runtime param (one binary serves them all, e.g. a split count > 1
+ * adds the combine kernel). Launch code decides which of them a run launches. */
+static int all_kernels(gen_job *j, const gen_device *dev)
 {
-    size_t w = 0;
-    buf[0] = 0;
-    for (int i = 0; i < n && w < len; i++)
-        w += (size_t)snprintf(buf + w, len - w, "%s%s/%d/%d", i ? "," : "", k[i].name, k[i].threads,
-                              k[i].smem);
-}
-
-int gen_kernels_parse(const char *text, gen_kernel *k, int max)
-{
-    int n = 0;
-    const char *p = text;
-    while (p && *p) {
-        if (n >= max)
-            return -1;
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        char item[128];
-        if (len >= sizeof item)
-            return -1;
-        memcpy(item, p, len);
-        item[len] = 0;
-        char *s1 = strchr(item, '/');
-        char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
-        if (!s1 || !s2 || (size_t)(s1 - item) >= sizeof k[n].name)
-            return -1;
-        *s1 = 0;
-        memcpy(k[n].name, item, (size_t)(s1 - item) + 1);
-        k[n].threads = atoi(s1 + 1);
-        k[n].smem = atoi(s2 + 1);
-        n++;
-        p = end ? end + 1 : NULL;
+    const gen_space *s = gen_tmpl_space(j->tmpl);
+    j->n_kernels = 0;
+    for (int r = -1; r < s->n; r++) {
+        if (r >= 0 && !s->p[r].runtime)
+            continue;
+        for (int v = 0; v < (r < 0 ? 1 : s->p[r].n); v++) {
+            gen_kvset p = j->params;
+            if (r >= 0) {
+                const gen_kv *val = &s->p[r].values[v];
+                if (val->is_str)
+                    gen_kv_set_str(&p, s->p[r].name, val->s);
+                else
+                    gen_kv_set_int(&p, s->p[r].name, val->i);
+            }
+            gen_kernel k[GEN_MAX_KERNELS];
+            int n = 0;
+            if (gen_tmpl_kernels(j->tmpl, &j->fixed, &p, dev, k, GEN_MAX_KERNELS, &n))
+                return -1;
+            for (int i = 0; i < n; i++) {
+                int seen = 0;
+                for (int m = 0; m < j->n_kernels; m++)
+                    seen |= strcmp(j->kernels[m].name, k[i].name) == 0;
+                if (!seen && j->n_kernels < GEN_MAX_KERNELS)
+                    j->kernels[j->n_kernels++] = k[i];
+            }
+        }
     }
-    return n;
+    return 0;
 }
 
 int gen_build_prepare(gen_job *j, const gen_target *tg)
@@ -79,8 +77,7 @@ int gen_build_prepare(gen_job *j, const gen_target *tg)
         return -1;
     if (gen_tmpl_render(t, &j->fixed, &j->params, &j->src))
         return -1;
-    if (gen_tmpl_kernels(t, &j->fixed, &j->params, &tg->dev, j->kernels, GEN_MAX_KERNELS,
-                         &j->n_kernels))
+    if (all_kernels(j, &tg->dev))
         return -1;
     gen_cache_key(j->binary_key, gen_tmpl_hash(t), tg, j->cache_key, sizeof j->cache_key);
     return 0;

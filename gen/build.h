@@ -53,8 +53,4 @@ int gen_build_run(gen_job *jobs, int n, int threads, db_store *db, const gen_tar
                   gen_progress_fn progress, void *arg, char *dberr, size_t dberrn);
 void gen_job_free(gen_job *j);
 
-/* "name/threads/smem,..." as stored in the binaries table; parse returns the count or -1. */
-void gen_kernels_format(const gen_kernel *k, int n, char *buf, size_t len);
-int gen_kernels_parse(const char *text, gen_kernel *k, int max);
-
 #endif

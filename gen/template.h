@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "gen/kernels.h"
 #include "gen/kv.h"
 #include "gen/source.h"
 
@@ -22,11 +23,6 @@ typedef struct gen_device {
  * A100 for sm_80). Returns -1 for an arch kforge does not know. */
 int gen_device_for_arch(gen_device *d, const char *arch);
 
-typedef struct gen_kernel {
-    char name[64];
-    int threads;
-    int smem;             /* dynamic shared memory, bytes */
-} gen_kernel;
 
 #define GEN_PARAM_VALUES 32
 #define GEN_PARAMS_MAX 16

@@ -21,7 +21,9 @@ check cli__help 0 "usage: kforge" -- "$KF" --help
 check cli__no_args_is_usage 2 "usage: kforge" -- "$KF"
 check cli__unknown_command 2 "error: unknown command 'frobnicate'" -- "$KF" frobnicate
 check cli__unknown_option 2 "error: unknown option '--nope'" -- "$KF" list --nope
-check cli__reserved_command 1 "error: 'kforge export' is reserved" -- "$KF" export
+check cli__reserved_command 1 "error: 'kforge bench' is reserved" -- "$KF" bench
+check cli__export_needs_gpu 2 "error: --gpu is required" -- "$KF" export -o "$T/x.kfb"
+check cli__import_bad_file 1 "error: cannot load bundle" -- "$KF" import "$T/nope.kfb"
 check cli__subcommand_help 0 "usage: kforge compile" -- "$KF" compile --help
 check cli__list 0 "attn_naive" -- "$KF" list
 check cli__list_json 0 '"family":"attn_naive"' -- "$KF" list attn_naive --json
@@ -37,10 +39,28 @@ check cli__db_info 0 "schema version +1" -- "$KF" db info
 check cli__db_ls 0 "attn_naive" -- "$KF" db ls
 check cli__db_bad_sub 2 "unknown 'kforge db' command 'drop'" -- "$KF" db drop
 check cli__db_gc 0 "removed 0 binaries" -- "$KF" db gc
+check cli__db_merge_needs_output 2 "error: 'kforge db merge' needs -o OUT.db" -- "$KF" db merge
+check cli__db_merge_needs_input 2 "error: 'kforge db merge' needs at least one input database" -- "$KF" db merge -o "$T/all.db"
+check cli__db_merge_input_is_output 2 "error: input '.*k.db' is the output database" -- "$KF" db merge "$T/k.db" -o "$T/k.db"
+check cli__compile_other_db 0 "1 compiled" -- "$KF" compile attn_naive --shape "$S" --arch sm_90a --db "$T/b.db"
+check cli__db_merge 0 "b.db: .*winners: 0 added" -- "$KF" db merge "$T/k.db" "$T/b.db" -o "$T/all.db"
+check cli__db_merge_result 0 "^2 binaries" -- "$KF" db ls --db "$T/all.db"
+check cli__report_no_winners 0 "no winners in .*k.db" -- "$KF" report
+check cli__report_json_empty 0 "^\[\]$" -- "$KF" report --json
+check cli__report_formats_exclusive 2 "error: --markdown, --csv and --json exclude each other" -- "$KF" report --markdown --csv
+check cli__tune_help 0 "usage: kforge tune \[FAMILY\]" -- "$KF" tune --help
+check cli__tune_bad_budget 2 "error: --budget wants a number from 1 to 1000000, got 'x'" -- "$KF" tune --budget x
+check cli__tune_bad_samples 2 "error: --samples wants a number from 20 .*got '5'" -- "$KF" tune --samples 5
+check cli__tune_bad_band_floor 2 "error: --band-floor wants a fraction in \[0, 1\), got '2'" -- "$KF" tune --band-floor 2
+check cli__tune_bad_seed 2 "error: --seed wants a whole number .*got '-1'" -- "$KF" tune --seed -1
+check cli__tune_bad_shard 2 "error: --shard" -- "$KF" tune --shard 3/2
+check cli__tune_strategy_needs_budget 2 "error: --strategy needs --budget N" -- "$KF" tune --strategy halving
+check cli__option_needs_value 2 "error: option '--budget' needs a value" -- "$KF" tune --budget
 echo "this is not a database, just text......................................................" > "$T/bad.db"
 check cli__foreign_db_refused 1 "error: .*bad.db.*not a database" -- "$KF" db info --db "$T/bad.db"
 check cli__missing_db 1 "error: .*nope.db" -- "$KF" db info --db "$T/nope.db"
 check cli__doctor_without_gpu 0 "gpu +none" -- env KFORGE_NO_GPU= "$KF" doctor
+nvidia-smi -L >/dev/null 2>&1 || check cli__run_needs_gpu 1 "error: no CUDA driver/device found" -- "$KF" run attn_naive --shape "$S"
 mkdir -p "$T/tpl" && printf 'os.execute("true")\nreturn {}\n' > "$T/tpl/evil.lua"
 check cli__sandbox_error_names_line 1 "templates/evil.lua:1:" -- "$KF" gen evil --templates "$T/tpl" --shape "$S"
 echo "$pass passed, $fail failed"

@@ -1,0 +1,571 @@
+"""The GPU side of the harness: inputs, the fp32 reference, the contenders, the ceilings and
+the timed rounds. Needs torch (CUDA); triton and matplotlib only for flex_attention / plots.
+
+Results JSON (schema kforge-bench/1):
+  {schema, started, finished, command, argv, env{...}, config{rounds, samples_per_round,
+   warmup, flush_bytes, band_floor, seed, cushion_cycles, ...},
+   ceilings{copy{bytes, samples_ms}, gemm{n, flops, samples_ms}},
+   shapes[{shape{...}, control{of, duplicate}, reference{dtype, tol},
+           contenders[{name, label, role, status ok|wrong|unsupported|error, message, rel_err,
+                       setup_s, variant, source, rounds[[ms, ...] per round]}]}],
+   incomplete (a reason, when shapes were skipped)}
+"""
+import json
+import math
+import zlib
+import os
+import random
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from . import env as envmod
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOL = {"bf16": 1e-2, "fp16": 2e-3}
+TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+# ---- device primitives (CUDA; a host-clock stand-in for the CPU dry run of the tests) ----------
+_DRY = False  # set by run() for --dry-run-cpu: the whole pipeline on the CPU, host-clock timings
+
+
+class _HostEvent:
+    def __init__(self):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e3
+
+
+def event():
+    return _HostEvent() if _DRY else torch.cuda.Event(enable_timing=True)
+
+
+def sync():
+    if not _DRY:
+        torch.cuda.synchronize()
+
+
+def empty_cache():
+    if not _DRY:
+        torch.cuda.empty_cache()
+
+
+class Unsupported(Exception):
+    """A contender cannot run this shape (recorded with its message, never fatal)."""
+
+
+# ---- the reference -----------------------------------------------------------------------
+def reference(q, k, v, causal, out_dtype=torch.float32, budget_elems=1 << 28):
+    """Attention in fp32 (or fp64) on upcast inputs, written plainly, chunked over batch and
+    query rows so the score matrix stays under budget_elems; grouped heads without copying
+    K/V per query head. q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D]; returns [B, Sq, Hq, D]."""
+    B, Sq, Hq, D = q.shape
+    Skv, Hkv = k.shape[1], k.shape[2]
+    G = Hq // Hkv
+    scale = 1.0 / math.sqrt(D)
+    out = torch.empty((B, Sq, Hq, D), dtype=out_dtype, device=q.device)
+    per_b = Hkv * G * Skv
+    bc = max(1, min(B, budget_elems // max(1, per_b * Sq)))
+    qc = max(1, min(Sq, budget_elems // max(1, per_b * bc)))
+    for b0 in range(0, B, bc):
+        b1 = min(B, b0 + bc)
+        kf = k[b0:b1].to(out_dtype).permute(0, 2, 1, 3)  # [b, Hkv, Skv, D]
+        vf = v[b0:b1].to(out_dtype).permute(0, 2, 1, 3)
+        for i0 in range(0, Sq, qc):
+            i1 = min(Sq, i0 + qc)
+            n = i1 - i0
+            # [b, n, Hq, D] -> [b, Hkv, G*n, D] (row = g*n + i)
+            qf = q[b0:b1, i0:i1].to(out_dtype).reshape(b1 - b0, n, Hkv, G, D)
+            qf = qf.permute(0, 2, 3, 1, 4).reshape(b1 - b0, Hkv, G * n, D)
+            s = torch.matmul(qf, kf.transpose(-1, -2)) * scale  # [b, Hkv, G*n, Skv]
+            if causal:
+                qi = torch.arange(i0, i1, device=q.device).repeat(G)  # row -> query index
+                kj = torch.arange(Skv, device=q.device)
+                mask = kj[None, :] > (qi[:, None] + (Skv - Sq))  # bottom-right aligned
+                s.masked_fill_(mask, float("-inf"))
+            p = torch.softmax(s, dim=-1)
+            p = torch.nan_to_num(p, nan=0.0)  # rows with no visible key give 0
+            o = torch.matmul(p, vf)  # [b, Hkv, G*n, D]
+            o = o.reshape(b1 - b0, Hkv, G, n, D).permute(0, 3, 1, 2, 4).reshape(b1 - b0, n, Hq, D)
+            out[b0:b1, i0:i1] = o
+            del s, p, o, qf
+    return out
+
+
+def rel_err(out, ref):
+    """||out - ref|| / ||ref|| in float64; inf when out has NaN/Inf."""
+    o = out.to(torch.float64)
+    if not torch.isfinite(o).all():
+        return float("inf")
+    r = ref.to(torch.float64)
+    return float(torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r))
+
+
+# ---- contenders ----------------------------------------------------------------------------
+class Contender:
+    """name, label, role; setup(case) returns a callable that runs one call and returns the
+    output in [B, Sq, Hq, D] (the same callable is what is timed)."""
+
+    def __init__(self, name, label, role):
+        self.name, self.label, self.role = name, label, role
+        self.info = {}
+
+    def setup(self, case):
+        raise NotImplementedError
+
+
+class Case:
+    """Inputs of one shape on the device."""
+
+    def __init__(self, shape, device, seed):
+        self.shape = shape
+        self.device = device
+        dt = TORCH_DTYPE[shape.dtype]
+        g = torch.Generator(device=device)
+        g.manual_seed(seed)
+        s = shape
+        self.q = torch.randn((s.b, s.sq, s.hq, s.d), generator=g, device=device, dtype=dt)
+        self.k = torch.randn((s.b, s.skv, s.hkv, s.d), generator=g, device=device, dtype=dt)
+        self.v = torch.randn((s.b, s.skv, s.hkv, s.d), generator=g, device=device, dtype=dt)
+
+
+class KforgeContender(Contender):
+    def __init__(self, name, label, ctx_factory, role="kforge"):
+        super().__init__(name, label, role)
+        self._factory = ctx_factory
+
+    def setup(self, case):
+        import kforge
+        ctx = self._factory()  # raises Unsupported when the context could not be opened
+        s = case.shape
+        out = torch.empty_like(case.q)
+        try:
+            call = ctx.bind(case.q, case.k, case.v, causal=s.causal, out=out,
+                            kind="decode" if s.kind == "decode" else "prefill")
+        except kforge.Error as e:
+            raise Unsupported(str(e)) from None
+        self.info = {"variant": call.plan.variant, "source": call.plan.source,
+                     "workspace_bytes": call.plan.workspace_bytes}
+
+        def fn():
+            call.run()
+            return out
+
+        fn.poison = lambda: out.fill_(float("nan"))
+        return fn
+
+
+class SdpaContender(Contender):
+    def __init__(self, name, label, backend):
+        super().__init__(name, label, "peer")
+        self.backend = backend
+
+    def setup(self, case):
+        from torch.nn.attention import sdpa_kernel
+        s = case.shape
+        qt, kt, vt = (x.transpose(1, 2) for x in (case.q, case.k, case.v))  # views [B, H, S, D]
+        kw = {"enable_gqa": True}
+        if s.causal and s.sq == s.skv:
+            kw["is_causal"] = True
+        elif s.causal:
+            from torch.nn.attention.bias import causal_lower_right
+            kw["attn_mask"] = causal_lower_right(s.sq, s.skv)
+        backend = self.backend
+
+        def fn():
+            with sdpa_kernel([backend]):
+                o = F.scaled_dot_product_attention(qt, kt, vt, **kw)
+            return o.transpose(1, 2)
+
+        return fn
+
+
+_flex_cache = {}
+
+
+class FlexContender(Contender):
+    def __init__(self, name="flex", label="flex_attention (compiled)"):
+        super().__init__(name, label, "peer")
+
+    def setup(self, case):
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+        import torch._dynamo as dynamo
+        # a fresh compile per shape: no recompile limit, no guard from an earlier shape
+        dynamo.reset()
+        for attr, val in (("cache_size_limit", 64), ("recompile_limit", 64),
+                          ("accumulated_cache_size_limit", 1024), ("accumulated_recompile_limit", 1024)):
+            if hasattr(dynamo.config, attr):
+                setattr(dynamo.config, attr, val)
+        s = case.shape
+        qt, kt, vt = (x.transpose(1, 2) for x in (case.q, case.k, case.v))
+        bm = None
+        if s.causal:
+            off = s.skv - s.sq
+
+            def causal_br(b, h, q_idx, kv_idx):
+                return kv_idx <= q_idx + off  # bottom-right aligned
+
+            bm = create_block_mask(causal_br, B=None, H=None, Q_LEN=s.sq, KV_LEN=s.skv,
+                                   device=case.device)
+        compiled = torch.compile(flex_attention, dynamic=False)
+
+        def fn():
+            o = compiled(qt, kt, vt, block_mask=bm, enable_gqa=True)
+            return o.transpose(1, 2)
+
+        return fn
+
+
+# ---- timing ----------------------------------------------------------------------------------
+class Timer:
+    def __init__(self, device, flush_bytes, cushion_cycles):
+        self.device = device
+        self.flush = torch.empty(int(flush_bytes), dtype=torch.uint8, device=device)
+        self.flush_bytes = int(flush_bytes)
+        self.cushion = int(cushion_cycles)
+        self._sleep = None if _DRY else getattr(torch.cuda, "_sleep", None)
+        self._n = 0
+
+    def before(self):
+        """L2 flush (a write of >= 2x L2), then a short GPU spin so the host's launch cost
+        of the next call stays out of the measured interval."""
+        self._n += 1
+        self.flush.fill_(self._n & 0xFF)
+        if self.cushion and self._sleep is not None:
+            self._sleep(self.cushion)
+
+    def time(self, fn, n):
+        """n samples of fn (ms); events are read after one synchronisation."""
+        evs = [(event(), event()) for _ in range(n)]
+        for a, b in evs:
+            self.before()
+            a.record()
+            fn()
+            b.record()
+        return evs
+
+
+def _elapsed(evs):
+    sync()
+    return [a.elapsed_time(b) for a, b in evs]
+
+
+def measure_ceilings(device, samples=20, copy_bytes=1 << 30, gemm_n=8192):
+    """Device-to-device copy of 1 GiB (bytes read + written) and an 8192^3 bf16 matmul on
+    random data, medians of `samples` event-timed runs after a warm-up."""
+    out = {}
+    try:
+        n = copy_bytes
+        src = torch.randint(0, 256, (n,), dtype=torch.uint8, device=device)
+        dst = torch.empty_like(src)
+        for _ in range(3):
+            dst.copy_(src)
+        sync()
+        evs = []
+        for _ in range(samples):
+            a, b = event(), event()
+            a.record()
+            dst.copy_(src)
+            b.record()
+            evs.append((a, b))
+        ms = _elapsed(evs)
+        sync()
+        if not torch.equal(dst[:1 << 20], src[:1 << 20]):
+            raise RuntimeError("copy check failed")
+        out["copy"] = {"bytes": 2 * n, "samples_ms": ms}
+        del src, dst
+    except Exception as e:  # never fatal
+        out["copy"] = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        n = gemm_n
+        g = torch.Generator(device=device)
+        g.manual_seed(1)
+        a_ = torch.randn((n, n), generator=g, device=device, dtype=torch.bfloat16)
+        b_ = torch.randn((n, n), generator=g, device=device, dtype=torch.bfloat16)
+        c_ = torch.empty((n, n), device=device, dtype=torch.bfloat16)
+        for _ in range(3):
+            torch.mm(a_, b_, out=c_)
+        sync()
+        evs = []
+        for _ in range(samples):
+            a, b = event(), event()
+            a.record()
+            torch.mm(a_, b_, out=c_)
+            b.record()
+            evs.append((a, b))
+        ms = _elapsed(evs)
+        out["gemm"] = {"n": n, "flops": 2.0 * n ** 3, "samples_ms": ms}
+        del a_, b_, c_
+    except Exception as e:
+        out["gemm"] = {"error": f"{type(e).__name__}: {e}"}
+    empty_cache()
+    return out
+
+
+# ---- kforge contexts -------------------------------------------------------------------------
+class KforgeContexts:
+    """Opens the two contexts once per run: tuned (with the database) and default (without)."""
+
+    def __init__(self, device, db):
+        self.device = device
+        self.db = db
+        self._ctx = {}
+        self._err = {}
+
+    def get(self, which):
+        if which in self._ctx:
+            return self._ctx[which]
+        if which in self._err:
+            raise Unsupported(self._err[which])
+        try:
+            import kforge
+        except Exception as e:
+            self._err[which] = f"kforge binding not importable: {e}"
+            raise Unsupported(self._err[which])
+        try:
+            if which == "tuned":
+                if not self.db or not os.path.exists(self.db):
+                    raise Unsupported(f"no tuning database at {self.db!r} (set --db or KFORGE_DB)")
+                ctx = kforge.Context(device=self.device, db=self.db)
+            else:
+                ctx = kforge.Context(device=self.device, db=None)
+        except Unsupported as e:
+            self._err[which] = str(e)
+            raise
+        except Exception as e:
+            self._err[which] = f"{type(e).__name__}: {e}"
+            raise Unsupported(self._err[which])
+        self._ctx[which] = ctx
+        return ctx
+
+
+def make_contenders(kctx, names=None):
+    from torch.nn.attention import SDPBackend
+    all_ = [
+        KforgeContender("kforge-tuned", "kforge tuned", lambda: kctx.get("tuned")),
+        KforgeContender("kforge-default", "kforge default", lambda: kctx.get("default")),
+        KforgeContender("kforge-default#2", "kforge default (control)", lambda: kctx.get("default"),
+                        role="control"),
+        SdpaContender("sdpa-cudnn", "SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
+        SdpaContender("sdpa-flash", "SDPA flash", SDPBackend.FLASH_ATTENTION),
+        FlexContender(),
+    ]
+    if _DRY:  # the CPU dry run: one contender that runs there
+        all_.append(SdpaContender("sdpa-math", "SDPA math (dry run)", SDPBackend.MATH))
+    if names:
+        keep = set(names)
+        unknown = keep - {c.name for c in all_}
+        if unknown:
+            raise SystemExit(f"unknown contenders: {sorted(unknown)}; known: {[c.name for c in all_]}")
+        all_ = [c for c in all_ if c.name in keep]
+    return all_
+
+
+# ---- one shape ---------------------------------------------------------------------------------
+def run_shape(shape, contenders, timer, cfg, device):
+    entry = {"shape": shape.to_dict(),
+             "control": {"of": "kforge-default", "duplicate": "kforge-default#2"},
+             "contenders": []}
+    t0 = time.time()
+    case = Case(shape, device, cfg["seed"] + zlib.crc32(shape.id.encode()) % 100000)
+    small = shape.b * shape.hq * shape.sq * shape.skv * shape.d < (1 << 27)
+    rdt = torch.float64 if small else torch.float32
+    ref = reference(case.q, case.k, case.v, shape.causal, out_dtype=rdt)
+    tol = TOL[shape.dtype]
+    entry["reference"] = {"dtype": str(rdt).replace("torch.", ""), "tol": tol,
+                          "seconds": round(time.time() - t0, 2)}
+    ok = []
+    for c in contenders:
+        rec = {"name": c.name, "label": c.label, "role": c.role, "status": None, "message": None,
+               "rel_err": None, "rounds": []}
+        entry["contenders"].append(rec)
+        ts = time.time()
+        try:
+            c.info = {}
+            fn = c.setup(case)
+            rec.update(c.info)
+            if hasattr(fn, "poison"):
+                fn.poison()
+            o = fn()
+            sync()
+            err = rel_err(o, ref)
+            rec["rel_err"] = err if math.isfinite(err) else None
+            if not (err <= tol):
+                rec["status"] = "wrong"
+                rec["message"] = (f"rel err {err:.3e} > {tol:g}" if math.isfinite(err)
+                                  else "output has NaN/Inf (unwritten or overflow)")
+            else:
+                for _ in range(cfg["warmup"]):
+                    fn()
+                sync()
+                rec["status"] = "ok"
+                ok.append((c, fn, rec))
+            del o
+        except Unsupported as e:
+            rec["status"], rec["message"] = "unsupported", str(e)
+        except Exception as e:  # a peer refusing the shape (no kernel, compile failure, ...)
+            rec["status"] = "unsupported"
+            rec["message"] = f"{type(e).__name__}: {e}".strip()
+            if cfg.get("verbose"):
+                traceback.print_exc()
+            try:
+                sync()
+            except Exception as e2:
+                rec["message"] += f" (and the device reported: {e2})"
+        rec["setup_s"] = round(time.time() - ts, 2)
+        log(f"  {c.name:18s} {rec['status']:11s} "
+            + (f"err {rec['rel_err']:.2e} " if rec["rel_err"] is not None else "")
+            + (rec["message"][:160] if rec["message"] else ""))
+    del ref
+    # timed rounds: contenders interleaved in a shuffled order each round
+    rng = random.Random(cfg["seed"] * 7919 + len(shape.id))
+    for r in range(cfg["rounds"]):
+        order = [x for x in ok if x[2]["status"] == "ok"]
+        rng.shuffle(order)
+        pending = []
+        for c, fn, rec in order:
+            try:
+                pending.append((rec, timer.time(fn, cfg["samples_per_round"])))
+            except Exception as e:
+                rec["status"], rec["message"] = "error", f"during timing: {type(e).__name__}: {e}"
+        for rec, evs in pending:
+            try:
+                ms = _elapsed(evs)
+                rec["rounds"].append(ms)
+            except Exception as e:
+                rec["status"], rec["message"] = "error", f"reading events: {type(e).__name__}: {e}"
+    for c, fn, rec in ok:
+        if rec["status"] == "ok":
+            samples = [x for rr in rec["rounds"] for x in rr]
+            samples.sort()
+            if samples:
+                log(f"  {c.name:18s} median {samples[len(samples) // 2]:.4f} ms over {len(samples)} samples")
+    entry["seconds"] = round(time.time() - t0, 2)
+    del case
+    empty_cache()
+    return entry
+
+
+# ---- the run -----------------------------------------------------------------------------------
+def device_ok(device):
+    """False when the device no longer works (a sticky error such as an illegal address
+    left by a contender): every later number would be garbage, so the run stops."""
+    try:
+        x = torch.ones(4, device=device)
+        sync()
+        return float((x + 1).sum().item()) == 8.0
+    except Exception:
+        return False
+
+
+def default_db():
+    env = os.environ.get("KFORGE_DB")
+    if env:
+        return env
+    return os.path.join(REPO, "kforge.db")
+
+
+def write_json(path, res):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res, f, indent=1)
+    os.replace(tmp, path)
+
+
+def run(shapes, args, command):
+    global _DRY
+    _DRY = bool(getattr(args, "dry_run_cpu", False))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if _DRY:
+        device = torch.device("cpu")
+        l2, name = 1 << 20, "cpu (dry run)"
+        flush = 2 << 20
+    else:
+        if not torch.cuda.is_available():
+            raise SystemExit("error: no CUDA device visible to torch; the benchmark needs a GPU")
+        device = torch.device("cuda", args.device)
+        torch.cuda.set_device(device)
+        props = torch.cuda.get_device_properties(device)
+        l2, name = int(getattr(props, "L2_cache_size", 0) or 0) or (60 << 20), props.name
+        flush = max(2 * l2, 128 << 20) if args.flush_mib is None else args.flush_mib << 20
+    if flush < 2 * l2:
+        log(f"warning: --flush-mib {args.flush_mib} is under 2x L2 ({2 * l2 >> 20} MiB)")
+    cfg = {"rounds": args.rounds, "samples_per_round": args.samples, "warmup": args.warmup,
+           "flush_bytes": flush, "l2_bytes": l2, "band_floor": args.band_floor, "seed": args.seed,
+           "cushion_cycles": args.cushion_cycles, "set": args.set, "db": args.db,
+           "time_budget_s": args.time_budget, "verbose": args.verbose,
+           "timing": "device time between CUDA events around one call; host launch cost hidden "
+                     "behind the L2 flush and a GPU spin (what a CUDA graph replay would see)"}
+    os.makedirs(args.out, exist_ok=True)
+    jpath = os.path.join(args.out, "results.json")
+    started = time.time()
+    res = {"schema": "kforge-bench/1", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": command, "argv": sys.argv, "config": cfg, "shapes": []}
+    log(f"environment ({name}) ...")
+    res["env"] = envmod.collect(None if _DRY else device.index, args)
+    if _DRY:
+        res["dry_run"] = "CPU dry run of the harness: host-clock timings, not a measurement"
+    write_json(jpath, res)
+    log("ceilings: 1 GiB device copy, 8192^3 bf16 GEMM ...")
+    res["ceilings"] = (measure_ceilings(device, 5, 1 << 24, 256) if _DRY else measure_ceilings(device))
+    write_json(jpath, res)
+    kctx = KforgeContexts(args.device, args.db)
+    contenders = make_contenders(kctx, args.contenders)
+    timer = Timer(device, flush, args.cushion_cycles)
+    for i, sh in enumerate(shapes):
+        el = time.time() - started
+        if args.time_budget and el > args.time_budget:
+            res["incomplete"] = (f"time budget {args.time_budget:.0f} s spent after {i} of {len(shapes)} "
+                                 f"shapes; skipped: " + ", ".join(s.id for s in shapes[i:]))
+            log("time budget spent: " + res["incomplete"])
+            break
+        log(f"[{i + 1}/{len(shapes)}] {sh.label}  ({el:.0f} s elapsed)")
+        try:
+            res["shapes"].append(run_shape(sh, contenders, timer, cfg, device))
+        except Exception as e:  # the reference or the inputs failed (out of memory, ...): go on
+            log(f"  shape failed: {type(e).__name__}: {e}")
+            traceback.print_exc()
+            res["shapes"].append({"shape": sh.to_dict(), "error": f"{type(e).__name__}: {e}",
+                                  "contenders": []})
+            try:
+                sync()
+                empty_cache()
+            except Exception:
+                pass
+        write_json(jpath, res)
+        if not device_ok(device):
+            res["incomplete"] = (f"the device stopped working during {sh.id} (a sticky CUDA error, e.g. an "
+                                 f"illegal address from a contender): the run stopped; rerun the rest with "
+                                 f"--shapes / --contenders")
+            log("error: " + res["incomplete"])
+            break
+    try:
+        res["env"]["nvidia_smi_end"] = envmod.nvidia_smi(res["env"].get("gpu", {}).get("uuid"))
+        res["env"]["kforge_plans"] = _plans(kctx)
+    except Exception as e:
+        res["env"]["end_error"] = f"{type(e).__name__}: {e}"
+    res["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    res["seconds"] = round(time.time() - started, 1)
+    write_json(jpath, res)
+    return res, jpath
+
+
+def _plans(kctx):
+    out = {}
+    for which, ctx in kctx._ctx.items():
+        out[which] = [{"variant": p.variant, "source": p.source} for p in ctx.plans]
+    out["errors"] = dict(kctx._err)
+    return out

@@ -1,0 +1,258 @@
+"""From a results JSON (see bench/harness.py for the schema) to numbers per row and to the
+markdown table appended to bench/RESULTS.md. Pure Python: runs without torch or a GPU."""
+import json
+
+from . import stats
+from .sets import Shape
+
+SCHEMA = "kforge-bench/1"
+ROLE_ORDER = {"kforge": 0, "control": 1, "peer": 2}
+
+
+def load(path):
+    with open(path) as f:
+        res = json.load(f)
+    if res.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {res.get('schema')!r}, expected {SCHEMA!r}")
+    return res
+
+
+def ceilings(res):
+    """{'copy': bytes/s or None, 'gemm': FLOP/s or None} from the run's own samples."""
+    out = {"copy": None, "gemm": None}
+    c = res.get("ceilings") or {}
+    cp = c.get("copy") or {}
+    m = stats.median(cp.get("samples_ms") or [])
+    if m and cp.get("bytes"):
+        out["copy"] = cp["bytes"] / (m * 1e-3)
+    g = c.get("gemm") or {}
+    m = stats.median(g.get("samples_ms") or [])
+    if m and g.get("flops"):
+        out["gemm"] = g["flops"] / (m * 1e-3)
+    return out
+
+
+def analyze_shape(entry, ceil, band_floor=stats.DEFAULT_BAND_FLOOR):
+    """Rows of one shape: medians, throughput, % of ceiling, ratio to the best peer, verdict."""
+    shape = Shape.from_dict(entry["shape"])
+    rows = []
+    for c in entry["contenders"]:
+        samples = stats.flatten(c.get("rounds"))
+        s = stats.summary(samples) if c.get("status") == "ok" else stats.summary([])
+        med = s["median"]
+        tput = pct = None
+        if med:
+            sec = med * 1e-3
+            if shape.kind == "decode":
+                tput = shape.kv_bytes() / sec
+                if ceil.get("copy"):
+                    pct = 100.0 * tput / ceil["copy"]
+            else:
+                tput = shape.flops() / sec
+                if ceil.get("gemm"):
+                    pct = 100.0 * tput / ceil["gemm"]
+        rows.append({"name": c["name"], "label": c.get("label", c["name"]), "role": c.get("role", "peer"),
+                     "status": c.get("status"), "message": c.get("message"), "rel_err": c.get("rel_err"),
+                     "variant": c.get("variant"), "source": c.get("source"), "summary": s,
+                     "median_ms": med, "throughput": tput, "pct_ceiling": pct})
+    by = {r["name"]: r for r in rows}
+    ctl = entry.get("control") or {}
+    a, b = by.get(ctl.get("of")), by.get(ctl.get("duplicate"))
+    band = None
+    ctl_ratio = None
+    if a and b and a["median_ms"] and b["median_ms"]:
+        ctl_ratio = b["median_ms"] / a["median_ms"]
+        band = stats.control_band(stats.flatten(_rounds(entry, a["name"])),
+                                  stats.flatten(_rounds(entry, b["name"])), band_floor)
+    peers = [r for r in rows if r["role"] == "peer" and r["median_ms"]]
+    best = min(peers, key=lambda r: r["median_ms"]) if peers else None
+    for r in rows:
+        r["ratio_best_peer"] = stats.ratio(r["median_ms"], best["median_ms"]) if best else None
+        r["verdict"] = stats.verdict(r["ratio_best_peer"], band)
+        if best is not None and r is best:
+            r["verdict"] = "best peer"
+    return {"shape": shape, "rows": rows, "band": band, "control_ratio": ctl_ratio,
+            "best_peer": best["name"] if best else None, "error": entry.get("error")}
+
+
+def _rounds(entry, name):
+    for c in entry["contenders"]:
+        if c["name"] == name:
+            return c.get("rounds") or []
+    return []
+
+
+def analyze(res, band_floor=None):
+    if band_floor is None:
+        band_floor = (res.get("config") or {}).get("band_floor", stats.DEFAULT_BAND_FLOOR)
+    ceil = ceilings(res)
+    return ceil, [analyze_shape(e, ceil, band_floor) for e in res.get("shapes", [])]
+
+
+# ---- formatting ----------------------------------------------------------------------
+def fmt_ms(x):
+    if x is None:
+        return "—"
+    return f"{x:.4f}" if x < 1 else f"{x:.3f}" if x < 100 else f"{x:.1f}"
+
+
+def fmt_tput(kind, x):
+    if x is None:
+        return "—"
+    if kind == "decode":
+        return f"{x / 1e12:.2f} TB/s" if x >= 1e11 else f"{x / 1e9:.2f} GB/s"
+    if x >= 1e14:
+        return f"{x / 1e12:.0f} TFLOP/s"
+    return f"{x / 1e12:.1f} TFLOP/s" if x >= 1e12 else f"{x / 1e9:.2f} GFLOP/s"
+
+
+def fmt_pct(x):
+    return "—" if x is None else f"{x:.0f}%"
+
+
+def cell(s, limit=140):
+    s = " ".join(str(s).split())
+    if len(s) > limit:
+        s = s[:limit - 1] + "…"
+    return s.replace("|", "\\|")
+
+
+def _verdict_cell(r, band):
+    st = r["status"]
+    if st == "wrong":
+        err = r.get("rel_err")
+        e = f" (rel err {err:.2e})" if isinstance(err, (int, float)) else ""
+        return cell(f"**wrong**{e}, not timed" + (f": {r['message']}" if r.get("message") else ""))
+    if st != "ok":
+        return cell(f"{st}: {r.get('message') or ''}")
+    if r["role"] == "control":
+        return "control" + (f" (band ±{100 * band:.1f}%)" if band is not None else "")
+    v = r.get("verdict")
+    return v if v else "—"
+
+
+def env_line(env):
+    bits = []
+    tv = env.get("torch") or {}
+    if tv.get("version"):
+        s = f"torch {tv['version']}"
+        extra = []
+        if tv.get("cuda"):
+            extra.append(f"CUDA {tv['cuda']}")
+        if tv.get("cudnn"):
+            extra.append(f"cuDNN {tv['cudnn']}")
+        if env.get("triton"):
+            extra.append(f"triton {env['triton']}")
+        if extra:
+            s += " (" + ", ".join(extra) + ")"
+        bits.append(s)
+    gpu = env.get("gpu") or {}
+    if gpu.get("uuid"):
+        bits.append(f"GPU UUID {gpu['uuid']}")
+    if gpu.get("cc"):
+        bits.append(f"sm_{gpu['cc'].replace('.', '')}, {gpu.get('sm_count', '?')} SMs")
+    smi = env.get("nvidia_smi_start") or {}
+    if smi.get("clocks.sm"):
+        s = f"clocks at start: SM {smi['clocks.sm']} MHz"
+        if smi.get("clocks.max.sm"):
+            s += f" (max {smi['clocks.max.sm']})"
+        if smi.get("clocks.mem"):
+            s += f", memory {smi['clocks.mem']} MHz"
+        if smi.get("temperature.gpu"):
+            s += f", {smi['temperature.gpu']} °C"
+        if smi.get("power.draw"):
+            s += f", {smi['power.draw']} W"
+        bits.append(s)
+    if env.get("nvrtc"):
+        bits.append(f"NVRTC {env['nvrtc']}")
+    return "; ".join(bits)
+
+
+def markdown(res, json_path=None):
+    """The markdown section of one run."""
+    env = res.get("env") or {}
+    cfg = res.get("config") or {}
+    gpu = env.get("gpu") or {}
+    kf = env.get("kforge") or {}
+    ceil, shapes = analyze(res)
+    rev = kf.get("git_rev") or "unknown"
+    if kf.get("git_dirty"):
+        rev += " (dirty)"
+    date = res.get("started") or env.get("date") or "?"
+    title = (f"## {date} · {gpu.get('name', '?')} · driver {env.get('driver') or '?'} · "
+             f"kforge {kf.get('version') or '?'} @ {rev}")
+    out = [title, ""]
+    if res.get("synthetic"):
+        out += ["> **SYNTHETIC** — hand-written test data, not a measurement.", ""]
+    if res.get("dry_run"):
+        out += [f"> **DRY RUN** — {res['dry_run']}.", ""]
+    out.append(f"- command: `{res.get('command', '?')}`")
+    el = env_line(env)
+    if el:
+        out.append(f"- environment: {el}")
+    cp = (res.get("ceilings") or {}).get("copy") or {}
+    gm = (res.get("ceilings") or {}).get("gemm") or {}
+    cbits = []
+    if ceil["copy"]:
+        size = cp.get("bytes", 0) / 2
+        size = f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
+        cbits.append(f"device copy {fmt_tput('decode', ceil['copy'])} (read+write, {size} copied)")
+    if ceil["gemm"]:
+        n = gm.get("n")
+        cbits.append(f"bf16 GEMM {fmt_tput('prefill', ceil['gemm'])}" + (f" ({n}³)" if n else ""))
+    for k in ("copy", "gemm"):
+        if ((res.get("ceilings") or {}).get(k) or {}).get("error"):
+            cbits.append(f"{k} failed: {cell(res['ceilings'][k]['error'])}")
+    out.append("- ceilings measured in this run: " + (", ".join(cbits) if cbits else "none"))
+    if cfg:
+        fl = cfg.get("flush_bytes")
+        out.append(
+            f"- method: {cfg.get('rounds', '?')} rounds × {cfg.get('samples_per_round', '?')} samples per "
+            f"contender, contenders shuffled each round, L2 flushed"
+            + (f" ({fl / 2**20:.0f} MiB write)" if fl else "")
+            + " before each sample, CUDA events, median; outputs checked against an fp32 reference "
+              "first; time / best peer < 1 is faster; band = |control ratio − 1|, at least "
+            + f"{100 * cfg.get('band_floor', stats.DEFAULT_BAND_FLOOR):.0f}%")
+    if json_path:
+        out.append(f"- raw samples: `{json_path}`")
+    if res.get("incomplete"):
+        out.append(f"- **incomplete run**: {res['incomplete']}")
+    out += ["", "| shape | contender | median ms | throughput | % ceiling | time / best peer | verdict |",
+            "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for sa in shapes:
+        sh = sa["shape"]
+        if sa.get("error"):
+            out.append(f"| {cell(sh.label, 200)} | — | — | — | — | — | {cell('error: ' + sa['error'])} |")
+        first = True
+        rows = sorted(sa["rows"], key=lambda r: (ROLE_ORDER.get(r["role"], 9)))
+        default_variant = next((r["variant"] for r in rows if r["name"] == "kforge-default"), None)
+        for r in rows:
+            label = r["label"]
+            if r["name"] == "kforge-tuned" and r.get("variant") and r["variant"] == default_variant:
+                label += " (= default variant)"
+            sc = ""
+            if first:
+                sc = cell(sh.label, 200)
+                if sa["band"] is not None:
+                    sc += f" (band ±{100 * sa['band']:.1f}%)"
+                first = False
+            ratio = r.get("ratio_best_peer")
+            out.append("| " + " | ".join([
+                sc, cell(label), fmt_ms(r["median_ms"]), fmt_tput(sh.kind, r["throughput"]),
+                fmt_pct(r["pct_ceiling"]), "—" if ratio is None else f"{ratio:.3f}",
+                _verdict_cell(r, sa["band"])]) + " |")
+    # a one-line tally of kforge tuned against the best peer
+    tally = {}
+    for sa in shapes:
+        for r in sa["rows"]:
+            if r["name"] == "kforge-tuned" and r["status"] == "ok" and r.get("verdict"):
+                tally[r["verdict"]] = tally.get(r["verdict"], 0) + 1
+    if tally:
+        out += ["", "kforge tuned vs the best peer: " + ", ".join(
+            f"{tally.get(k, 0)} {k}" for k in ("win", "tie", "loss"))]
+    return "\n".join(out) + "\n"
+
+
+def append(results_md, text):
+    with open(results_md, "a") as f:
+        f.write("\n" + text)

@@ -1,0 +1,47 @@
+/* cli/cmd_bundle.c: `kforge export` and `kforge import`: tuned bundles out of and into a database */
+#include "cli/cli.h"
+#include "db/bundle.h"
+
+#include <stdio.h>
+
+#ifndef KF_GIT_REV
+#define KF_GIT_REV "unknown"
+#endif
+
+int cmd_export(cli_opts *o)
+{
+    if (!o->gpu)
+        return cli_usage_error("--gpu is required, e.g. --gpu \"NVIDIA H200\" (see 'kforge report')");
+    if (!o->output)
+        return cli_usage_error("-o FILE is required");
+    db_store *db = cli_open_db(o, 0);
+    if (!db)
+        return 1;
+    int nw = 0, nb = 0, rc = 0;
+    if (db_bundle_export(db, o->gpu, o->family, o->output, KF_GIT_REV, &nw, &nb) != DB_OK)
+        rc = cli_error("%s", db_errmsg(db));
+    else if (o->json)
+        printf("{\"bundle\":\"%s\",\"gpu\":\"%s\",\"winners\":%d,\"binaries\":%d}\n", o->output, o->gpu, nw, nb);
+    else
+        printf("wrote %s: %d winner%s, %d binar%s for %s\n", o->output, nw, nw == 1 ? "" : "s", nb,
+               nb == 1 ? "y" : "ies", o->gpu);
+    db_close(db);
+    return rc;
+}
+
+int cmd_import(cli_opts *o)
+{
+    if (o->argc < 1)
+        return cli_usage_error("which bundle? usage: kforge import FILE.kfb");
+    db_store *db = cli_open_db(o, 1);
+    if (!db)
+        return 1;
+    int nw = 0, nb = 0, rc = 0;
+    if (db_bundle_import(db, o->argv[0], &nw, &nb) != DB_OK)
+        rc = cli_error("%s", db_errmsg(db));
+    else
+        printf("imported %s: %d winner%s, %d new binar%s\n", o->argv[0], nw, nw == 1 ? "" : "s", nb,
+               nb == 1 ? "y" : "ies");
+    db_close(db);
+    return rc;
+}

@@ -1,0 +1,169 @@
+/* cli/cmd_report.c: `kforge report`: the winners per family and GPU with time, throughput, share of the ceiling, speed-up, band */
+#include "cli/cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { FMT_TEXT, FMT_MD, FMT_CSV, FMT_JSON };
+
+typedef struct report_ctx {
+    db_store *db;
+    int fmt;
+    char gpu[256], family[64];    /* the table being printed */
+    int rows, tables;
+} report_ctx;
+
+typedef struct meas_fig {
+    double throughput, frac;
+    const char *unit;
+    char unit_buf[16];
+    int n;
+} meas_fig;
+
+static int fig_cb(const db_tune_meas *m, void *arg)
+{
+    meas_fig *f = arg;
+    f->throughput = m->throughput;
+    f->frac = m->ceiling_frac;
+    snprintf(f->unit_buf, sizeof f->unit_buf, "%s", m->throughput_unit ? m->throughput_unit : "");
+    f->unit = f->unit_buf;
+    f->n = m->n_samples;
+    return 1;
+}
+
+/* Throughput of the winner's measurement; the share recomputed against today's ceiling. */
+static void figures(report_ctx *c, const db_winner *w, meas_fig *f)
+{
+    memset(f, 0, sizeof *f);
+    f->throughput = f->frac = NAN;
+    f->unit = "";
+    if (w->measurement_id)
+        db_tune_meas_by_id(c->db, w->measurement_id, fig_cb, f);
+    double ceil;
+    const char *kind = !strcmp(f->unit, "FLOP/s") ? "gemm_bf16" : "copy";
+    if (!isnan(f->throughput) && db_ceiling_get(c->db, w->gpu, kind, &ceil) == DB_OK && ceil > 0)
+        f->frac = f->throughput / ceil;
+}
+
+/* "3.90 TB/s", "571 TFLOP/s" */
+static void fmt_thr(double v, const char *unit, char *buf, size_t n)
+{
+    if (isnan(v)) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    const char *p = "";
+    if (v >= 1e12)
+        v /= 1e12, p = "T";
+    else if (v >= 1e9)
+        v /= 1e9, p = "G";
+    else if (v >= 1e6)
+        v /= 1e6, p = "M";
+    const char *u = !strcmp(unit, "FLOP/s") ? "FLOP/s" : "B/s";
+    snprintf(buf, n, "%.3g %s%s", v, p, u);
+}
+
+static void fmt_pct(double v, char *buf, size_t n)
+{
+    if (isnan(v))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%.1f%%", 100 * v);
+}
+
+static void header(report_ctx *c, const db_winner *w)
+{
+    snprintf(c->gpu, sizeof c->gpu, "%s", w->gpu);
+    snprintf(c->family, sizeof c->family, "%s", w->family);
+    const char *cols[] = {"shape", "winner", "ms", "throughput", "% ceiling", "speed-up", "band"};
+    if (c->fmt == FMT_TEXT) {
+        printf("%s%s, %s\n", c->tables ? "\n" : "", w->gpu, w->family);
+        printf("  %-44s %-40s %10s %14s %9s %8s %6s\n", cols[0], cols[1], cols[2], cols[3], cols[4],
+               cols[5], cols[6]);
+    } else if (c->fmt == FMT_MD) {
+        printf("%s### %s, %s\n\n| shape | winner | ms | throughput | %% ceiling | speed-up | band |\n"
+               "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n", c->tables ? "\n" : "", w->gpu, w->family);
+    }
+    c->tables++;
+}
+
+/* The variant key without its family prefix (the shape already names the fixed values). */
+static const char *short_key(const db_winner *w)
+{
+    size_t n = strlen(w->family);
+    return !strncmp(w->variant_key, w->family, n) && w->variant_key[n] == '.' ? w->variant_key + n + 1
+                                                                               : w->variant_key;
+}
+
+static int row_cb(const db_winner *w, void *arg)
+{
+    report_ctx *c = arg;
+    if (c->fmt != FMT_CSV && c->fmt != FMT_JSON && (strcmp(c->gpu, w->gpu) || strcmp(c->family, w->family)))
+        header(c, w);
+    meas_fig f;
+    figures(c, w, &f);
+    char thr[32], pct[16], sp[16], band[16];
+    fmt_thr(f.throughput, f.unit, thr, sizeof thr);
+    fmt_pct(f.frac, pct, sizeof pct);
+    fmt_pct(w->band, band, sizeof band);
+    if (isnan(w->speedup))
+        snprintf(sp, sizeof sp, "-");
+    else
+        snprintf(sp, sizeof sp, "x%.3f", w->speedup);
+    switch (c->fmt) {
+    case FMT_TEXT:
+        printf("  %-44s %-40s %10.4f %14s %9s %8s %6s\n", w->shape_key, short_key(w), w->median_ms, thr,
+               pct, sp, band);
+        break;
+    case FMT_MD:
+        printf("| %s | %s | %.4f | %s | %s | %s | %s |\n", w->shape_key, short_key(w), w->median_ms, thr,
+               pct, sp, band);
+        break;
+    case FMT_CSV:
+        if (!c->rows)
+            printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band\n");
+        printf("\"%s\",%s,%s,%s,%.6g,%.6g,%s,%.4f,%.4f,%.4f\n", w->gpu, w->family, w->shape_key,
+               w->variant_key, w->median_ms, f.throughput, f.unit, f.frac, w->speedup, w->band);
+        break;
+    case FMT_JSON:
+        printf("%s\n {\"gpu\":\"%s\",\"family\":\"%s\",\"shape\":\"%s\",\"variant\":\"%s\",\"params\":\"%s\","
+               "\"median_ms\":%.6g", c->rows ? "," : "", w->gpu, w->family, w->shape_key, w->variant_key,
+               w->params ? w->params : "", w->median_ms);
+        printf(isnan(f.throughput) ? ",\"throughput\":null" : ",\"throughput\":%.6g", f.throughput);
+        printf(",\"unit\":\"%s\"", f.unit);
+        printf(isnan(f.frac) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f", f.frac);
+        printf(isnan(w->speedup) ? ",\"speedup\":null" : ",\"speedup\":%.4f", w->speedup);
+        printf(isnan(w->band) ? ",\"band\":null}" : ",\"band\":%.4f}", w->band);
+        break;
+    }
+    c->rows++;
+    return 0;
+}
+
+int cmd_report(cli_opts *o)
+{
+    if (o->argc > 0)
+        return cli_usage_error("unexpected argument '%s' (see 'kforge report --help')", o->argv[0]);
+    if (o->markdown + o->csv + o->json > 1)
+        return cli_usage_error("--markdown, --csv and --json exclude each other");
+    int fmt = o->markdown ? FMT_MD : o->csv ? FMT_CSV : o->json ? FMT_JSON : FMT_TEXT;
+    const char *gpu = o->gpu, *family = o->family;
+    db_store *db = cli_open_db(o, 0);
+    if (!db)
+        return 1;
+    report_ctx c = {db, fmt, "", "", 0, 0};
+    if (fmt == FMT_JSON)
+        printf("[");
+    int rc = 0;
+    if (db_winner_each(db, gpu, family, row_cb, &c) != DB_OK)
+        rc = cli_error("%s", db_errmsg(db));
+    if (fmt == FMT_JSON)
+        printf("%s]\n", c.rows ? "\n" : "");
+    else if (!rc && !c.rows && fmt != FMT_CSV)
+        printf("no winners%s%s%s%s in %s (run 'kforge tune')\n", gpu ? " for " : "", gpu ? gpu : "",
+               family ? " of " : "", family ? family : "", db_path(db));
+    db_close(db);
+    return rc;
+}

@@ -1,0 +1,166 @@
+/* cli/cmd_run.c: `kforge run`: one variant on the GPU against the reference: error, time, throughput */
+#include "cli/cli.h"
+#include "gen/build.h"
+#include "runtime/cuda.h"
+#include "tuner/attn_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int shape_int(const gen_kvset *s, const char *name, int dflt) { return (int)gen_kv_int(s, name, dflt); }
+
+int cmd_run(cli_opts *o)
+{
+    char err[512];
+    if (o->argc < 1)
+        return cli_usage_error("which family? (see 'kforge list')");
+    if (!o->shape)
+        return cli_usage_error("--shape is required, e.g. --shape \"dtype=bf16,b=1,...\"");
+    const char *family = o->argv[0];
+    int combine = !strcmp(family, "attn_combine");
+    if (!combine && strcmp(family, "attn_decode") && strcmp(family, "attn_prefill") && strcmp(family, "attn_naive"))
+        return cli_usage_error("'kforge run' knows attn_decode, attn_prefill, attn_naive and attn_combine, not '%s'",
+                               family);
+    if (!rt_cuda(err, sizeof err))
+        return cli_error("%s", err);
+
+    gen_host *h = cli_host(o);
+    if (!h)
+        return 1;
+    gen_tmpl *t;
+    gen_kvset fixed, params, shape;
+    gen_device dev;
+    int rc = cli_variant(o, h, &t, &fixed, &params, &dev);
+    if (rc) {
+        gen_host_free(h);
+        return rc;
+    }
+    gen_kv_clear(&shape);
+    gen_kv_parse(&shape, o->shape, err, sizeof err);   /* already parsed once by cli_variant */
+    const char *dt = gen_kv_str(&shape, "dtype");
+    check_dtype dtype = dt && !strcmp(dt, "fp16") ? CHECK_FP16 : CHECK_BF16;
+
+    tune_attn_case c;
+    memset(&c, 0, sizeof c);
+    c.dtype = dtype;
+    c.b = shape_int(&shape, "b", 1);
+    c.sq = shape_int(&shape, "sq", 1);
+    c.skv = shape_int(&shape, "skv", 0);
+    c.hq = shape_int(&shape, "hq", 1);
+    c.hkv = shape_int(&shape, "hkv", 1);
+    c.d = shape_int(&shape, "d", shape_int(&shape, "dv", 128));
+    c.causal = shape_int(&shape, "causal", 0);
+
+    gen_target tg;
+    if (gen_target_init(&tg, dev.arch, 0, &dev)) {
+        gen_host_free(h);
+        return cli_usage_error("unknown --arch '%s' (sm_90a, sm_90, sm_80, ...)", dev.arch);
+    }
+    gen_job jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    int nj = 1;
+    jobs[0].tmpl = t;
+    jobs[0].fixed = fixed;
+    jobs[0].params = params;
+    int use_naive = !combine && strcmp(family, "attn_naive") && tune_attn_ref_work(&c) > TUNE_ATTN_CPU_REF_MAX;
+    db_store *db = NULL;
+    tune_attn_ctx *ctx = NULL;
+    if (gen_build_prepare(&jobs[0], &tg) || (use_naive && tune_attn_naive_job(h, &c, &tg, &jobs[nj++]))) {
+        rc = cli_error("%s", gen_host_errmsg(h));
+        goto out;
+    }
+    db = cli_open_db(o, 1);
+    if (!db) {
+        rc = 1;
+        goto out;
+    }
+    cli_progress(o, "building %s\n", jobs[0].variant_key);
+    char dberr[512];
+    int failed = gen_build_run(jobs, nj, nj, db, &tg, NULL, NULL, dberr, sizeof dberr);
+    if (failed < 0) {
+        rc = cli_error("%s", dberr);
+        goto out;
+    }
+    for (int i = 0; i < nj; i++)
+        if (jobs[i].failed) {
+            rc = cli_error("%s", jobs[i].err);
+            goto out;
+        }
+    ctx = tune_attn_open(0, err, sizeof err);
+    if (!ctx) {
+        rc = cli_error("%s", err);
+        goto out;
+    }
+    tune_attn_variant v, nv;
+    tune_attn_variant_from_job(&v, &jobs[0]);
+    if (use_naive)
+        tune_attn_variant_from_job(&nv, &jobs[1]);
+    tune_attn_result r;
+    tune_attn_timing tm;
+    memset(&tm, 0, sizeof tm);
+    cli_progress(o, "running against the %s reference\n", use_naive ? "GPU naive" : "CPU fp64");
+    int crc;
+    if (combine) {
+        tune_combine_case cc = {.dtype = dtype, .b = c.b, .sq = c.sq, .hq = c.hq, .dv = c.d, .splits = 4};
+        crc = tune_attn_check_combine(ctx, &v, &cc, &r);
+    } else {
+        crc = tune_attn_check(ctx, &v, &c, use_naive ? &nv : NULL, 30, &r, &tm);
+    }
+    if (crc) {
+        rc = cli_error("%s: %s", jobs[0].variant_key, r.msg);
+        goto out;
+    }
+    double thr = 0;
+    const char *unit = "";
+    int is_decode = !strcmp(family, "attn_decode");
+    if (tm.median_ms > 0 && !combine) {
+        if (is_decode) {
+            thr = (double)c.b * c.skv * c.hkv * c.d * 2.0 * (double)check_dtype_size(dtype) / (tm.median_ms * 1e-3);
+            unit = "B/s";
+        } else {
+            thr = 4.0 * c.b * c.hq * (double)c.sq * c.skv * c.d / (c.causal ? 2.0 : 1.0) / (tm.median_ms * 1e-3);
+            unit = "FLOP/s";
+        }
+    }
+    if (o->json) {
+        printf("{\"variant\":\"%s\",\"reference\":\"%s\",\"rel_err\":%.6g,\"tol\":%.3g,\"lse_err\":%.6g,"
+               "\"unwritten\":%zu,\"nonfinite\":%zu,\"stray\":%zu,\"pass\":%s,\"seed\":%llu",
+               jobs[0].variant_key, r.ref, r.o.rel_err, r.tol, r.lse.max_abs, r.o.unwritten, r.o.nonfinite, r.stray,
+               r.pass ? "true" : "false", (unsigned long long)r.seed);
+        if (tm.samples)
+            printf(",\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"samples\":%d,\"throughput\":%.6g,"
+                   "\"throughput_unit\":\"%s\"",
+                   tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr, unit);
+        printf("}\n");
+    } else {
+        printf("variant    %s\n", jobs[0].variant_key);
+        printf("reference  %s\n", r.ref);
+        printf("o          rel %.3e (tol %.1e), max_abs %.3e, unwritten %zu, nonfinite %zu, stray %zu\n",
+               r.o.rel_err, r.tol, r.o.max_abs, r.o.unwritten, r.o.nonfinite, r.stray);
+        printf("lse        max_abs %.3e (tol %.1e), unwritten %zu, bad %zu, -inf mismatch %zu\n", r.lse.max_abs,
+               CHECK_LSE_TOL, r.lse.unwritten, r.lse.bad, r.lse.inf_mismatch);
+        printf("result     %s\n", r.pass ? "pass" : "FAIL");
+        if (tm.samples) {
+            printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples, L2 flushed)\n",
+                   tm.median_ms, tm.p10_ms, tm.p90_ms, 100.0 * tm.spread, tm.samples);
+            if (is_decode)
+                printf("throughput %.1f GB/s of K+V read\n", thr / 1e9);
+            else
+                printf("throughput %.1f TFLOP/s%s\n", thr / 1e12, c.causal ? " (causal counted half)" : "");
+        }
+        if (!r.pass)
+            printf("why        %s\n", r.msg);
+    }
+    rc = r.pass ? 0 : 1;
+    tune_attn_result_free(&r);
+    tune_attn_timing_free(&tm);
+out:
+    tune_attn_close(ctx);
+    for (int i = 0; i < 2; i++)
+        gen_job_free(&jobs[i]);
+    db_close(db);
+    gen_host_free(h);
+    return rc;
+}

@@ -1,0 +1,17 @@
+/* gen/kernels.h: the kernels of a variant (name, threads, dynamic shared memory) and their stored text form */
+#ifndef KF_GEN_KERNELS_H
+#define KF_GEN_KERNELS_H
+
+#include <stddef.h>
+
+typedef struct gen_kernel {
+    char name[64];
+    int threads;
+    int smem;             /* dynamic shared memory, bytes */
+} gen_kernel;
+
+/* "name/threads/smem,..." as stored in the binaries table; parse returns the count or -1. */
+void gen_kernels_format(const gen_kernel *k, int n, char *buf, size_t len);
+int gen_kernels_parse(const char *text, gen_kernel *k, int max);
+
+#endif

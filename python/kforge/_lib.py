@@ -1,0 +1,188 @@
+"""ctypes mirror of runtime/kforge.h and the loader of libkforge.
+
+Everything here follows the header field by field; python/tests/test_structs.py
+checks sizes and offsets (against a C compiler reading kforge.h when one is present).
+"""
+import ctypes
+import os
+import threading
+
+# ---- kf_status (append only in the header: never renumbered) -------------------
+KF_OK = 0
+KF_ERR_ARG = 1
+KF_ERR_UNSUPPORTED = 2
+KF_ERR_NOT_TUNED = 3
+KF_ERR_CUDA = 4
+KF_ERR_NVRTC = 5
+KF_ERR_DB = 6
+KF_ERR_BUNDLE = 7
+KF_ERR_NOMEM = 8
+
+STATUS_NAMES = {
+    KF_OK: "KF_OK",
+    KF_ERR_ARG: "KF_ERR_ARG",
+    KF_ERR_UNSUPPORTED: "KF_ERR_UNSUPPORTED",
+    KF_ERR_NOT_TUNED: "KF_ERR_NOT_TUNED",
+    KF_ERR_CUDA: "KF_ERR_CUDA",
+    KF_ERR_NVRTC: "KF_ERR_NVRTC",
+    KF_ERR_DB: "KF_ERR_DB",
+    KF_ERR_BUNDLE: "KF_ERR_BUNDLE",
+    KF_ERR_NOMEM: "KF_ERR_NOMEM",
+}
+
+# ---- enums ----------------------------------------------------------------------
+KF_BF16 = 1
+KF_FP16 = 2
+KF_JIT_ALLOW = 0
+KF_JIT_FORBID = 1
+KF_ATTN_PREFILL = 1
+KF_ATTN_DECODE = 2
+
+# C enums are int-sized on every ABI kforge targets (x86-64 and aarch64 Linux).
+c_enum = ctypes.c_int
+
+Strides3 = ctypes.c_longlong * 3
+
+
+class kf_config(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("db_path", ctypes.c_char_p),
+        ("bundles", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_bundles", ctypes.c_int),
+        ("jit", c_enum),
+        ("template_dir", ctypes.c_char_p),
+    ]
+
+
+class kf_attn_desc(ctypes.Structure):
+    _fields_ = [
+        ("kind", c_enum),
+        ("dtype", c_enum),
+        ("hq", ctypes.c_int),
+        ("hkv", ctypes.c_int),
+        ("d", ctypes.c_int),
+        ("causal", ctypes.c_int),
+        ("scale", ctypes.c_float),
+        ("max_batch", ctypes.c_int),
+        ("max_q", ctypes.c_int),
+        ("max_kv", ctypes.c_int),
+        ("packed_q", ctypes.c_int),
+        ("q_strides", Strides3),
+        ("k_strides", Strides3),
+        ("v_strides", Strides3),
+        ("o_strides", Strides3),
+    ]
+
+
+class kf_attn_tensors(ctypes.Structure):
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),           # float *
+        ("cu_seqlens_q", ctypes.c_void_p),  # const int32_t *
+        ("kv_len", ctypes.c_void_p),        # const int32_t *
+        ("batch", ctypes.c_int),
+        ("q_len", ctypes.c_int),
+        ("kv_len_all", ctypes.c_int),
+        ("workspace", ctypes.c_void_p),
+    ]
+
+
+def config_init():
+    """KF_CONFIG_INIT"""
+    c = kf_config()
+    c.device = 0
+    c.db_path = None
+    c.bundles = None
+    c.n_bundles = 0
+    c.jit = KF_JIT_ALLOW
+    c.template_dir = None
+    return c
+
+
+def desc_init():
+    """KF_ATTN_DESC_INIT (ctypes zero-fills; only kind and dtype are non-zero)."""
+    d = kf_attn_desc()
+    d.kind = KF_ATTN_DECODE
+    d.dtype = KF_BF16
+    return d
+
+
+# ---- prototypes --------------------------------------------------------------------
+_ctx_p = ctypes.c_void_p
+_plan_p = ctypes.c_void_p
+
+_PROTOTYPES = {
+    "kf_version": (ctypes.c_char_p, []),
+    "kf_version_number": (ctypes.c_int, []),
+    "kf_status_str": (ctypes.c_char_p, [c_enum]),
+    "kf_open": (c_enum, [ctypes.POINTER(_ctx_p), ctypes.POINTER(kf_config)]),
+    "kf_close": (None, [_ctx_p]),
+    "kf_errmsg": (ctypes.c_char_p, [_ctx_p]),
+    "kf_attn_supported": (c_enum, [_ctx_p, ctypes.POINTER(kf_attn_desc)]),
+    "kf_attn_plan": (c_enum, [_ctx_p, ctypes.POINTER(kf_attn_desc), ctypes.POINTER(_plan_p)]),
+    "kf_attn_run": (c_enum, [_plan_p, ctypes.POINTER(kf_attn_tensors), ctypes.c_void_p]),
+    "kf_plan_workspace": (ctypes.c_size_t, [_plan_p]),
+    "kf_plan_variant": (ctypes.c_char_p, [_plan_p]),
+    "kf_plan_source": (ctypes.c_char_p, [_plan_p]),
+    "kf_plan_free": (None, [_plan_p]),
+}
+
+
+class LibraryNotFound(OSError):
+    pass
+
+
+def candidate_paths():
+    """Where libkforge is looked for, in order: $KFORGE_LIB, next to the package,
+    ../build/libkforge.so relative to the repository this package sits in."""
+    out = []
+    env = os.environ.get("KFORGE_LIB")
+    if env:
+        out.append(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    out.append(os.path.join(here, "libkforge.so"))
+    repo = os.path.dirname(os.path.dirname(here))  # python/kforge -> repo root
+    out.append(os.path.join(repo, "build", "libkforge.so"))
+    return out
+
+
+def bind(cdll):
+    """Declare argument and result types on a loaded library; returns it."""
+    for name, (res, args) in _PROTOTYPES.items():
+        fn = getattr(cdll, name)
+        fn.restype = res
+        fn.argtypes = args
+    return cdll
+
+
+_lock = threading.Lock()
+_cached = {}
+
+
+def load(path=None):
+    """The bound library (cached per path). With path None: the first candidate that
+    exists; $KFORGE_LIB, when set, is the only candidate that counts if it exists."""
+    with _lock:
+        if path is None:
+            tried = candidate_paths()
+            env = os.environ.get("KFORGE_LIB")
+            if env and not os.path.exists(env):
+                raise LibraryNotFound(f"KFORGE_LIB={env!r} does not exist")
+            for p in tried:
+                if os.path.exists(p):
+                    path = p
+                    break
+            else:
+                raise LibraryNotFound("libkforge.so not found; tried: " + ", ".join(tried)
+                                      + " (build it with cmake, or set KFORGE_LIB)")
+        path = os.path.abspath(path)
+        lib = _cached.get(path)
+        if lib is None:
+            lib = bind(ctypes.CDLL(path))
+            lib._kforge_path = path
+            _cached[path] = lib
+        return lib

@@ -1,0 +1,489 @@
+"""Context, plans and attention(): the Python face of runtime/kforge.h."""
+import ctypes
+import os
+import threading
+
+from . import _lib
+from ._lib import (KF_OK, KF_ERR_ARG, KF_BF16, KF_FP16, KF_ATTN_PREFILL, KF_ATTN_DECODE,
+                   KF_JIT_ALLOW, KF_JIT_FORBID, STATUS_NAMES)
+from ._tensor import describe, torch_module, InterfaceError
+
+DECODE_MAX_Q = 16  # kf_attn_kind: decode serves Sq 1..16
+
+
+class Error(RuntimeError):
+    """A kforge call failed. .status is the kf_status (an int, None when the library could
+    not be loaded), .status_name its name, .message kforge's text (kf_errmsg), .call the C
+    function that failed (None for checks made in Python before any C call)."""
+
+    def __init__(self, status, message, call=None):
+        self.status = status
+        self.status_name = STATUS_NAMES.get(status, f"status {status}") if status is not None else "no library"
+        self.message = message
+        self.call = call
+        where = f"{call}: " if call else ""
+        super().__init__(f"{where}{self.status_name}: {message}")
+
+
+class ArgumentError(Error, ValueError):
+    """An argument was refused in Python, before any call into libkforge (status KF_ERR_ARG)."""
+
+    def __init__(self, message):
+        super().__init__(KF_ERR_ARG, message, None)
+
+
+class LibraryNotFound(Error, OSError):
+    def __init__(self, message):
+        Error.__init__(self, None, message, None)
+
+
+def _load(path=None):
+    try:
+        return _lib.load(path)
+    except _lib.LibraryNotFound as e:
+        raise LibraryNotFound(str(e)) from None
+    except OSError as e:  # dlopen failed
+        raise LibraryNotFound(f"could not load libkforge: {e}") from None
+
+
+def version():
+    """kf_version() of the library that would be loaded, e.g. "0.1.0"."""
+    return _load().kf_version().decode()
+
+
+def version_number():
+    return int(_load().kf_version_number())
+
+
+def status_str(status):
+    return _load().kf_status_str(int(status)).decode()
+
+
+def library_path():
+    return _load()._kforge_path
+
+
+def _b(s):
+    if s is None:
+        return None
+    return os.fsencode(s)
+
+
+class Plan:
+    """One kf_plan. Made by Context.plan(); freed by Context.close() (or free())."""
+
+    def __init__(self, ctx, handle, key):
+        self._ctx = ctx
+        self._h = handle
+        self.key = key
+        lib = ctx._lib
+        self.variant = (lib.kf_plan_variant(handle) or b"").decode(errors="replace")
+        self.source = (lib.kf_plan_source(handle) or b"").decode(errors="replace")
+        self.workspace_bytes = int(lib.kf_plan_workspace(handle))
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise Error(KF_ERR_ARG, "the plan has been freed", None)
+        return self._h
+
+    def run(self, tensors, stream=None):
+        """kf_attn_run with a kf_attn_tensors struct; stream a CUstream handle (int) or None."""
+        st = self._ctx._lib.kf_attn_run(self.handle, ctypes.byref(tensors), stream)
+        if st != KF_OK:
+            self._ctx._raise(st, "kf_attn_run")
+
+    def free(self):
+        if self._h is not None:
+            self._ctx._lib.kf_plan_free(self._h)
+            self._h = None
+
+    def __repr__(self):
+        return f"Plan({self.variant!r}, source={self.source!r}, workspace={self.workspace_bytes})"
+
+
+def _desc_key(d):
+    return (d.kind, d.dtype, d.hq, d.hkv, d.d, d.causal, float(d.scale), d.max_batch, d.max_q,
+            d.max_kv, d.packed_q, tuple(d.q_strides), tuple(d.k_strides), tuple(d.v_strides),
+            tuple(d.o_strides))
+
+
+class Context:
+    """A kf_ctx on one CUDA device.
+
+    Context(device=0, db=None, bundles=(), jit=True, template_dir=None, lib=None)
+    db: path of the database of binaries and tuned winners (None: none, so plans use the
+    template defaults). bundles: bundle files to serve from. jit: allow NVRTC compiles.
+    lib: path of libkforge (default: $KFORGE_LIB, next to the package, ../build/libkforge.so).
+    Raises Error (status and kforge's message) when kf_open fails.
+    """
+
+    def __init__(self, device=0, db=None, bundles=(), jit=True, template_dir=None, lib=None):
+        self._h = None
+        self._plans = {}
+        self._lock = threading.RLock()
+        self._lib = _load(lib)
+        self.device = int(device)
+        self.db = db
+        self.bundles = tuple(bundles or ())
+        self.jit = bool(jit)
+        cfg = _lib.config_init()
+        cfg.device = self.device
+        keep = [_b(db), _b(template_dir)] + [_b(p) for p in self.bundles]
+        cfg.db_path = keep[0]
+        cfg.template_dir = keep[1]
+        if self.bundles:
+            arr = (ctypes.c_char_p * len(self.bundles))(*keep[2:])
+            keep.append(arr)
+            cfg.bundles = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+            cfg.n_bundles = len(self.bundles)
+        cfg.jit = KF_JIT_ALLOW if jit else KF_JIT_FORBID
+        h = ctypes.c_void_p()
+        st = self._lib.kf_open(ctypes.byref(h), ctypes.byref(cfg))
+        if st != KF_OK:
+            # *out is always set, also on failure, so kf_errmsg can say why
+            msg = (self._lib.kf_errmsg(h) or b"").decode(errors="replace")
+            self._lib.kf_close(h)
+            raise Error(int(st), msg, "kf_open")
+        self._h = h
+
+    # -- life ------------------------------------------------------------------------
+    def close(self):
+        with self._lock:
+            for p in self._plans.values():
+                p.free()
+            self._plans.clear()
+            if self._h is not None:
+                self._lib.kf_close(self._h)
+                self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise Error(KF_ERR_ARG, "the context is closed", None)
+        return self._h
+
+    def errmsg(self):
+        return (self._lib.kf_errmsg(self._h) or b"").decode(errors="replace")
+
+    def _raise(self, st, call):
+        raise Error(int(st), self.errmsg(), call)
+
+    # -- plans -----------------------------------------------------------------------
+    def supported(self, desc):
+        """(True, "") or (False, message) for a kf_attn_desc. Never compiles."""
+        st = self._lib.kf_attn_supported(self.handle, ctypes.byref(desc))
+        return (True, "") if st == KF_OK else (False, f"{STATUS_NAMES.get(st, st)}: {self.errmsg()}")
+
+    def plan(self, desc):
+        """The cached Plan for a kf_attn_desc (kf_attn_plan on first use; may compile)."""
+        key = _desc_key(desc)
+        with self._lock:
+            p = self._plans.get(key)
+            if p is None:
+                h = ctypes.c_void_p()
+                st = self._lib.kf_attn_plan(self.handle, ctypes.byref(desc), ctypes.byref(h))
+                if st != KF_OK:
+                    self._raise(st, "kf_attn_plan")
+                p = Plan(self, h, key)
+                self._plans[key] = p
+            return p
+
+    @property
+    def plans(self):
+        return list(self._plans.values())
+
+    def bind(self, q, k, v, **kw):
+        """A Call: the arguments checked, the plan made and the kf_attn_tensors struct built
+        once; call.run() then only enqueues (what a benchmark times). Same keywords as
+        attention() except ctx."""
+        call = prepare(q, k, v, **kw)
+        call.attach(self)
+        return call
+
+    def attention(self, q, k, v, **kw):
+        return attention(q, k, v, ctx=self, **kw)
+
+    def __repr__(self):
+        return f"Context(device={self.device}, db={self.db!r}, jit={self.jit})"
+
+
+# ---- default contexts (ctx=None) -----------------------------------------------------
+_default_lock = threading.Lock()
+_defaults = {}
+
+
+def default_context(device=0):
+    """The context attention() uses when ctx is None: one per device, with the database
+    $KFORGE_DB when set (else none)."""
+    with _default_lock:
+        c = _defaults.get(device)
+        if c is None:
+            c = Context(device=device, db=os.environ.get("KFORGE_DB") or None)
+            _defaults[device] = c
+        return c
+
+
+# ---- argument checks and the call ----------------------------------------------------
+_DTYPES = {"bf16": KF_BF16, "fp16": KF_FP16}
+
+
+def _info(name, x):
+    try:
+        return describe(name, x)
+    except InterfaceError as e:
+        raise ArgumentError(str(e)) from None
+
+
+def _check_last_contiguous(t):
+    if t.ndim and t.shape[-1] > 1 and t.strides[-1] != 1:
+        raise ArgumentError(f"{t.name}: the last dimension must be contiguous (stride 1); "
+                            f"shape {t.shape}, element strides {t.strides}")
+
+
+def _stream_handle(stream):
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return stream or None
+    for attr in ("cuda_stream", "handle", "ptr"):
+        h = getattr(stream, attr, None)
+        if isinstance(h, int):
+            return h or None
+    raise ArgumentError(f"stream: expected an int handle or an object with .cuda_stream, got "
+                        f"{type(stream).__name__}")
+
+
+class Call:
+    """A checked attention call (see Context.bind)."""
+
+    def __init__(self, desc, tensors, keep, out, lse, device, stream, torch_stream):
+        self.desc = desc
+        self.tensors = tensors
+        self._keep = keep
+        self.out = out
+        self.lse = lse
+        self.device = device
+        self._stream = stream              # explicit handle, or None
+        self._torch_stream = torch_stream  # read the current torch stream at run time
+        self.ctx = None
+        self.plan = None
+
+    def attach(self, ctx):
+        if self.device is not None and ctx.device != self.device:
+            raise ArgumentError(f"the tensors are on device {self.device} but the context is on "
+                                f"device {ctx.device}")
+        self.ctx = ctx
+        self.plan = ctx.plan(self.desc)
+        return self
+
+    def stream(self):
+        if self._stream is not None:
+            return self._stream
+        if self._torch_stream:
+            torch = torch_module()
+            dev = self.device if self.device is not None else torch.cuda.current_device()
+            return torch.cuda.current_stream(dev).cuda_stream or None
+        return None
+
+    def run(self, stream=None):
+        s = _stream_handle(stream) if stream is not None else self.stream()
+        self.plan.run(self.tensors, s)
+        return (self.out, self.lse) if self.lse is not None else self.out
+
+    __call__ = run
+
+
+def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, out=None,
+            lse=False, kind=None, max_seqlen_q=None, stream=None):
+    """Checks the arguments and builds the kf_attn_desc and kf_attn_tensors; makes no call
+    into libkforge. Raises ArgumentError."""
+    tq, tk, tv = _info("q", q), _info("k", k), _info("v", v)
+    for t in (tq, tk, tv):
+        if t.dtype not in _DTYPES:
+            raise ArgumentError(f"{t.name}: dtype {t.dtype} is not supported (bf16 or fp16)")
+    if tk.dtype != tq.dtype or tv.dtype != tq.dtype:
+        raise ArgumentError(f"q, k, v must have one dtype; got {tq.dtype}, {tk.dtype}, {tv.dtype}")
+    for t in (tq, tk, tv):
+        _check_last_contiguous(t)
+    packed = cu_seqlens_q is not None
+    if packed:
+        if tq.ndim != 3:
+            raise ArgumentError(f"q: with cu_seqlens_q, q is packed [total, Hq, D]; got shape {tq.shape}")
+        total, hq, d = tq.shape
+    else:
+        if tq.ndim != 4:
+            raise ArgumentError(f"q: expected [B, Sq, Hq, D]; got shape {tq.shape}")
+        b, sq, hq, d = tq.shape
+    for t in (tk, tv):
+        if t.ndim != 4:
+            raise ArgumentError(f"{t.name}: expected [B, Skv, Hkv, D]; got shape {t.shape}")
+    if tk.shape != tv.shape:
+        raise ArgumentError(f"k and v shapes differ: {tk.shape} vs {tv.shape}")
+    bk, skv, hkv, dk = tk.shape
+    if dk != d:
+        raise ArgumentError(f"head dim of q ({d}) and k ({dk}) differ")
+    if hkv <= 0 or hq % hkv:
+        raise ArgumentError(f"Hq ({hq}) must be a multiple of Hkv ({hkv})")
+
+    torch = None
+    if tq.is_torch or tk.is_torch or tv.is_torch or packed or out is None or lse is True:
+        torch = torch_module()
+    keep = [q, k, v, tq.obj, tk.obj, tv.obj]
+
+    tcu = None
+    if packed:
+        tcu = _info("cu_seqlens_q", cu_seqlens_q)
+        if tcu.dtype != "int32" or tcu.ndim != 1 or tcu.shape[0] < 2:
+            raise ArgumentError(f"cu_seqlens_q: expected int32 [B + 1]; got {tcu.dtype} {tcu.shape}")
+        if tcu.strides[0] != 1:
+            raise ArgumentError("cu_seqlens_q: must be contiguous")
+        b = tcu.shape[0] - 1
+        if max_seqlen_q is None:
+            if not tcu.is_torch:
+                raise ArgumentError("max_seqlen_q is required with a packed q that is not a torch tensor")
+            cu = tcu.obj
+            max_seqlen_q = int((cu[1:] - cu[:-1]).max().item())  # synchronises
+        sq = int(max_seqlen_q)
+        keep.append(cu_seqlens_q)
+    elif max_seqlen_q is not None and int(max_seqlen_q) != sq:
+        raise ArgumentError(f"max_seqlen_q ({max_seqlen_q}) is only for packed q; q has Sq {sq}")
+    if bk != b:
+        raise ArgumentError(f"batch of k/v ({bk}) differs from the batch of q ({b})")
+    if b < 1 or sq < 1 or skv < 1:
+        raise ArgumentError(f"empty problem: B={b} Sq={sq} Skv={skv}")
+
+    devices = {t.device for t in (tq, tk, tv) if t.device is not None}
+    if len(devices) > 1:
+        raise ArgumentError(f"q, k, v are on different devices: {sorted(devices)}")
+    device = devices.pop() if devices else None
+
+    # kv lengths
+    kv_ptr, kv_all = None, skv
+    if kv_len is None:
+        pass
+    elif isinstance(kv_len, int) and not isinstance(kv_len, bool):
+        if not 0 <= kv_len <= skv:
+            raise ArgumentError(f"kv_len {kv_len} is outside 0..{skv} (the cache capacity)")
+        kv_all = kv_len
+    else:
+        tl = _info("kv_len", kv_len)
+        if tl.dtype != "int32" or tl.shape != (b,) or tl.strides[0] != 1:
+            raise ArgumentError(f"kv_len: expected a contiguous int32 [{b}]; got {tl.dtype} "
+                                f"{tl.shape} strides {tl.strides}")
+        kv_ptr = tl.ptr
+        keep.append(kv_len)
+
+    # output
+    if out is None:
+        if torch is None or not tq.is_torch:
+            raise ArgumentError("out= is required when q is not a torch tensor")
+        src = tq.obj  # the torch tensor (also when q came through DLPack)
+        out = torch.empty(src.shape, dtype=src.dtype, device=src.device)
+    to = _info("out", out)
+    if to.shape != tq.shape or to.dtype != tq.dtype:
+        raise ArgumentError(f"out: expected {tq.dtype} {tq.shape}; got {to.dtype} {to.shape}")
+    _check_last_contiguous(to)
+    keep.append(out)
+
+    lse_out, lse_ptr = None, None
+    if lse is not False and lse is not None:
+        if packed:
+            raise ArgumentError("lse with a packed q: kforge.h does not specify the packed lse layout")
+        want = (b, hq, sq)
+        if lse is True:
+            if torch is None or not tq.is_torch:
+                raise ArgumentError("lse=True needs torch; pass an fp32 [B, Hq, Sq] array instead")
+            lse_out = torch.empty(want, dtype=torch.float32, device=tq.obj.device)
+        else:
+            lse_out = lse
+        tl = _info("lse", lse_out)
+        cont = (hq * sq, sq, 1)
+        if tl.dtype != "fp32" or tl.shape != want or any(
+                st != c for st, c, n in zip(tl.strides, cont, want) if n > 1):
+            raise ArgumentError(f"lse: expected a contiguous fp32 {want}; got {tl.dtype} {tl.shape} "
+                                f"strides {tl.strides}")
+        lse_ptr = tl.ptr
+        keep.append(lse_out)
+
+    if kind is None:
+        kind = KF_ATTN_DECODE if sq <= DECODE_MAX_Q else KF_ATTN_PREFILL
+    elif isinstance(kind, str):
+        names = {"decode": KF_ATTN_DECODE, "prefill": KF_ATTN_PREFILL}
+        if kind not in names:
+            raise ArgumentError(f"kind: 'decode' or 'prefill', got {kind!r}")
+        kind = names[kind]
+    elif kind not in (KF_ATTN_DECODE, KF_ATTN_PREFILL):
+        raise ArgumentError(f"kind: unknown value {kind!r}")
+
+    d_ = _lib.desc_init()
+    d_.kind = kind
+    d_.dtype = _DTYPES[tq.dtype]
+    d_.hq, d_.hkv, d_.d = hq, hkv, d
+    d_.causal = 1 if causal else 0
+    d_.scale = 0.0 if scale is None else float(scale)
+    d_.max_batch, d_.max_q, d_.max_kv = b, sq, skv
+    d_.packed_q = 1 if packed else 0
+
+    def strides3(t, packed_rows):
+        if packed_rows:  # [total, H, D]: the batch stride is unused; give a plausible positive one
+            s_seq, s_head = t.strides[0], t.strides[1]
+            return (s_seq * sq, s_seq, s_head)
+        return t.strides[0], t.strides[1], t.strides[2]
+
+    d_.q_strides[:] = strides3(tq, packed)
+    d_.o_strides[:] = strides3(to, packed)
+    d_.k_strides[:] = strides3(tk, False)
+    d_.v_strides[:] = strides3(tv, False)
+
+    ts = _lib.kf_attn_tensors()
+    ts.q, ts.k, ts.v, ts.o = tq.ptr, tk.ptr, tv.ptr, to.ptr
+    ts.lse = lse_ptr
+    ts.cu_seqlens_q = tcu.ptr if tcu is not None else None
+    ts.kv_len = kv_ptr
+    ts.batch, ts.q_len, ts.kv_len_all = b, sq, kv_all
+    ts.workspace = None
+
+    s = _stream_handle(stream)
+    torch_stream = s is None and torch is not None and tq.is_torch
+    if s is None and not torch_stream and tq.stream is not None:
+        s = tq.stream or None  # __cuda_array_interface__ v3: 1 legacy, 2 per-thread: the CUstream values
+    return Call(d_, ts, keep, out, lse_out, device, s, torch_stream)
+
+
+def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, out=None,
+              lse=False, kind=None, ctx=None, max_seqlen_q=None, stream=None):
+    """Attention of q [B, Sq, Hq, D] (or packed [total, Hq, D] with cu_seqlens_q and
+    max_seqlen_q) over k, v [B, Skv, Hkv, D], bf16 or fp16, last dimension contiguous.
+
+    causal: bottom-right aligned when Sq < Skv. kv_len: None (all Skv keys), an int (keys
+    of every sequence), or an int32 device tensor [B] (Skv is then the cache capacity).
+    scale: None for 1/sqrt(D). out: written in place (allocated like q when None). lse:
+    True to also return an fp32 [B, Hq, Sq] log-sum-exp, or such an array to fill.
+    kind: 'decode' / 'prefill' (default decode when Sq <= 16). ctx: a Context (default: one
+    per device with $KFORGE_DB). stream: a CUstream handle or torch stream (default: the
+    current torch stream). Returns out, or (out, lse). Raises kforge.Error.
+    """
+    call = prepare(q, k, v, causal=causal, kv_len=kv_len, cu_seqlens_q=cu_seqlens_q,
+                   scale=scale, out=out, lse=lse, kind=kind, max_seqlen_q=max_seqlen_q,
+                   stream=stream)
+    if ctx is None:
+        dev = call.device
+        if dev is None:
+            torch = torch_module()
+            dev = torch.cuda.current_device() if torch is not None else 0
+        ctx = default_context(dev)
+    call.attach(ctx)
+    return call.run()

@@ -1,0 +1,102 @@
+/* python/tests/stub_kforge.c: a stand-in libkforge for the binding's tests, built by the tests
+ * with the system C compiler against runtime/kforge.h. It never touches a GPU: it reports what
+ * it was passed through kf_errmsg, so the tests can check the ctypes structs end to end.
+ *   kf_open: fails with KF_ERR_CUDA unless cfg->db_path is "stub-ok".
+ *   kf_attn_supported / kf_attn_plan: KF_ERR_UNSUPPORTED with every desc field in the message,
+ *     unless desc->hq == 7777 (then a plan is made).
+ *   kf_attn_run: KF_ERR_ARG with every tensors field and the stream in the message.
+ *   kfstub_layout: sizes and offsets of the public structs, as this compiler lays them out. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kforge.h"
+
+struct kf_ctx { char msg[2048]; int device; };
+struct kf_plan { kf_ctx *ctx; };
+static char nomem[] = "out of memory";
+
+const char *kf_version(void) { return "0.1.0"; }
+int kf_version_number(void) { return KF_VERSION_NUMBER; }
+const char *kf_status_str(kf_status s) {
+    switch (s) {
+    case KF_OK: return "ok";
+    case KF_ERR_CUDA: return "CUDA error";
+    default: return "unknown status";
+    }
+}
+
+kf_status kf_open(kf_ctx **out, const kf_config *cfg) {
+    kf_ctx *c = calloc(1, sizeof *c);
+    *out = c;
+    if (!c) return KF_ERR_NOMEM;
+    kf_config d = KF_CONFIG_INIT;
+    if (!cfg) cfg = &d;
+    c->device = cfg->device;
+    if (cfg->db_path && strcmp(cfg->db_path, "stub-ok") == 0) return KF_OK;
+    int n = snprintf(c->msg, sizeof c->msg,
+                     "no CUDA device: cuInit failed: CUDA_ERROR_NO_DEVICE (100) [device=%d db=%s n_bundles=%d jit=%d tdir=%s",
+                     cfg->device, cfg->db_path ? cfg->db_path : "(null)", cfg->n_bundles, (int)cfg->jit,
+                     cfg->template_dir ? cfg->template_dir : "(null)");
+    for (int i = 0; i < cfg->n_bundles && n < (int)sizeof c->msg - 64; i++)
+        n += snprintf(c->msg + n, sizeof c->msg - n, " bundle=%s", cfg->bundles[i]);
+    snprintf(c->msg + n, sizeof c->msg - n, "]");
+    return KF_ERR_CUDA;
+}
+void kf_close(kf_ctx *ctx) { free(ctx); }
+const char *kf_errmsg(const kf_ctx *ctx) { return ctx ? ctx->msg : nomem; }
+
+static void put_desc(kf_ctx *ctx, const char *what, const kf_attn_desc *d) {
+    snprintf(ctx->msg, sizeof ctx->msg,
+             "%s: kind=%d dtype=%d hq=%d hkv=%d d=%d causal=%d scale=%g max_batch=%d max_q=%d max_kv=%d packed_q=%d "
+             "q=%lld,%lld,%lld k=%lld,%lld,%lld v=%lld,%lld,%lld o=%lld,%lld,%lld",
+             what, (int)d->kind, (int)d->dtype, d->hq, d->hkv, d->d, d->causal, (double)d->scale, d->max_batch,
+             d->max_q, d->max_kv, d->packed_q, d->q_strides[0], d->q_strides[1], d->q_strides[2], d->k_strides[0],
+             d->k_strides[1], d->k_strides[2], d->v_strides[0], d->v_strides[1], d->v_strides[2], d->o_strides[0],
+             d->o_strides[1], d->o_strides[2]);
+}
+kf_status kf_attn_supported(kf_ctx *ctx, const kf_attn_desc *d) {
+    put_desc(ctx, "supported", d);
+    return d->hq == 7777 ? KF_OK : KF_ERR_UNSUPPORTED;
+}
+kf_status kf_attn_plan(kf_ctx *ctx, const kf_attn_desc *d, kf_plan **out) {
+    *out = NULL;
+    put_desc(ctx, "plan", d);
+    if (d->hq != 7777) return KF_ERR_UNSUPPORTED;
+    kf_plan *p = calloc(1, sizeof *p);
+    if (!p) return KF_ERR_NOMEM;
+    p->ctx = ctx;
+    *out = p;
+    return KF_OK;
+}
+kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream) {
+    snprintf(p->ctx->msg, sizeof p->ctx->msg,
+             "run: q=%p k=%p v=%p o=%p lse=%p cu=%p kv_len=%p batch=%d q_len=%d kv_len_all=%d ws=%p stream=%p",
+             t->q, t->k, t->v, t->o, (void *)t->lse, (const void *)t->cu_seqlens_q, (const void *)t->kv_len,
+             t->batch, t->q_len, t->kv_len_all, t->workspace, stream);
+    return KF_ERR_ARG;
+}
+size_t kf_plan_workspace(const kf_plan *p) { return 4096; }
+const char *kf_plan_variant(const kf_plan *p) { return "attn_decode.stub"; }
+const char *kf_plan_source(const kf_plan *p) { return "cache"; }
+void kf_plan_free(kf_plan *p) { free(p); }
+
+#define OFF(T, f) (long)offsetof(T, f)
+/* "name size off..." lines */
+void kfstub_layout(char *buf, size_t n) {
+    snprintf(buf, n,
+             "kf_config %ld %ld %ld %ld %ld %ld %ld\n"
+             "kf_attn_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"
+             "kf_attn_tensors %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n",
+             (long)sizeof(kf_config), OFF(kf_config, device), OFF(kf_config, db_path), OFF(kf_config, bundles),
+             OFF(kf_config, n_bundles), OFF(kf_config, jit), OFF(kf_config, template_dir),
+             (long)sizeof(kf_attn_desc), OFF(kf_attn_desc, kind), OFF(kf_attn_desc, dtype), OFF(kf_attn_desc, hq),
+             OFF(kf_attn_desc, hkv), OFF(kf_attn_desc, d), OFF(kf_attn_desc, causal), OFF(kf_attn_desc, scale),
+             OFF(kf_attn_desc, max_batch), OFF(kf_attn_desc, max_q), OFF(kf_attn_desc, max_kv),
+             OFF(kf_attn_desc, packed_q), OFF(kf_attn_desc, q_strides), OFF(kf_attn_desc, k_strides),
+             OFF(kf_attn_desc, v_strides), OFF(kf_attn_desc, o_strides),
+             (long)sizeof(kf_attn_tensors), OFF(kf_attn_tensors, q), OFF(kf_attn_tensors, k), OFF(kf_attn_tensors, v),
+             OFF(kf_attn_tensors, o), OFF(kf_attn_tensors, lse), OFF(kf_attn_tensors, cu_seqlens_q),
+             OFF(kf_attn_tensors, kv_len), OFF(kf_attn_tensors, batch), OFF(kf_attn_tensors, q_len),
+             OFF(kf_attn_tensors, kv_len_all), OFF(kf_attn_tensors, workspace));
+}

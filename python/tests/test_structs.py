@@ -1,0 +1,85 @@
+"""The ctypes structs mirror runtime/kforge.h: sizes and offsets on x86-64 (LP64), and the
+layout a C compiler gives the header (through the stub library) when one is present."""
+import ctypes
+import platform
+import unittest
+
+import _util  # noqa: F401  (puts python/ on sys.path)
+import kforge
+from kforge import _lib
+
+# x86-64 SysV (LP64): int 4, pointers 8, long long 8 aligned to 8, enums int-sized.
+EXPECTED = {
+    "kf_config": (40, {"device": 0, "db_path": 8, "bundles": 16, "n_bundles": 24, "jit": 28,
+                       "template_dir": 32}),
+    "kf_attn_desc": (144, {"kind": 0, "dtype": 4, "hq": 8, "hkv": 12, "d": 16, "causal": 20,
+                           "scale": 24, "max_batch": 28, "max_q": 32, "max_kv": 36, "packed_q": 40,
+                           "q_strides": 48, "k_strides": 72, "v_strides": 96, "o_strides": 120}),
+    "kf_attn_tensors": (80, {"q": 0, "k": 8, "v": 16, "o": 24, "lse": 32, "cu_seqlens_q": 40,
+                             "kv_len": 48, "batch": 56, "q_len": 60, "kv_len_all": 64,
+                             "workspace": 72}),
+}
+STRUCTS = {"kf_config": _lib.kf_config, "kf_attn_desc": _lib.kf_attn_desc,
+           "kf_attn_tensors": _lib.kf_attn_tensors}
+
+
+class TestLayout(unittest.TestCase):
+    @unittest.skipUnless(platform.machine() in ("x86_64", "AMD64") and ctypes.sizeof(ctypes.c_void_p) == 8,
+                         "skipped: the expected offsets are written for x86-64")
+    def test_x86_64_offsets(self):
+        for name, (size, offs) in EXPECTED.items():
+            st = STRUCTS[name]
+            self.assertEqual(ctypes.sizeof(st), size, name)
+            self.assertEqual([f[0] for f in st._fields_], list(offs), f"{name}: field order")
+            for field, off in offs.items():
+                self.assertEqual(getattr(st, field).offset, off, f"{name}.{field}")
+
+    def test_against_c_compiler(self):
+        stub = _util.build_stub()
+        if stub is None:
+            self.skipTest("skipped: no C compiler (or no runtime/kforge.h) to lay out the header")
+        lib = ctypes.CDLL(stub)
+        buf = ctypes.create_string_buffer(4096)
+        lib.kfstub_layout(buf, ctypes.c_size_t(4096))
+        for line in buf.value.decode().splitlines():
+            name, *nums = line.split()
+            nums = [int(x) for x in nums]
+            st = STRUCTS[name]
+            self.assertEqual(ctypes.sizeof(st), nums[0], f"sizeof({name})")
+            got = [getattr(st, f[0]).offset for f in st._fields_]
+            self.assertEqual(got, nums[1:], f"offsets of {name}")
+
+    def test_init_values(self):
+        c = _lib.config_init()
+        self.assertEqual((c.device, c.db_path, c.n_bundles, c.jit, c.template_dir),
+                         (0, None, 0, kforge.KF_JIT_ALLOW, None))
+        d = _lib.desc_init()
+        self.assertEqual((d.kind, d.dtype, d.hq, d.scale, list(d.q_strides)),
+                         (kforge.KF_ATTN_DECODE, kforge.KF_BF16, 0, 0.0, [0, 0, 0]))
+
+    def test_status_numbers(self):
+        # kf_status is append-only in the header; these must never move
+        self.assertEqual([kforge.KF_OK, kforge.KF_ERR_ARG, kforge.KF_ERR_UNSUPPORTED,
+                          kforge.KF_ERR_NOT_TUNED, kforge.KF_ERR_CUDA, kforge.KF_ERR_NVRTC,
+                          kforge.KF_ERR_DB, kforge.KF_ERR_BUNDLE, kforge.KF_ERR_NOMEM],
+                         list(range(9)))
+
+    def test_header_enums_match(self):
+        """The numbers in the header text equal the binding's (cheap guard for header edits)."""
+        import os
+        import re
+        h = os.path.join(_util.HEADER_DIR, "kforge.h")
+        if not os.path.exists(h):
+            self.skipTest("skipped: runtime/kforge.h not found")
+        with open(h) as f:
+            text = f.read()
+        m = re.search(r"typedef enum \{(.*?)\} kf_status;", text, re.S)
+        names = re.findall(r"\b(KF_[A-Z_]+)\b", re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S))
+        self.assertEqual(names, [kforge.STATUS_NAMES[i] for i in range(len(names))])
+        for name, val in (("KF_BF16", 1), ("KF_FP16", 2), ("KF_ATTN_PREFILL", 1), ("KF_ATTN_DECODE", 2)):
+            self.assertRegex(text, rf"{name}\s*=\s*{val}\b")
+            self.assertEqual(getattr(kforge, name), val)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,34 @@
+/* runtime/attn_launch.h: grid sizes and split-KV workspace of the attention families, from kf_attn_params alone (no Lua) */
+#ifndef KF_RUNTIME_ATTN_LAUNCH_H
+#define KF_RUNTIME_ATTN_LAUNCH_H
+
+#include <stddef.h>
+#include "../gen/kv.h"
+#include "../templates/common/attn_params.h"
+
+/*
+ * vp: the variant's fixed values and params (attn_decode: dtype d g causal tm w bn stages sp;
+ * attn_prefill: dtype d g causal bm w bn stages; attn_combine: dtype dv rows vec), with the family
+ * name under "family". Block sizes and dynamic shared memory come from the template's kernels().
+ *
+ * Grid convention (x, y, z), kernels in launch order:
+ *   attn_prefill  k0 kf_attn_prefill  (cdiv(sq, bm), hq, b)               sq = max rows per sequence when packed
+ *   attn_decode   k0 kf_attn_decode   (splits, hkv * cdiv(g * sq, tm), b) y = kv_head * tiles + tile
+ *                 k1 kf_attn_combine  (cdiv(ws_rows * hq, crows), 1, 1)   only when splits > 1;
+ *                                     crows = clamp(128 / (d / 4), 1, 8) (4 columns per thread)
+ *   attn_combine  k0 kf_attn_combine  (cdiv(ws_rows * hq, rows), 1, 1)
+ * p->splits must equal the variant's sp for attn_decode (the kernel reads p->splits; one binary
+ * serves every sp). Prefill ignores p->splits and writes o/lse directly.
+ */
+
+/* Fills grid[3] for kernel kernel_index of the variant. Returns 0, or -1 when the family is unknown,
+ * the index has no kernel, a value needed is missing, or p is inconsistent (hq != g * hkv, splits < 1,
+ * a grid dimension out of range). */
+int rt_attn_grid(const gen_kvset *vp, const kf_attn_params *p, int kernel_index, unsigned grid[3]);
+
+/* Bytes of split-KV workspace the variant needs for p: ws_o (splits * ws_rows * hq * dv fp32) followed
+ * by ws_lse (splits * ws_rows * hq fp32); ws_lse starts at splits * ws_rows * hq * dv * 4 bytes, a
+ * multiple of 16. 0 when no workspace is needed (splits == 1, prefill, combine) or on bad input. */
+size_t rt_attn_workspace_bytes(const gen_kvset *vp, const kf_attn_params *p);
+
+#endif

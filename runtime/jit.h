@@ -1,0 +1,34 @@
+/* runtime/jit.h: what the runtime asks of the generator: default variants, cache keys, NVRTC compiles (absent in libkforge_rt) */
+#ifndef KF_RT_JIT_H
+#define KF_RT_JIT_H
+
+#include <stddef.h>
+
+#include "db/db.h"
+#include "gen/kernels.h"
+#include "gen/kv.h"
+#include "runtime/cuda.h"
+
+typedef struct rt_jit rt_jit;
+
+typedef struct rt_binary {
+    void *image;                 /* malloc'd cubin */
+    size_t size;
+    gen_kernel kernels[8];
+    int n_kernels;
+} rt_binary;
+
+/* NULL with a message when this library has no generator (libkforge_rt). */
+rt_jit *rt_jit_new(const char *template_dir, char *err, size_t errn);
+void rt_jit_free(rt_jit *j);
+/* The template's default variant for shape (with "family"): vp = fixed values + params + family. */
+int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen_kvset *vp,
+                   char *err, size_t errn);
+/* Variant key and binary cache key of vp on dev (no compile). */
+int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *variant, size_t vn,
+                char *cache_key, size_t cn, char *err, size_t errn);
+/* Compiles vp for dev, stores it in db when db != NULL. */
+int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
+                   rt_binary *out, char *err, size_t errn);
+
+#endif

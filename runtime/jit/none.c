@@ -1,0 +1,34 @@
+/* runtime/jit/none.c: libkforge_rt has no generator: every JIT request is refused */
+#include "runtime/jit.h"
+
+#include <stdio.h>
+
+rt_jit *rt_jit_new(const char *template_dir, char *err, size_t errn)
+{
+    (void)template_dir;
+    snprintf(err, errn, "this is libkforge_rt: no templates and no NVRTC, only bundles and database winners");
+    return NULL;
+}
+
+void rt_jit_free(rt_jit *j) { (void)j; }
+
+int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen_kvset *vp,
+                   char *err, size_t errn)
+{
+    snprintf(err, errn, "no JIT in libkforge_rt");
+    return -1;
+}
+
+int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *variant, size_t vn,
+                char *cache_key, size_t cn, char *err, size_t errn)
+{
+    snprintf(err, errn, "no JIT in libkforge_rt");
+    return -1;
+}
+
+int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
+                   rt_binary *out, char *err, size_t errn)
+{
+    snprintf(err, errn, "no JIT in libkforge_rt");
+    return -1;
+}

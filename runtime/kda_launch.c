@@ -1,0 +1,142 @@
+/* runtime/kda_launch.c: grids, workspace and argument checks of the KDA families (see kda_launch.h) */
+#include "kda_launch.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static int set_grid(unsigned grid[3], long long x, long long y, long long z)
+{
+    if (x < 1 || y < 1 || z < 1 || x > 2147483647LL || y > 65535 || z > 65535)
+        return -1;
+    grid[0] = (unsigned)x;
+    grid[1] = (unsigned)y;
+    grid[2] = (unsigned)z;
+    return 0;
+}
+
+static int family_is(const gen_kvset *vp, const char *name)
+{
+    const char *fam = gen_kv_str(vp, "family");
+    return fam && strcmp(fam, name) == 0;
+}
+
+int rt_kda_kernel_count(const gen_kvset *vp)
+{
+    if (!vp)
+        return -1;
+    if (family_is(vp, "kda_naive") || family_is(vp, "kda_decode"))
+        return 1;
+    if (family_is(vp, "kda_prefill"))
+        return gen_kv_int(vp, "fused", 0) ? 1 : 2;
+    return -1;
+}
+
+int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, unsigned grid[3])
+{
+    if (!vp || !p || !grid || p->nseq < 1 || p->hv_heads < 1)
+        return -1;
+    if (family_is(vp, "kda_naive"))
+        return kernel_index == 0 ? set_grid(grid, p->hv_heads, p->nseq, 1) : -1;
+    if (family_is(vp, "kda_decode")) {
+        long long vsplit = gen_kv_int(vp, "vsplit", 0);
+        if (kernel_index != 0 || vsplit < 1)
+            return -1;
+        return set_grid(grid, vsplit, p->hv_heads, p->nseq);
+    }
+    if (family_is(vp, "kda_prefill")) {
+        long long c = gen_kv_int(vp, "chunk", 0), vs = gen_kv_int(vp, "vs", 0), dv = gen_kv_int(vp, "dv", 0);
+        long long fused = gen_kv_int(vp, "fused", -1);
+        if (c < 1 || vs < 1 || dv < vs || dv % vs || fused < 0 || p->total < 0)
+            return -1;
+        if (!fused && kernel_index == 0)
+            return set_grid(grid, (long long)p->total / c + p->nseq, p->hv_heads, 1);
+        if (kernel_index == (fused ? 0 : 1))
+            return set_grid(grid, dv / vs, p->hv_heads, p->nseq);
+        return -1;
+    }
+    return -1;
+}
+
+size_t rt_kda_workspace_bytes(const gen_kvset *vp, const kf_kda_params *p)
+{
+    if (!vp || !p || !family_is(vp, "kda_prefill") || gen_kv_int(vp, "fused", 1) != 0)
+        return 0;
+    long long c = gen_kv_int(vp, "chunk", 0), dk = gen_kv_int(vp, "dk", 0), dv = gen_kv_int(vp, "dv", 0);
+    if (c < 1 || dk < 1 || dv < 1 || p->nseq < 1 || p->hv_heads < 1 || p->total < 0)
+        return 0;
+    long long slot = 2 * (3 * c * dk + c * c + c * dv) + 4 * dk;
+    return (size_t)(((long long)p->total / c + p->nseq) * p->hv_heads * slot);
+}
+
+static int fail(char *err, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && n)
+        vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t errn)
+{
+    if (!vp || !p)
+        return fail(err, errn, "no variant or no params");
+    int fam = rt_kda_kernel_count(vp);
+    if (fam < 0)
+        return fail(err, errn, "family '%s' is not a KDA family", gen_kv_str(vp, "family") ? gen_kv_str(vp, "family") : "?");
+    const long long dk = gen_kv_int(vp, "dk", 0), dv = gen_kv_int(vp, "dv", 0);
+    if (p->dk != dk)
+        return fail(err, errn, "dk is %d: the variant is built for dk %lld", p->dk, dk);
+    if (p->dv != dv)
+        return fail(err, errn, "dv is %d: the variant is built for dv %lld", p->dv, dv);
+    if (p->nseq < 1 || p->nseq > 65535)
+        return fail(err, errn, "nseq is %d: must be in [1, 65535]", p->nseq);
+    if (p->h_heads < 1 || p->hv_heads < 1 || p->hv_heads % p->h_heads)
+        return fail(err, errn, "hv_heads is %d, h_heads %d: hv_heads must be a positive multiple of h_heads",
+                    p->hv_heads, p->h_heads);
+    if (!p->cu_seqlens) {
+        if (p->t < 0)
+            return fail(err, errn, "t is %d: must be >= 0 when padded", p->t);
+        if ((long long)p->total != (long long)p->nseq * p->t)
+            return fail(err, errn, "total is %d: padded inputs need total = nseq * t = %lld", p->total,
+                        (long long)p->nseq * p->t);
+    } else if (p->total < 0) {
+        return fail(err, errn, "total is %d: must be the packed token count cu_seqlens[nseq]", p->total);
+    }
+    if (!p->q || !p->k || !p->v || !p->g || !p->beta || !p->o)
+        return fail(err, errn, "%s is NULL", !p->q ? "q" : !p->k ? "k" : !p->v ? "v" : !p->g ? "g" : !p->beta ? "beta" : "o");
+    if (p->gate != 0 && p->gate != 1)
+        return fail(err, errn, "gate is %d: must be 0 (log space) or 1 (lower-bound form)", p->gate);
+    if (p->gate == 1) {
+        if (!(p->lower_bound >= -5.0f && p->lower_bound < 0.0f))
+            return fail(err, errn, "lower_bound is %g: must be in [-5, 0)", (double)p->lower_bound);
+        if (!p->a_log)
+            return fail(err, errn, "a_log is NULL: needed by the lower-bound gate form");
+    }
+    if (!(p->scale == p->scale))
+        return fail(err, errn, "scale is NaN");
+    /* prefill writes o as bf16 pairs */
+    if (family_is(vp, "kda_prefill")) {
+        if ((p->o_st | p->o_sh | p->o_sb) & 1)
+            return fail(err, errn, "o strides are (%lld, %lld, %lld): must be even (bf16 pairs are stored)",
+                        p->o_sb, p->o_st, p->o_sh);
+        if ((uintptr_t)p->o & 3)
+            return fail(err, errn, "o is not 4-byte aligned");
+        if (!gen_kv_int(vp, "fused", 1) && rt_kda_workspace_bytes(vp, p) > 0 && (!p->ws || ((uintptr_t)p->ws & 15)))
+            return fail(err, errn, "ws is %s: the split prefill needs %zu bytes, 16-byte aligned",
+                        p->ws ? "misaligned" : "NULL", rt_kda_workspace_bytes(vp, p));
+    }
+    /* decode reads and writes state rows as 16-byte vectors */
+    if (family_is(vp, "kda_decode")) {
+        if (p->h0 && (((p->h0_sn | p->h0_sh | p->h0_sr) & 3) || ((uintptr_t)p->h0 & 15)))
+            return fail(err, errn, "h0 strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned h0",
+                        p->h0_sn, p->h0_sh, p->h0_sr);
+        if (p->ht && (((p->ht_sn | p->ht_sh | p->ht_sr) & 3) || ((uintptr_t)p->ht & 15)))
+            return fail(err, errn, "ht strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned ht",
+                        p->ht_sn, p->ht_sh, p->ht_sr);
+    }
+    return 0;
+}

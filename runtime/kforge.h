@@ -1,0 +1,142 @@
+/* kforge.h: the public C API of kforge: plan an attention call once, launch it many times */
+#ifndef KFORGE_H
+#define KFORGE_H
+
+/*
+ * Use:
+ *   kf_ctx *ctx;  kf_config cfg = KF_CONFIG_INIT;  cfg.db_path = "kforge.db";
+ *   if (kf_open(&ctx, &cfg) != KF_OK) { puts(kf_errmsg(ctx)); kf_close(ctx); }
+ *   kf_attn_desc d = KF_ATTN_DESC_INIT;  d.kind = KF_ATTN_DECODE; ... 
+ *   kf_plan *p;  kf_attn_plan(ctx, &d, &p);          (may compile: do it at start-up)
+ *   kf_attn_run(p, &tensors, stream);                (checks arguments, enqueues; graph-safe)
+ *   kf_plan_free(p);  kf_close(ctx);
+ *
+ * No CUDA header is needed: device pointers are void * and streams are void *
+ * (a CUstream / cudaStream_t; NULL is the legacy default stream).
+ *
+ * Thread safety: a kf_ctx may be used by many threads at once (plans are built
+ * under the context's lock; two threads missing the same variant compile it
+ * once). A kf_plan may be run from many threads at once when each run passes
+ * its own workspace (or the plan needs none); kf_errmsg then reports the last
+ * error of any thread.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KF_VERSION_MAJOR 0
+#define KF_VERSION_MINOR 1
+#define KF_VERSION_PATCH 0
+#define KF_VERSION_NUMBER (KF_VERSION_MAJOR * 10000 + KF_VERSION_MINOR * 100 + KF_VERSION_PATCH)
+
+typedef enum {
+    KF_OK = 0,
+    KF_ERR_ARG,          /* an argument is invalid; the message names it and its value */
+    KF_ERR_UNSUPPORTED,  /* valid, but no kernel handles it (layout, dtype, dims) */
+    KF_ERR_NOT_TUNED,    /* no bundle or database winner for this shape and JIT is off */
+    KF_ERR_CUDA,         /* a driver call failed (or there is no driver/device); the message has its name and code */
+    KF_ERR_NVRTC,        /* compilation failed; the message carries the log's first lines */
+    KF_ERR_DB,           /* the database could not be read or written */
+    KF_ERR_BUNDLE,       /* a bundle is malformed, altered, or for another GPU/arch/format */
+    KF_ERR_NOMEM,        /* host memory ran out */
+    /* append only: never renumber */
+} kf_status;
+
+typedef struct kf_ctx kf_ctx;
+typedef struct kf_plan kf_plan;
+
+typedef enum { KF_BF16 = 1, KF_FP16 = 2 } kf_dtype;
+typedef enum { KF_JIT_ALLOW = 0, KF_JIT_FORBID = 1 } kf_jit;
+
+/* Library version "0.1.0"; compare KF_VERSION_NUMBER with kf_version_number(). Static text. */
+const char *kf_version(void);
+int kf_version_number(void);
+/* Static text for a status, never NULL ("unknown status" for values not listed). */
+const char *kf_status_str(kf_status s);
+
+typedef struct kf_config {
+    int device;                    /* CUDA device ordinal; its primary context is used */
+    const char *db_path;           /* database of binaries and winners; NULL: none */
+    const char *const *bundles;    /* bundle files to serve from, n_bundles of them */
+    int n_bundles;
+    kf_jit jit;                    /* compile missing variants with NVRTC (full library only) */
+    const char *template_dir;      /* NULL: embedded templates (full library only) */
+} kf_config;
+#define KF_CONFIG_INIT {0, NULL, NULL, 0, KF_JIT_ALLOW, NULL}
+
+/* Opens a context on cfg->device. *out is always set (also on failure, so
+ * kf_errmsg can say why); close it with kf_close. cfg NULL means KF_CONFIG_INIT.
+ * Strings in cfg are copied. */
+kf_status kf_open(kf_ctx **out, const kf_config *cfg);
+/* Frees the context; plans made on it must be freed first. NULL is a no-op. */
+void kf_close(kf_ctx *ctx);
+/* The message of the last failed call on ctx (or a plan of ctx); "" if none.
+ * Valid until the next call on ctx. ctx NULL gives "out of memory". */
+const char *kf_errmsg(const kf_ctx *ctx);
+
+typedef enum {
+    KF_ATTN_PREFILL = 1,           /* any Sq; tiles of query rows of one head */
+    KF_ATTN_DECODE = 2,            /* Sq 1..16; the G x Sq rows of a KV head packed in one tile, split-KV */
+} kf_attn_kind;
+
+/*
+ * Problem description. Tensors (element strides; the last dimension contiguous):
+ *   q [B, Sq, Hq, D] (or packed [total, Hq, D] with cu_seqlens_q when packed_q),
+ *   k, v [B, Skv, Hkv, D] (Skv = the cache capacity when kv_len is given per sequence),
+ *   o like q, lse [B, Hq, Sq] fp32 natural log (optional; packed: [Hq, total_q]).
+ * Strides of 0 mean "contiguous for the maxima": q_strides = {Sq*Hq*D, Hq*D, D}.
+ */
+typedef struct kf_attn_desc {
+    kf_attn_kind kind;
+    kf_dtype dtype;
+    int hq, hkv, d;                /* heads, head dim (64, 128 or 256); hq % hkv == 0 */
+    int causal;                    /* bottom-right aligned when Sq < Skv */
+    float scale;                   /* 0: 1/sqrt(d) */
+    int max_batch, max_q, max_kv;  /* the plan serves any batch/lengths up to these */
+    int packed_q;                  /* q and o packed [total, Hq, D] with cu_seqlens_q */
+    long long q_strides[3], k_strides[3], v_strides[3], o_strides[3];  /* batch, seq, head */
+} kf_attn_desc;
+#define KF_ATTN_DESC_INIT {KF_ATTN_DECODE, KF_BF16, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}
+
+/* Device pointers of one call. */
+typedef struct kf_attn_tensors {
+    const void *q, *k, *v;
+    void *o;
+    float *lse;                    /* NULL: not written */
+    const int32_t *cu_seqlens_q;   /* [batch + 1], required when packed_q */
+    const int32_t *kv_len;         /* [batch] keys per sequence (<= max_kv); NULL: all have kv_len_all */
+    int batch;                     /* <= max_batch */
+    int q_len;                     /* rows per sequence (max when packed), <= max_q */
+    int kv_len_all;                /* keys of every sequence when kv_len is NULL, <= max_kv */
+    int total_q;                   /* packed_q: rows of q (= cu_seqlens_q[batch]), <= max_batch * max_q */
+    void *workspace;               /* kf_plan_workspace() bytes, or NULL to use the plan's own */
+} kf_attn_tensors;
+
+/* KF_OK when a kernel exists for d on this context's device, else the status and
+ * message kf_attn_plan would give. Never compiles. */
+kf_status kf_attn_supported(kf_ctx *ctx, const kf_attn_desc *d);
+/* Resolves the variant (bundle winner, then database winner for this GPU model,
+ * then the template's default), loads its binary (cache, database, bundle, or an
+ * NVRTC compile when JIT is allowed) and allocates the plan's workspace. */
+kf_status kf_attn_plan(kf_ctx *ctx, const kf_attn_desc *d, kf_plan **out);
+/* Checks the call against the plan and enqueues the kernels on stream. No
+ * allocation, no synchronisation, no file or database access: capturable in a
+ * CUDA graph. */
+kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream);
+/* Workspace bytes a run needs when it passes its own (0 when none). */
+size_t kf_plan_workspace(const kf_plan *p);
+/* The variant key the plan runs, and where its binary came from
+ * ("bundle", "database", "jit", "cache"). Valid while the plan lives. */
+const char *kf_plan_variant(const kf_plan *p);
+const char *kf_plan_source(const kf_plan *p);
+/* Frees the plan and its workspace. NULL is a no-op. */
+void kf_plan_free(kf_plan *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,203 @@
+/* runtime/select.c: kernel selection: one pure function of (problem, device, tuned table) */
+#include "runtime/select.h"
+#include "runtime/attn_launch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static kf_status argerr(char *msg, size_t n, const char *fmt, long long v)
+{
+    snprintf(msg, n, fmt, v);
+    return KF_ERR_ARG;
+}
+
+static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, char *msg, size_t n)
+{
+    if (!d)
+        return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
+    if (d->kind != KF_ATTN_PREFILL && d->kind != KF_ATTN_DECODE)
+        return argerr(msg, n, "desc.kind must be KF_ATTN_PREFILL or KF_ATTN_DECODE, got %lld", d->kind);
+    if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
+        return argerr(msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %lld", d->dtype);
+    if (d->hq <= 0)
+        return argerr(msg, n, "desc.hq must be positive, got %lld", d->hq);
+    if (d->hkv <= 0)
+        return argerr(msg, n, "desc.hkv must be positive, got %lld", d->hkv);
+    if (d->hq % d->hkv)
+        return snprintf(msg, n, "desc.hq (%d) must be a multiple of desc.hkv (%d)", d->hq, d->hkv),
+               KF_ERR_ARG;
+    if (d->d <= 0)
+        return argerr(msg, n, "desc.d must be positive, got %lld", d->d);
+    if (d->causal != 0 && d->causal != 1)
+        return argerr(msg, n, "desc.causal must be 0 or 1, got %lld", d->causal);
+    if (!(d->scale >= 0.0f) || isinf(d->scale))
+        return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(d)), got %g", d->scale),
+               KF_ERR_ARG;
+    if (d->max_batch <= 0)
+        return argerr(msg, n, "desc.max_batch must be positive, got %lld", d->max_batch);
+    if (d->max_q <= 0)
+        return argerr(msg, n, "desc.max_q must be positive, got %lld", d->max_q);
+    if (d->max_kv < 0)
+        return argerr(msg, n, "desc.max_kv must be >= 0, got %lld", d->max_kv);
+    const long long *st[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
+    const char *names[4] = {"q", "k", "v", "o"};
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 3; i++) {
+            if (st[t][i] < 0)
+                return snprintf(msg, n, "desc.%s_strides[%d] must be >= 0, got %lld", names[t], i, st[t][i]),
+                       KF_ERR_ARG;
+            /* rows must stay 16-byte aligned: strides in elements of 2 bytes */
+            if (st[t][i] % 8)
+                return snprintf(msg, n, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment "
+                                        "(must be a multiple of 8 elements)", names[t], i, st[t][i]),
+                       KF_ERR_UNSUPPORTED;
+        }
+    if (d->d != 64 && d->d != 128 && d->d != 256)
+        return argerr(msg, n, "head dim desc.d = %lld is not supported (64, 128 or 256)", d->d),
+               KF_ERR_UNSUPPORTED;
+    if (d->kind == KF_ATTN_DECODE && d->max_q > 16)
+        return snprintf(msg, n, "decode serves up to 16 query rows per sequence, desc.max_q = %d "
+                                "(use KF_ATTN_PREFILL)", d->max_q),
+               KF_ERR_UNSUPPORTED;
+    if (d->kind == KF_ATTN_DECODE && d->packed_q)
+        return snprintf(msg, n, "decode takes q as [B, Sq, Hq, D]; packed q (desc.packed_q) is for prefill"),
+               KF_ERR_UNSUPPORTED;
+    if (dev->cc_major < 8)
+        return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
+                        dev->name, dev->cc_major, dev->cc_minor),
+               KF_ERR_UNSUPPORTED;
+    return KF_OK;
+}
+
+static void shape_of(const kf_attn_desc *d, gen_kvset *s)
+{
+    gen_kv_clear(s);
+    gen_kv_set_str(s, "family", d->kind == KF_ATTN_DECODE ? "attn_decode" : "attn_prefill");
+    gen_kv_set_str(s, "dtype", d->dtype == KF_BF16 ? "bf16" : "fp16");
+    gen_kv_set_int(s, "b", d->max_batch);
+    gen_kv_set_int(s, "sq", d->max_q);
+    gen_kv_set_int(s, "skv", d->max_kv);
+    gen_kv_set_int(s, "hq", d->hq);
+    gen_kv_set_int(s, "hkv", d->hkv);
+    gen_kv_set_int(s, "d", d->d);
+    gen_kv_set_int(s, "causal", d->causal);
+}
+
+static int same_kernel_class(const gen_kvset *a, const gen_kvset *b)
+{
+    static const char *const keys[] = {"family", "dtype", "hq", "hkv", "d", "causal", NULL};
+    for (const char *const *k = keys; *k; k++) {
+        const gen_kv *x = gen_kv_find(a, *k), *y = gen_kv_find(b, *k);
+        if (!x || !y || x->is_str != y->is_str || (x->is_str ? strcmp(x->s, y->s) : x->i != y->i))
+            return 0;
+    }
+    return 1;
+}
+
+static double log_dist(const gen_kvset *a, const gen_kvset *b)
+{
+    static const char *const keys[] = {"b", "sq", "skv", NULL};
+    double s = 0;
+    for (const char *const *k = keys; *k; k++)
+        s += fabs(log2(1.0 + (double)gen_kv_int(a, *k, 0)) - log2(1.0 + (double)gen_kv_int(b, *k, 0)));
+    return s;
+}
+
+kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table *t,
+                    rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn)
+{
+    memset(out, 0, sizeof *out);
+    msg[0] = 0;
+    kf_status st = check_desc(d, dev, msg, msgn);
+    if (st)
+        return st;
+    shape_of(d, &out->shape);
+    const rt_winner *best = NULL;
+    double best_d = 1e30;
+    for (int i = 0; t && i < t->n; i++) {
+        const rt_winner *w = &t->v[i];
+        if (!same_kernel_class(&w->shape, &out->shape))
+            continue;
+        double dist = log_dist(&w->shape, &out->shape);
+        /* ties: a bundle beats the database, then the earlier entry */
+        if (dist < best_d - 1e-12 || (fabs(dist - best_d) <= 1e-12 && w->from_bundle && best && !best->from_bundle)) {
+            best = w;
+            best_d = dist;
+        }
+    }
+    if (best) {
+        out->winner = best;
+        out->vp = best->vp;
+    } else if (!dflt) {
+        char key[512];
+        gen_kvset s = out->shape;
+        gen_kv_remove(&s, "family");
+        gen_kv_keyform(&s, key, sizeof key);
+        snprintf(msg, msgn, "no tuned %s variant for %s on %s, and JIT is off",
+                 gen_kv_str(&out->shape, "family"), key, dev->name);
+        return KF_ERR_NOT_TUNED;
+    } else if (dflt(arg, &out->shape, &out->vp, msg, msgn)) {
+        return KF_ERR_UNSUPPORTED;
+    }
+    kf_attn_params p;
+    rt_attn_base_params(d, &out->vp, &p);
+    out->workspace = rt_attn_workspace_bytes(&out->vp, &p);
+    return KF_OK;
+}
+
+static void strides(const long long in[3], long long s, long long h, long long dd, long long out[3])
+{
+    /* contiguous [B, S, H, D] for the maxima unless declared */
+    out[0] = in[0] ? in[0] : s * h * dd;
+    out[1] = in[1] ? in[1] : h * dd;
+    out[2] = in[2] ? in[2] : dd;
+}
+
+void rt_attn_base_params(const kf_attn_desc *d, const gen_kvset *vp, void *params_out)
+{
+    kf_attn_params *p = params_out;
+    memset(p, 0, sizeof *p);
+    long long st[3];
+    strides(d->q_strides, d->max_q, d->hq, d->d, st);
+    p->q_sb = st[0], p->q_ss = st[1], p->q_sh = st[2];
+    strides(d->o_strides, d->max_q, d->hq, d->d, st);
+    p->o_sb = st[0], p->o_ss = st[1], p->o_sh = st[2];
+    strides(d->k_strides, d->max_kv, d->hkv, d->d, st);
+    p->k_sb = st[0], p->k_ss = st[1], p->k_sh = st[2];
+    strides(d->v_strides, d->max_kv, d->hkv, d->d, st);
+    p->v_sb = st[0], p->v_ss = st[1], p->v_sh = st[2];
+    p->b = d->max_batch;
+    p->sq = d->max_q;
+    p->skv = d->max_kv;
+    p->hq = d->hq;
+    p->hkv = d->hkv;
+    p->splits = (int)gen_kv_int(vp, "sp", 1);
+    p->ws_rows = d->max_batch * d->max_q;
+    p->lse_sh = d->max_q;
+    p->lse_sb = (long long)d->hq * d->max_q;
+    float scale = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)d->d);
+    p->scale = scale;
+    p->scale_log2 = scale * 1.4426950408889634f;
+}
+
+int rt_table_add(rt_table *t, const rt_winner *w)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        rt_winner *v = realloc(t->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return -1;
+        t->v = v;
+        t->cap = cap;
+    }
+    t->v[t->n++] = *w;
+    return 0;
+}
+
+void rt_table_free(rt_table *t)
+{
+    free(t->v);
+    memset(t, 0, sizeof *t);
+}

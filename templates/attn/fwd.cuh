@@ -1,0 +1,470 @@
+/* attn/fwd.cuh: GQA flash-attention forward; one body for prefill tiles (attn_prefill) and packed decode tiles with split-KV (attn_decode) */
+#ifndef KF_ATTN_FWD_CUH
+#define KF_ATTN_FWD_CUH
+
+/*
+ * Compile-time constants (defined by the template):
+ *   KF_D head dim (= Dv), KF_G = hq / hkv, KF_CAUSAL, KF_DECODE, KF_TM tile rows, KF_BN keys per block,
+ *   KF_WM x KF_WN warps (row groups x key slices), KF_STAGES cp.async stages, KF_QREG (Q fragments in
+ *   registers), KF_MINB (min blocks per SM), KF_FWD_NAME kernel name.
+ *
+ * Tiling. A CTA owns KF_TM query rows:
+ *   prefill (KF_DECODE 0): rows i = row0 .. row0+TM-1 of one query head h; grid (cdiv(sq, TM), hq, b).
+ *   decode  (KF_DECODE 1): the G heads x Sq rows that share one KV head are packed, packed row
+ *     pr = i * G + g (query row i, head h0 + g); grid (splits, hkv * cdiv(G*sq, TM), b), so each
+ *     K/V byte is read once per (row tile, split).
+ * The CTA walks its key range in blocks of KF_BN keys, K and V of a block landing in a cp.async stage
+ * (KF_STAGES deep; K and V are separate commit groups so Q.K^T starts before V has arrived). With
+ * KF_STAGES >= 2 block n + STAGES - 1 is issued right after the barrier that publishes K of block n
+ * (every warp is then done with block n - 1, whose stage it reuses): two barriers per block.
+ * Warp (wm, wn) computes rows wm*MW .. +MW (MW = TM/WM, MT = MW/16 m16 tiles) against keys
+ * wn*KW .. +KW of the block (KW = BN/WN): S = Q K^T and O += P V with mma.m16n8k16, P kept in
+ * registers as the A operand. Each warp keeps its own running max / sum / O (fp32); when WN > 1
+ * (decode, few rows) the warps' states are merged through shared memory at the end.
+ *
+ * Mutation-test hooks: the kv-head, causal-offset and split-range computations are each one line,
+ * each ending in a KF_MUTANT_ marker comment (KVHEAD, CAUSAL, SPLIT); p.hkv is in scope there.
+ *
+ * Masking. Keys at or past kend (end of this split, <= n_kv) are zero-filled by cp.async (K and V rows
+ * past n_kv are never read, so NaN there cannot leak) and their scores set to -inf; causal keys
+ * j > i + n_kv - n_q are set to -inf. Only blocks that reach past the first masked key pay for the mask;
+ * blocks wholly past the causal bound of the tile's last row are never loaded. A row with no visible
+ * key keeps max -inf / sum 0 and writes o = 0, lse = -inf.
+ *
+ * Shared memory: Q [TM][D] | KF_STAGES x (K [BN][D], V [BN][D]), 16-bit elements, rows of 16-byte
+ * chunks XOR-swizzled by (row & 7) so ldmatrix and cp.async are bank-conflict free. The fp32 merge
+ * buffer (WN > 1) reuses the K/V area after the key loop.
+ */
+#define KF_THREADS (32 * KF_WM * KF_WN)
+#define KF_MW (KF_TM / KF_WM)
+#define KF_MT (KF_MW / 16)
+#define KF_KW (KF_BN / KF_WN)
+#define KF_NT (KF_KW / 8)
+#define KF_DT (KF_D / 8)
+#define KF_DK (KF_D / 16)
+#define KF_CH (KF_D / 8)
+#define KF_Q_BYTES (KF_TM * KF_D * 2)
+#define KF_KV_BYTES (KF_BN * KF_D * 2)
+#define KF_STAGE_BYTES (2 * KF_KV_BYTES)
+#define KF_OPAD (KF_D + 8)
+
+#if KF_MT < 1 || KF_MW % 16 != 0 || KF_KW % 16 != 0 || (KF_BN * KF_CH) % KF_THREADS != 0 || KF_THREADS % KF_CH != 0 || KF_D % 64 != 0
+#error "kforge attn fwd: invalid tile configuration"
+#endif
+
+/* element offset of (row, 16-byte chunk c) in a swizzled [rows][KF_D] tile */
+__device__ __forceinline__ int kf_swz(int row, int c) { return row * KF_D + ((c ^ (row & 7)) << 3); }
+
+/* tile row r -> query row i (within the sequence) and query head hh */
+__device__ __forceinline__ void kf_row(int row0, int r, int h, int &i, int &hh)
+{
+#if KF_DECODE
+    const int pr = row0 + r;
+    i = pr / KF_G;
+    hh = h + pr % KF_G;
+#else
+    i = row0 + r;
+    hh = h;
+#endif
+}
+
+/* Issue the cp.async copies of one K or V block: keys j0 .. j0+BN-1, zero-fill from kend on.
+ * Thread tid copies chunk c = tid % CH of rows tid / CH + it * (THREADS / CH). */
+__device__ __forceinline__ void kf_load_kv(kf_u32 sdst, const kf_u16 *base, long long sb, long long ss,
+                                           const int *bt, int ps, int j0, int kend, int tid)
+{
+    const int c = tid % KF_CH, rr = tid / KF_CH;
+    if (!bt) {
+        const kf_u16 *src = base + (long long)(j0 + rr) * ss + c * 8;
+        const long long step = (long long)(KF_THREADS / KF_CH) * ss;
+#pragma unroll
+        for (int it = 0; it < KF_BN * KF_CH / KF_THREADS; ++it) {
+            const int r = rr + it * (KF_THREADS / KF_CH);
+            const bool ok = j0 + r < kend;
+            kf_cp_async16(sdst + kf_swz(r, c) * 2, ok ? src : base, ok);
+            src += step;
+        }
+    } else {
+#pragma unroll
+        for (int it = 0; it < KF_BN * KF_CH / KF_THREADS; ++it) {
+            const int r = rr + it * (KF_THREADS / KF_CH);
+            const int j = j0 + r;
+            const bool ok = j < kend;
+            const kf_u16 *src = ok ? base + (long long)bt[j / ps] * sb + (long long)(j % ps) * ss + c * 8 : base;
+            kf_cp_async16(sdst + kf_swz(r, c) * 2, src, ok);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(KF_THREADS, KF_MINB)
+KF_FWD_NAME(const kf_attn_params p)
+{
+    extern __shared__ __attribute__((aligned(128))) unsigned char kf_smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % KF_WM, wn = warp / KF_WM;
+    const int b = blockIdx.z;
+
+    /* ---- this CTA's rows and key range */
+#if KF_DECODE
+    const int ntiles = (KF_G * p.sq + KF_TM - 1) / KF_TM;
+    const int tile = blockIdx.y % ntiles;
+    const int h = (blockIdx.y / ntiles) * KF_G;            /* first query head of the group */
+    const int split = blockIdx.x, nsplit = p.splits;
+#else
+    const int mblk = KF_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;  /* long tiles first */
+    const int h = blockIdx.y;
+    const int split = 0, nsplit = 1;
+#endif
+    const int kvh = h / KF_G; // KF_MUTANT_KVHEAD
+
+    const int r0 = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0;
+    const int n_q = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - r0 : p.sq;
+    const int k0 = p.cu_seqlens_k ? p.cu_seqlens_k[b] : 0;
+    const int n_kv = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - k0 : (p.kv_len ? p.kv_len[b] : p.skv);
+#if KF_DECODE
+    const int row0 = tile * KF_TM;
+    if (row0 >= KF_G * n_q)
+        return;                                           /* tile wholly past this sequence's rows */
+    const int imin = row0 / KF_G, imax = (min(row0 + KF_TM, KF_G * n_q) - 1) / KF_G;
+#else
+    const int row0 = mblk * KF_TM;
+    if (row0 >= n_q)
+        return;
+    const int imin = row0, imax = min(row0 + KF_TM, n_q) - 1;
+#endif
+    const int coff = n_kv - n_q; // KF_MUTANT_CAUSAL
+    const int bps = ((n_kv + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;     /* key blocks per split */
+    const int kbeg = split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
+    /* keys from kstop on are invisible to every row of the tile; blocks reaching past kmask need the mask */
+    const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;
+    const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
+    const int nblk = kstop > kbeg ? (kstop - kbeg + KF_BN - 1) / KF_BN : 0;
+
+    /* ---- global bases */
+    const kf_u16 *qg = (const kf_u16 *)p.q + (p.cu_seqlens_q ? 0 : (long long)b * p.q_sb) + (long long)r0 * p.q_ss;
+    const int *bt = p.block_table ? p.block_table + (long long)b * p.bt_sb : 0;
+    const long long kvb = p.cu_seqlens_k ? 0 : (long long)b;
+    const kf_u16 *kg = (const kf_u16 *)p.k + (long long)kvh * p.k_sh + (bt ? 0 : kvb * p.k_sb + (long long)k0 * p.k_ss);
+    const kf_u16 *vg = (const kf_u16 *)p.v + (long long)kvh * p.v_sh + (bt ? 0 : kvb * p.v_sb + (long long)k0 * p.v_ss);
+
+    const kf_u32 sQa = kf_smem_u32(kf_smem);
+    const kf_u32 sKVa = sQa + KF_Q_BYTES;
+
+    /* ---- Q tile -> shared (rows past n_q zero-filled) */
+    for (int idx = tid; idx < KF_TM * KF_CH; idx += KF_THREADS) {
+        const int r = idx / KF_CH, c = idx % KF_CH;
+        int i, hh;
+        kf_row(row0, r, h, i, hh);
+        const bool ok = i < n_q;
+        const kf_u16 *src = ok ? qg + (long long)i * p.q_ss + (long long)hh * p.q_sh + c * 8 : qg;
+        kf_cp_async16(sQa + kf_swz(r, c) * 2, src, ok);
+    }
+    kf_cp_async_commit();
+
+    /* ---- prologue: the first KF_STAGES-1 blocks */
+#pragma unroll
+    for (int s = 0; s < KF_STAGES - 1; ++s) {
+        const kf_u32 sK = sKVa + s * KF_STAGE_BYTES;
+        if (s < nblk)
+            kf_load_kv(sK, kg, p.k_sb, p.k_ss, bt, p.page_size, kbeg + s * KF_BN, kend, tid);
+        kf_cp_async_commit();
+        if (s < nblk)
+            kf_load_kv(sK + KF_KV_BYTES, vg, p.v_sb, p.v_ss, bt, p.page_size, kbeg + s * KF_BN, kend, tid);
+        kf_cp_async_commit();
+    }
+
+    /* per-lane ldmatrix coordinates (row & 7 == lane & 7 for every tile, so the swizzle term is lane & 7) */
+    const int sw = lane & 7;
+    const int q_row = wm * KF_MW + ((lane >> 3) & 1) * 8 + (lane & 7), q_chk = lane >> 4;
+    const int k_row = wn * KF_KW + (lane >> 4) * 8 + (lane & 7), k_chk = (lane >> 3) & 1;
+    const int v_row = wn * KF_KW + ((lane >> 3) & 1) * 8 + (lane & 7), v_chk = lane >> 4;
+
+    /* query row of each accumulator row this thread holds (rows lane/4 and lane/4 + 8 of each m tile) */
+    int qi[KF_MT][2];
+#pragma unroll
+    for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            int i, hh;
+            kf_row(row0, wm * KF_MW + mt * 16 + (lane >> 2) + hf * 8, h, i, hh);
+            qi[mt][hf] = i;
+        }
+
+    kf_cp_async_wait<2 * (KF_STAGES - 1)>();                 /* Q has landed */
+    __syncthreads();
+#if KF_QREG
+    kf_u32 qf[KF_MT][KF_DK][4];
+#pragma unroll
+    for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < KF_DK; ++kk)
+            kf_ldsm_x4(qf[mt][kk], sQa + ((q_row + mt * 16) * KF_D + (((2 * kk + q_chk) ^ sw) << 3)) * 2);
+#endif
+
+    float acc[KF_MT][KF_DT][4];
+    float rmax[KF_MT][2], rsum[KF_MT][2];
+#pragma unroll
+    for (int mt = 0; mt < KF_MT; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < KF_DT; ++dt)
+            acc[mt][dt][0] = acc[mt][dt][1] = acc[mt][dt][2] = acc[mt][dt][3] = 0.f;
+        rmax[mt][0] = rmax[mt][1] = KF_NEG_INF;
+        rsum[mt][0] = rsum[mt][1] = 0.f;
+    }
+    const float sl2 = p.scale_log2;
+
+    /* ---- key loop */
+    for (int n = 0; n < nblk; ++n) {
+        const kf_u32 sK = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV = sK + KF_KV_BYTES;
+        const int j0 = kbeg + n * KF_BN;
+#if KF_STAGES == 1
+        kf_load_kv(sK, kg, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid);
+        kf_cp_async_commit();
+        kf_load_kv(sV, vg, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid);
+        kf_cp_async_commit();
+        kf_cp_async_wait<1>();                               /* K of block n */
+        __syncthreads();
+#else
+        kf_cp_async_wait<2 * KF_STAGES - 3>();               /* K of block n */
+        __syncthreads();                                    /* ... and every warp is done with block n-1 */
+        {   /* issue block n + STAGES - 1 into the stage block n-1 used */
+            const int jn = n + KF_STAGES - 1;
+            const kf_u32 sKn = sKVa + (jn % KF_STAGES) * KF_STAGE_BYTES;
+            if (jn < nblk)
+                kf_load_kv(sKn, kg, p.k_sb, p.k_ss, bt, p.page_size, kbeg + jn * KF_BN, kend, tid);
+            kf_cp_async_commit();
+            if (jn < nblk)
+                kf_load_kv(sKn + KF_KV_BYTES, vg, p.v_sb, p.v_ss, bt, p.page_size, kbeg + jn * KF_BN, kend, tid);
+            kf_cp_async_commit();
+        }
+#endif
+
+        /* S = Q K^T over this warp's KW keys */
+        float s[KF_MT][KF_NT][4];
+#pragma unroll
+        for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KF_NT; ++nt)
+                s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+#if KF_QREG
+#pragma unroll
+#else
+#pragma unroll 4   /* D = 256: a full unroll hoists too many K fragments and spills */
+#endif
+        for (int kk = 0; kk < KF_DK; ++kk) {
+#if KF_QREG
+#define KF_QA(mt) qf[mt][kk]
+#else
+            kf_u32 qa[KF_MT][4];
+#pragma unroll
+            for (int mt = 0; mt < KF_MT; ++mt)
+                kf_ldsm_x4(qa[mt], sQa + ((q_row + mt * 16) * KF_D + (((2 * kk + q_chk) ^ sw) << 3)) * 2);
+#define KF_QA(mt) qa[mt]
+#endif
+#pragma unroll
+            for (int nt2 = 0; nt2 < KF_NT / 2; ++nt2) {
+                kf_u32 kb[4];
+                kf_ldsm_x4(kb, sK + ((k_row + nt2 * 16) * KF_D + (((2 * kk + k_chk) ^ sw) << 3)) * 2);
+#pragma unroll
+                for (int mt = 0; mt < KF_MT; ++mt) {
+                    kf_mma16816(s[mt][2 * nt2], KF_QA(mt), kb[0], kb[1]);
+                    kf_mma16816(s[mt][2 * nt2 + 1], KF_QA(mt), kb[2], kb[3]);
+                }
+            }
+#undef KF_QA
+        }
+
+        /* mask: keys past the split / sequence end, and (causal) past each row's bound */
+        if (j0 + KF_BN > kmask) {
+#pragma unroll
+            for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < KF_NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int j = j0 + wn * KF_KW + nt * 8 + 2 * (lane & 3) + (e & 1);
+                        const int i = qi[mt][e >> 1];
+                        if (j >= kend || (KF_CAUSAL && j > i + coff))
+                            s[mt][nt][e] = KF_NEG_INF;
+                    }
+        }
+
+        /* online softmax (base 2): running max per row, rescale O and sum, P = 2^(s*sl2 - max*sl2) */
+#pragma unroll
+        for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                float mx = rmax[mt][hf];
+#pragma unroll
+                for (int nt = 0; nt < KF_NT; ++nt)
+                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mu = (mx == KF_NEG_INF) ? 0.f : mx * sl2;   /* no -inf - -inf */
+                const float corr = kf_exp2(rmax[mt][hf] * sl2 - mu);
+                rmax[mt][hf] = mx;
+                float ps = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < KF_NT; ++nt) {
+                    s[mt][nt][2 * hf] = kf_exp2(s[mt][nt][2 * hf] * sl2 - mu);
+                    s[mt][nt][2 * hf + 1] = kf_exp2(s[mt][nt][2 * hf + 1] * sl2 - mu);
+                    ps += s[mt][nt][2 * hf] + s[mt][nt][2 * hf + 1];
+                }
+                rsum[mt][hf] = rsum[mt][hf] * corr + ps;          /* per-thread partial; quad-reduced at the end */
+#pragma unroll
+                for (int dt = 0; dt < KF_DT; ++dt) {
+                    acc[mt][dt][2 * hf] *= corr;
+                    acc[mt][dt][2 * hf + 1] *= corr;
+                }
+            }
+
+        kf_cp_async_wait<2 * KF_STAGES - 2>();               /* V of block n */
+        __syncthreads();
+
+        /* O += P V: the S accumulators, packed to 16 bits, are the A fragments */
+#pragma unroll
+        for (int kk = 0; kk < KF_KW / 16; ++kk) {
+            kf_u32 pa[KF_MT][4];
+#pragma unroll
+            for (int mt = 0; mt < KF_MT; ++mt) {
+                pa[mt][0] = kf_pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = kf_pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = kf_pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = kf_pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dt2 = 0; dt2 < KF_DT / 2; ++dt2) {
+                kf_u32 vb[4];
+                kf_ldsm_x4_t(vb, sV + ((v_row + kk * 16) * KF_D + (((2 * dt2 + v_chk) ^ sw) << 3)) * 2);
+#pragma unroll
+                for (int mt = 0; mt < KF_MT; ++mt) {
+                    kf_mma16816(acc[mt][2 * dt2], pa[mt], vb[0], vb[1]);
+                    kf_mma16816(acc[mt][2 * dt2 + 1], pa[mt], vb[2], vb[3]);
+                }
+            }
+        }
+#if KF_STAGES == 1
+        __syncthreads();                                    /* stage 0 may be refilled */
+#endif
+    }
+    kf_cp_async_wait<0>();
+
+#pragma unroll
+    for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            rsum[mt][hf] += __shfl_xor_sync(0xffffffffu, rsum[mt][hf], 1);
+            rsum[mt][hf] += __shfl_xor_sync(0xffffffffu, rsum[mt][hf], 2);
+        }
+
+#if KF_WN > 1
+    /* ---- merge the WN key-slice states of each row: M = max m_w, L = sum l_w 2^(m_w-M), O = sum O_w 2^(m_w-M) */
+    {
+        float *buf = (float *)(kf_smem + KF_Q_BYTES);
+        float *smax = buf + KF_TM * KF_OPAD, *ssum = smax + KF_WN * KF_TM;
+        __syncthreads();
+        if ((lane & 3) == 0) {
+#pragma unroll
+            for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    const int r = wm * KF_MW + mt * 16 + (lane >> 2) + hf * 8;
+                    smax[wn * KF_TM + r] = rmax[mt][hf];
+                    ssum[wn * KF_TM + r] = rsum[mt][hf];
+                }
+        }
+        __syncthreads();
+        float fac[KF_MT][2];
+#pragma unroll
+        for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int r = wm * KF_MW + mt * 16 + (lane >> 2) + hf * 8;
+                float M = KF_NEG_INF;
+#pragma unroll
+                for (int w = 0; w < KF_WN; ++w)
+                    M = fmaxf(M, smax[w * KF_TM + r]);
+                const float Ms = (M == KF_NEG_INF) ? 0.f : M * sl2;
+                float L = 0.f;
+#pragma unroll
+                for (int w = 0; w < KF_WN; ++w)
+                    L += ssum[w * KF_TM + r] * kf_exp2(smax[w * KF_TM + r] * sl2 - Ms);
+                fac[mt][hf] = kf_exp2(rmax[mt][hf] * sl2 - Ms);
+                rmax[mt][hf] = M;
+                rsum[mt][hf] = L;
+            }
+        /* fixed order (w = 0, 1, ...) so the result does not depend on scheduling */
+#pragma unroll 1
+        for (int w = 0; w < KF_WN; ++w) {
+            if (wn == w) {
+#pragma unroll
+                for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int r = wm * KF_MW + mt * 16 + (lane >> 2) + hf * 8;
+#pragma unroll
+                        for (int dt = 0; dt < KF_DT; ++dt) {
+                            float2 *d = (float2 *)(buf + r * KF_OPAD + dt * 8 + 2 * (lane & 3));
+                            float2 v = make_float2(acc[mt][dt][2 * hf] * fac[mt][hf], acc[mt][dt][2 * hf + 1] * fac[mt][hf]);
+                            if (w > 0) {
+                                const float2 o = *d;
+                                v.x += o.x;
+                                v.y += o.y;
+                            }
+                            *d = v;
+                        }
+                    }
+            }
+            __syncthreads();
+        }
+        if (wn != 0)
+            return;
+#pragma unroll
+        for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int r = wm * KF_MW + mt * 16 + (lane >> 2) + hf * 8;
+#pragma unroll
+                for (int dt = 0; dt < KF_DT; ++dt) {
+                    const float2 v = *(const float2 *)(buf + r * KF_OPAD + dt * 8 + 2 * (lane & 3));
+                    acc[mt][dt][2 * hf] = v.x;
+                    acc[mt][dt][2 * hf + 1] = v.y;
+                }
+            }
+    }
+#endif
+
+    /* ---- epilogue: O / sum -> o (or the split's fp32 partial), lse = max*scale + log(sum) */
+#pragma unroll
+    for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            int i, hh;
+            kf_row(row0, wm * KF_MW + mt * 16 + (lane >> 2) + hf * 8, h, i, hh);
+            if (i >= n_q)
+                continue;
+            const float l = rsum[mt][hf];
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            const float lse = l > 0.f ? rmax[mt][hf] * p.scale + logf(l) : KF_NEG_INF;
+            if (nsplit == 1) {
+                kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
+                            + (long long)hh * p.o_sh + 2 * (lane & 3);
+#pragma unroll
+                for (int dt = 0; dt < KF_DT; ++dt)
+                    *(kf_u32 *)(o + dt * 8) = kf_pack2(acc[mt][dt][2 * hf] * inv, acc[mt][dt][2 * hf + 1] * inv);
+                if (p.lse && (lane & 3) == 0)
+                    p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)hh * p.lse_sh + r0 + i] = lse;
+            } else {
+                const long long rid = ((p.cu_seqlens_q ? 0 : (long long)b * p.sq) + r0 + i) * (long long)p.hq + hh;
+                const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
+                float *wo = p.ws_o + wrow * KF_D + 2 * (lane & 3);
+#pragma unroll
+                for (int dt = 0; dt < KF_DT; ++dt)
+                    *(float2 *)(wo + dt * 8) = make_float2(acc[mt][dt][2 * hf] * inv, acc[mt][dt][2 * hf + 1] * inv);
+                if ((lane & 3) == 0)
+                    p.ws_lse[wrow] = lse;
+            }
+        }
+}
+
+#endif

@@ -1,0 +1,69 @@
+-- attn_prefill.lua: GQA flash-attention forward (prefill): BM query rows of one head per CTA, native GQA, causal/varlen
+
+local function shape_of(p, f)
+  local wm, wn = p.w, 1
+  local mt = p.bm // (16 * wm)
+  local qreg = (mt * f.d <= 128) and 1 or 0
+  local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2
+  return { wm = wm, wn = wn, mt = mt, qreg = qreg, smem = smem, threads = 32 * p.w }
+end
+
+return {
+  family   = "attn_prefill",
+  doc      = "GQA attention forward for prefill (FA2-style, mma.sync), causal bottom-right, varlen, strided/paged K/V",
+  includes = { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh" },
+  shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", d = "int", causal = "int" },
+  -- bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: cp.async depth
+  params   = { bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
+  fixed    = function(shape)
+    return { dtype = shape.dtype, d = shape.d, g = shape.hq // shape.hkv, causal = shape.causal }
+  end,
+  valid    = function(p, f, dev)
+    if f.dtype ~= "bf16" and f.dtype ~= "fp16" then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
+    if f.d ~= 64 and f.d ~= 128 and f.d ~= 256 then return false, "head dim must be 64, 128 or 256, got " .. tostring(f.d) end
+    if f.g < 1 then return false, "g = hq / hkv must be >= 1" end
+    if f.causal ~= 0 and f.causal ~= 1 then return false, "causal must be 0 or 1" end
+    if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
+    local s = shape_of(p, f)
+    -- fp32 registers per thread: O acc MT*D/2, S acc MT*BN/2, Q fragments MT*D/4 when held in registers
+    local regs = s.mt * (f.d // 2 + p.bn // 2 + s.qreg * f.d // 4) + 40
+    if regs > 240 then return false, "register estimate " .. regs .. " > 240 (spills)" end
+    -- seen spilling with nvcc 13.0 (bench/dev/compile_all.sh): two m tiles per warp above D 64, 128-key blocks at D 256
+    if s.mt > 1 and f.d > 64 then return false, "bm/(16 w) > 1 m tiles per warp spills above head dim 64" end
+    if f.d >= 256 and p.bn > 64 then return false, "bn > 64 spills at head dim 256" end
+    if s.smem > dev.smem_optin then return false, "shared memory " .. s.smem .. " > " .. dev.smem_optin end
+    return true
+  end,
+  default  = function(shape, dev)
+    -- measured on H200, causal 32/8 bf16: D128 16K bm128 w8 bn128 st2 336 TFLOP/s (bn64 304);
+    -- D64 8K bm128 w4 bn64 268 (w8 bn128 253); D256 4K bm128 w8 bn64 255 (bn32 st3 209)
+    if shape.d <= 64 then return { bm = 128, w = 4, bn = 64, stages = 2 } end
+    if shape.d <= 128 then return { bm = 128, w = 8, bn = 128, stages = 2 } end
+    return { bm = 128, w = 8, bn = 64, stages = 2 }
+  end,
+  render   = function(p, f)
+    local s = shape_of(p, f)
+    local hdr = subst([[
+#define KF_BF16 ${bf16}
+#define KF_D ${d}
+#define KF_G ${g}
+#define KF_CAUSAL ${causal}
+#define KF_DECODE 0
+#define KF_TM ${tm}
+#define KF_BN ${bn}
+#define KF_WM ${wm}
+#define KF_WN ${wn}
+#define KF_STAGES ${stages}
+#define KF_QREG ${qreg}
+#define KF_MINB 1
+#define KF_FWD_NAME kf_attn_prefill
+]], { bf16 = (f.dtype == "bf16") and 1 or 0, d = f.d, g = f.g, causal = f.causal, tm = p.bm, bn = p.bn,
+      wm = s.wm, wn = s.wn, stages = p.stages, qreg = s.qreg })
+    return hdr .. fragment("common/attn_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
+      .. fragment("common/mma.cuh") .. "\n" .. fragment("attn/fwd.cuh")
+  end,
+  kernels  = function(p, f, dev)
+    local s = shape_of(p, f)
+    return { { name = "kf_attn_prefill", threads = s.threads, smem = s.smem } }
+  end,
+}

@@ -1,0 +1,54 @@
+/* common/mma.cuh: warp-level tensor-core and async-copy primitives (mma.sync m16n8k16, ldmatrix, cp.async) in inline PTX */
+#ifndef KF_MMA_CUH
+#define KF_MMA_CUH
+
+/* Needs KF_BF16 and common/types.cuh. All shared-memory addresses are 32-bit shared-window addresses. */
+
+__device__ __forceinline__ kf_u32 kf_smem_u32(const void *ptr)
+{
+    kf_u32 r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(ptr));
+    return r;
+}
+
+/* 16-byte global -> shared copy; when pred is false nothing is read and the 16 bytes are zero-filled. */
+__device__ __forceinline__ void kf_cp_async16(kf_u32 dst, const void *src, bool pred)
+{
+    const int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void kf_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+/* Wait until at most N of this thread's most recent commit groups are pending. */
+template <int N> __device__ __forceinline__ void kf_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+/* Four 8x8 b16 matrices; lane l gives the row address of matrix l/8, row l%8. */
+__device__ __forceinline__ void kf_ldsm_x4(kf_u32 r[4], kf_u32 addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void kf_ldsm_x4_t(kf_u32 r[4], kf_u32 addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+/* d += a(16x16, row) * b(16x8, col); fp32 accumulators. */
+__device__ __forceinline__ void kf_mma16816(float d[4], const kf_u32 a[4], kf_u32 b0, kf_u32 b1)
+{
+#if KF_BF16
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#endif
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* kda/common.cuh: KDA device helpers shared by the naive, decode and prefill kernels: sequence ranges, gates, token loads */
+#ifndef KF_KDA_COMMON_CUH
+#define KF_KDA_COMMON_CUH
+
+/* Needs common/kda_params.h, common/types.cuh (KF_BF16 1), KF_KDA_K and KF_KDA_V (head dims). */
+
+__device__ __forceinline__ void kf_kda_seq(const kf_kda_params &p, int n, long long &bos, long long &len)
+{
+    if (p.cu_seqlens) {
+        if (p.cu64) {
+            const long long *cu = (const long long *)p.cu_seqlens;
+            bos = cu[n];
+            len = cu[n + 1] - bos;
+        } else {
+            const int *cu = (const int *)p.cu_seqlens;
+            bos = cu[n];
+            len = (long long)cu[n + 1] - bos;
+        }
+    } else {
+        bos = 0;
+        len = p.t;
+    }
+}
+
+__device__ __forceinline__ float kf_kda_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
+/* Log gate of element d of token row tok (absolute, after bos) of value head hv of sequence n. */
+__device__ __forceinline__ float kf_kda_gate(const kf_kda_params &p, int n, long long tok, int hv, int d)
+{
+    const float x = p.g[(p.cu_seqlens ? 0 : (long long)n * p.g_sb) + tok * p.g_st + (long long)hv * p.g_sh + d];
+    if (p.gate == 0)
+        return x;
+    const float bias = p.dt_bias ? p.dt_bias[(long long)hv * p.dt_sh + d] : 0.f;
+    return p.lower_bound * kf_kda_sigmoid(expf(p.a_log[hv]) * (x + bias));
+}
+
+__device__ __forceinline__ float kf_kda_beta(const kf_kda_params &p, int n, long long tok, int hv)
+{
+    const float b = p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh];
+    return p.beta_sigmoid ? kf_kda_sigmoid(b) : b;
+}
+
+__device__ __forceinline__ float kf_kda_warp_sum(float x)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+/* One warp: q (normalised if asked, times scale) and k (normalised if asked) of token tok, head h,
+ * as floats into qs[d * stride] and ks[d * stride]; returns q . k to every lane. */
+__device__ __forceinline__ float kf_kda_load_qk_warp(const kf_kda_params &p, int n, long long tok, int h,
+                                                     float *qs, float *ks, int stride)
+{
+    const int lane = threadIdx.x & 31;
+    const kf_u16 *q = (const kf_u16 *)p.q + (p.cu_seqlens ? 0 : (long long)n * p.q_sb) + tok * p.q_st + (long long)h * p.q_sh;
+    const kf_u16 *k = (const kf_u16 *)p.k + (p.cu_seqlens ? 0 : (long long)n * p.k_sb) + tok * p.k_st + (long long)h * p.k_sh;
+    float qv[(KF_KDA_K + 31) / 32], kv[(KF_KDA_K + 31) / 32];
+    float sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int j = 0; j < (KF_KDA_K + 31) / 32; ++j) {
+        const int d = lane + 32 * j;
+        qv[j] = d < KF_KDA_K ? kf_to_float(q[d]) : 0.f;
+        kv[j] = d < KF_KDA_K ? kf_to_float(k[d]) : 0.f;
+        sq += qv[j] * qv[j];
+        sk += kv[j] * kv[j];
+    }
+    float nq = p.scale, nk = 1.f;
+    if (p.l2norm) {
+        nq *= rsqrtf(kf_kda_warp_sum(sq) + 1e-6f);
+        nk = rsqrtf(kf_kda_warp_sum(sk) + 1e-6f);
+    }
+    float qk = 0.f;
+#pragma unroll
+    for (int j = 0; j < (KF_KDA_K + 31) / 32; ++j) {
+        const int d = lane + 32 * j;
+        if (d < KF_KDA_K) {
+            qs[d * stride] = qv[j] * nq;
+            ks[d * stride] = kv[j] * nk;
+            qk += qv[j] * nq * kv[j] * nk;
+        }
+    }
+    return kf_kda_warp_sum(qk);
+}
+
+/* Element offset of state element (kk, vv) of (n, hv) in h0 (ht alike with the ht_ strides). */
+__device__ __forceinline__ long long kf_kda_h0_off(const kf_kda_params &p, int n, int hv, int kk, int vv)
+{
+    return (long long)n * p.h0_sn + (long long)hv * p.h0_sh
+           + (p.h0_vfirst ? (long long)vv * p.h0_sr + kk : (long long)kk * p.h0_sr + vv);
+}
+
+__device__ __forceinline__ long long kf_kda_ht_off(const kf_kda_params &p, int n, int hv, int kk, int vv)
+{
+    return (long long)n * p.ht_sn + (long long)hv * p.ht_sh
+           + (p.ht_vfirst ? (long long)vv * p.ht_sr + kk : (long long)kk * p.ht_sr + vv);
+}
+
+__device__ __forceinline__ kf_u16 kf_kda_bf16(float x) { return (kf_u16)(kf_pack2(x, 0.f) & 0xffffu); }
+
+#endif

@@ -1,0 +1,188 @@
+/* kda/decode.cuh: KDA decode: state slice held in registers as 16-byte rows, read and written once, tokens applied in order */
+#ifndef KF_KDA_DECODE_CUH
+#define KF_KDA_DECODE_CUH
+
+/*
+ * Needs kda/common.cuh, KF_DEC_THREADS (multiple of 32, >= 96), KF_DEC_VSPLIT (value-column slices).
+ * Grid (vsplit, hv_heads, nseq): block (x, hv, n) owns value columns [x*VC, (x+1)*VC), VC = V/vsplit,
+ * of the state of (n, hv), for every token of sequence n (one token in decode; any length works).
+ *
+ * The state slice lives in registers in the layout of its memory: K-first [K, VC] (thread = one
+ * 4-column quad of RK rows, rows interleaved by row group) or V-first [VC, K] (thread = one 4-wide
+ * k quad of RV value rows); every state access is one 16-byte load or store. The layout is the
+ * initial state's (ht's when h0 is 0); a final state in the other layout is written element-wise.
+ * Per token: s *= exp(g); a = s^T k, b = s^T q (k-reduction: shared memory across row groups for
+ * K-first, warp shuffles within a row for V-first); u = beta (v - a); o = b + u (k . q); s += k u^T.
+ * State rows must be 16-byte aligned (host check).
+ */
+#define KF_DEC_VC (KF_KDA_V / KF_DEC_VSPLIT)
+/* K-first: VC/4 threads per row, RG_K row groups, RK rows per thread */
+#define KF_DEC_TPR_K (KF_DEC_VC / 4)
+#define KF_DEC_RG_K (KF_DEC_THREADS / KF_DEC_TPR_K)
+#define KF_DEC_RK (KF_KDA_K / KF_DEC_RG_K)
+/* V-first: K/4 threads per row, RG_V row groups, RV rows per thread */
+#define KF_DEC_TPR_V (KF_KDA_K / 4)
+#define KF_DEC_RG_V (KF_DEC_THREADS / KF_DEC_TPR_V)
+#define KF_DEC_RV (KF_DEC_VC / KF_DEC_RG_V)
+#define KF_DEC_R (KF_DEC_RK > KF_DEC_RV ? KF_DEC_RK : KF_DEC_RV)
+
+extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS)
+kf_kda_decode(const kf_kda_params p)
+{
+    __shared__ float qs[KF_KDA_K], ks[KF_KDA_K], eg[KF_KDA_K], vsm[KF_DEC_VC], us[KF_DEC_VC];
+    __shared__ __align__(16) float red[2][KF_DEC_RG_K][KF_DEC_VC];
+    __shared__ float beta_s, qk_s;
+
+    const int hv = blockIdx.y, n = blockIdx.z, tid = threadIdx.x;
+    const int c0 = blockIdx.x * KF_DEC_VC;
+    const int h = hv / (p.hv_heads / p.h_heads);
+    const bool vfirst = p.h0 ? p.h0_vfirst != 0 : p.ht_vfirst != 0;
+    long long bos, len;
+    kf_kda_seq(p, n, bos, len);
+
+    float s[KF_DEC_R][4];
+    /* thread coordinates of both layouts */
+    const int cq = tid % KF_DEC_TPR_K, rgk = tid / KF_DEC_TPR_K;    /* K-first */
+    const int kq = tid % KF_DEC_TPR_V, rgv = tid / KF_DEC_TPR_V;    /* V-first */
+
+    if (!vfirst) {
+#pragma unroll
+        for (int r = 0; r < KF_DEC_RK; ++r) {
+            const int kk = rgk + KF_DEC_RG_K * r;
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (p.h0)
+                x = *(const float4 *)(p.h0 + kf_kda_h0_off(p, n, hv, kk, c0 + cq * 4));
+            s[r][0] = x.x; s[r][1] = x.y; s[r][2] = x.z; s[r][3] = x.w;
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < KF_DEC_RV; ++r) {
+            const int vv = c0 + rgv + KF_DEC_RG_V * r;
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (p.h0)
+                x = *(const float4 *)(p.h0 + kf_kda_h0_off(p, n, hv, kq * 4, vv));
+            s[r][0] = x.x; s[r][1] = x.y; s[r][2] = x.z; s[r][3] = x.w;
+        }
+    }
+
+    for (long long i = 0; i < len; ++i) {
+        const long long tok = bos + i;
+        if (tid < 32) {
+            const float qk = kf_kda_load_qk_warp(p, n, tok, h, qs, ks, 1);
+            if (tid == 0)
+                qk_s = qk;
+        } else if (tid < 64) {
+            for (int d = tid - 32; d < KF_KDA_K; d += 32)
+                eg[d] = expf(kf_kda_gate(p, n, tok, hv, d));
+            if (tid == 32)
+                beta_s = kf_kda_beta(p, n, tok, hv);
+        } else {
+            const kf_u16 *v = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + tok * p.v_st
+                              + (long long)hv * p.v_sh + c0;
+            for (int c = tid - 64; c < KF_DEC_VC; c += KF_DEC_THREADS - 64)
+                vsm[c] = kf_to_float(v[c]);
+        }
+        __syncthreads();
+        const float beta = beta_s, qk = qk_s;
+        kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens ? 0 : (long long)n * p.o_sb) + tok * p.o_st + (long long)hv * p.o_sh + c0;
+
+        if (!vfirst) {
+            float a[4] = { 0.f, 0.f, 0.f, 0.f }, b[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+            for (int r = 0; r < KF_DEC_RK; ++r) {
+                const int kk = rgk + KF_DEC_RG_K * r;
+                const float e = eg[kk], kv = ks[kk], qv = qs[kk];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float x = s[r][j] * e;
+                    s[r][j] = x;
+                    a[j] += x * kv;
+                    b[j] += x * qv;
+                }
+            }
+            *(float4 *)&red[0][rgk][cq * 4] = make_float4(a[0], a[1], a[2], a[3]);
+            *(float4 *)&red[1][rgk][cq * 4] = make_float4(b[0], b[1], b[2], b[3]);
+            __syncthreads();
+            for (int c = tid; c < KF_DEC_VC; c += KF_DEC_THREADS) {
+                float A = 0.f, B = 0.f;
+                for (int g = 0; g < KF_DEC_RG_K; ++g) {
+                    A += red[0][g][c];
+                    B += red[1][g][c];
+                }
+                const float u = beta * (vsm[c] - A);
+                us[c] = u;
+                o[c] = kf_kda_bf16(B + u * qk);
+            }
+            __syncthreads();
+#pragma unroll
+            for (int r = 0; r < KF_DEC_RK; ++r) {
+                const float kv = ks[rgk + KF_DEC_RG_K * r];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    s[r][j] += kv * us[cq * 4 + j];
+            }
+        } else {
+            float e[4], kv[4], qv[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                e[j] = eg[kq * 4 + j];
+                kv[j] = ks[kq * 4 + j];
+                qv[j] = qs[kq * 4 + j];
+            }
+#pragma unroll
+            for (int r = 0; r < KF_DEC_RV; ++r) {
+                const int vv = rgv + KF_DEC_RG_V * r;
+                float a = 0.f, b = 0.f;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float x = s[r][j] * e[j];
+                    s[r][j] = x;
+                    a += x * kv[j];
+                    b += x * qv[j];
+                }
+#pragma unroll
+                for (int off = KF_DEC_TPR_V / 2; off > 0; off >>= 1) {
+                    a += __shfl_xor_sync(0xffffffffu, a, off);
+                    b += __shfl_xor_sync(0xffffffffu, b, off);
+                }
+                const float u = beta * (vsm[vv] - a);
+                if (kq == 0)
+                    o[vv] = kf_kda_bf16(b + u * qk);
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    s[r][j] += kv[j] * u;
+            }
+        }
+        __syncthreads();                   /* qs/ks/eg/vsm are rewritten by the next token */
+    }
+
+    if (!p.ht)
+        return;
+    if (!vfirst) {
+#pragma unroll
+        for (int r = 0; r < KF_DEC_RK; ++r) {
+            const int kk = rgk + KF_DEC_RG_K * r, c = c0 + cq * 4;
+            if (!p.ht_vfirst) {
+                *(float4 *)(p.ht + kf_kda_ht_off(p, n, hv, kk, c)) = make_float4(s[r][0], s[r][1], s[r][2], s[r][3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    p.ht[kf_kda_ht_off(p, n, hv, kk, c + j)] = s[r][j];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < KF_DEC_RV; ++r) {
+            const int vv = c0 + rgv + KF_DEC_RG_V * r;
+            if (p.ht_vfirst) {
+                *(float4 *)(p.ht + kf_kda_ht_off(p, n, hv, kq * 4, vv)) = make_float4(s[r][0], s[r][1], s[r][2], s[r][3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    p.ht[kf_kda_ht_off(p, n, hv, kq * 4 + j, vv)] = s[r][j];
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,83 @@
+-- kda_prefill.lua: chunked KDA prefill: per-chunk preparation (fp32) + serial state pass on tensor cores, or one fused kernel
+-- Launch (runtime/kda_launch.c): fused 0: k0 kf_kda_prep grid (total/chunk + nseq, hv), k1 kf_kda_state grid
+-- (dv/vs, hv, nseq), workspace (total/chunk + nseq) * hv * slot bytes; fused 1: k0 kf_kda_state alone, no workspace.
+local function slot_bytes(f, c)
+  return 2 * (3 * c * f.dk + c * c + c * f.dv) + 4 * f.dk
+end
+
+-- shared memory, mirrors the KF_PF_* layout of kda/prefill.cuh
+local function scratch_floats(f, c, un)
+  local kp, cp = f.dk + 1, c + 1
+  local qk = (c - 16 + 32) * kp
+  local tv = c * cp + c * un
+  return 3 * c * kp + 2 * c * cp + c + math.max(qk, tv)
+end
+local function state_bytes(f, p)
+  local ldk, ldc = f.dk + 8, p.chunk + 8
+  return 2 * p.vs * ldk + 2 * 2 * p.chunk * ldk + 2 * f.dk * ldc + 2 * p.chunk * ldc + 2 * p.vs * ldc
+    + 2 * p.chunk * p.vs + 4 * f.dk
+end
+local function smem_of(p, f)
+  local st = state_bytes(f, p)
+  if p.fused == 1 then
+    return { state = (st + 15) // 16 * 16 + 4 * scratch_floats(f, p.chunk, p.vs), prep = 0 }
+  end
+  return { state = st, prep = 4 * scratch_floats(f, p.chunk, f.dv) }
+end
+
+return {
+  family   = "kda_prefill",
+  doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync), or one fused kernel",
+  includes = { "common/kda_params.h", "common/types.cuh", "common/mma.cuh", "kda/common.cuh", "kda/prefill.cuh" },
+  shape    = { n = "int", t = "int", h = "int", hv = "int", dk = "int", dv = "int" },
+  -- chunk: tokens per chunk; vs: value columns per state block; w: warps of the state block;
+  -- tr: state held transposed [vs, K]; fused: one kernel (small batches); mma: 0 = CUDA-core fragments (debug)
+  params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 } },
+  fixed    = function(shape) return { dk = shape.dk, dv = shape.dv } end,
+  valid    = function(p, f, dev)
+    if f.dk ~= 64 and f.dk ~= 128 then return false, "dk must be 64 or 128, got " .. f.dk end
+    if f.dv ~= 64 and f.dv ~= 128 then return false, "dv must be 64 or 128, got " .. f.dv end
+    if p.vs > f.dv then return false, "vs " .. p.vs .. " > dv " .. f.dv end
+    local ns = f.dk * p.vs // 128
+    if ns % p.w ~= 0 then return false, "state tiles " .. ns .. " do not split over " .. p.w .. " warps" end
+    if ns // p.w > 16 then return false, "more than 16 state tiles per warp (register pressure)" end
+    local s = smem_of(p, f)
+    if s.state > dev.smem_optin then return false, "state block shared memory " .. s.state .. " > " .. dev.smem_optin end
+    if s.prep > dev.smem_optin then return false, "prep shared memory " .. s.prep .. " > " .. dev.smem_optin end
+    return true
+  end,
+  default  = function(shape, dev)
+    local tokens = shape.n * shape.t
+    -- small calls: one launch, short chunks; long ones: 64-token chunks, enough state blocks
+    if tokens * shape.hv <= 4096 then
+      return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 1, mma = 1 }
+    end
+    local vs = 64
+    if shape.n * shape.hv * (shape.dv // 64) < dev.sms then vs = 32 end
+    if shape.n * shape.hv * (shape.dv // 32) < dev.sms then vs = 16 end
+    return { chunk = 64, vs = vs, w = 4, tr = 1, fused = 0, mma = 1 }
+  end,
+  render   = function(p, f)
+    local hdr = subst([[
+#define KF_BF16 1
+#define KF_KDA_K ${dk}
+#define KF_KDA_V ${dv}
+#define KF_PF_C ${c}
+#define KF_PF_VS ${vs}
+#define KF_PF_W ${w}
+#define KF_PF_TR ${tr}
+#define KF_PF_MMA ${mma}
+#define KF_PF_FUSED ${fused}
+]], { dk = f.dk, dv = f.dv, c = p.chunk, vs = p.vs, w = p.w, tr = p.tr, mma = p.mma, fused = p.fused })
+    return hdr .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
+      .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/prefill.cuh")
+  end,
+  kernels  = function(p, f, dev)
+    local s = smem_of(p, f)
+    if p.fused == 1 then
+      return { { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
+    end
+    return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
+             { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
+  end,
+}

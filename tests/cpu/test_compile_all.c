@@ -1,0 +1,155 @@
+/* tests/cpu/test_compile_all.c: every valid variant of the default sweep compiles with NVRTC for sm_90a and sm_80 */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gen/build.h"
+#include "gen/sweep.h"
+#include "gen/template.h"
+
+/*
+ * The set: for every shape of the embedded default sweep, every valid variant of
+ * its family's space (runtime params do not change the binary, so they are
+ * compiled once), plus the default variant of each family across the dtype x
+ * head dim x causal matrix (fp16/bf16, 64/128/256, 0/1, G 1 and 8), for both
+ * sm_90a and sm_80. Distinct binaries only.
+ */
+
+typedef struct jobs {
+    gen_job *v;
+    int n, cap;
+} jobs;
+
+static gen_host *g_host;
+
+static void add(jobs *l, gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
+                const gen_target *tg)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->v = realloc(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    gen_job *j = &l->v[l->n];
+    memset(j, 0, sizeof *j);
+    j->tmpl = t;
+    j->fixed = *fixed;
+    j->params = *params;
+    if (gen_build_prepare(j, tg))
+        fail_msg("prepare %s: %s", gen_tmpl_family(t), gen_host_errmsg(g_host));
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i].cache_key, j->cache_key)) {
+            gen_job_free(j);
+            return;
+        }
+    l->n++;
+}
+
+struct ectx {
+    jobs *l;
+    gen_tmpl *t;
+    const gen_kvset *fixed;
+    const gen_target *tg;
+};
+
+static int each_cb(const gen_kvset *p, int valid, const char *why, void *arg)
+{
+    struct ectx *c = arg;
+    if (valid)
+        add(c->l, c->t, c->fixed, p, c->tg);
+    return 0;
+}
+
+static void add_shape(gen_host *h, jobs *l, const gen_kvset *shape, int all, const gen_target *tg)
+{
+    gen_tmpl *t = gen_tmpl_load(h, gen_kv_str(shape, "family"));
+    if (!t)
+        fail_msg("%s", gen_host_errmsg(h));
+    gen_kvset fixed, params;
+    if (gen_tmpl_fixed(t, shape, &fixed))
+        fail_msg("%s", gen_host_errmsg(h));
+    if (all) {
+        struct ectx c = {l, t, &fixed, tg};
+        if (gen_tmpl_enumerate(t, &fixed, &tg->dev, each_cb, &c))
+            fail_msg("%s", gen_host_errmsg(h));
+    } else {
+        if (gen_tmpl_default(t, shape, &tg->dev, &params))
+            fail_msg("%s", gen_host_errmsg(h));
+        add(l, t, &fixed, &params, tg);
+    }
+}
+
+static void compile_arch(const char *arch)
+{
+    gen_host *h = gen_host_new(NULL);
+    g_host = h;
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, arch, 0, NULL), 0);
+    jobs l = {0};
+    gen_sweep sw;
+    if (gen_sweep_load(h, "default", &sw))
+        fail_msg("%s", gen_host_errmsg(h));
+    for (int i = 0; i < sw.n; i++)
+        add_shape(h, &l, &sw.shapes[i], 1, &tg);
+    gen_sweep_free(&sw);
+    /* the dtype x head dim x causal x group matrix, default variants */
+    const char *fams[] = {"attn_decode", "attn_prefill", "attn_naive"};
+    const char *dtypes[] = {"bf16", "fp16"};
+    int dims[] = {64, 128, 256}, groups[] = {1, 8};
+    for (int f = 0; f < 3; f++)
+        for (int a = 0; a < 2; a++)
+            for (int d = 0; d < 3; d++)
+                for (int c = 0; c < 2; c++)
+                    for (int g = 0; g < 2; g++) {
+                        gen_kvset s;
+                        gen_kv_clear(&s);
+                        gen_kv_set_str(&s, "family", fams[f]);
+                        gen_kv_set_str(&s, "dtype", dtypes[a]);
+                        gen_kv_set_int(&s, "b", 4);
+                        gen_kv_set_int(&s, "sq", f == 0 ? 4 : 1024);
+                        gen_kv_set_int(&s, "skv", 4096);
+                        gen_kv_set_int(&s, "hq", 8);
+                        gen_kv_set_int(&s, "hkv", 8 / groups[g]);
+                        gen_kv_set_int(&s, "d", dims[d]);
+                        gen_kv_set_int(&s, "causal", c);
+                        add_shape(h, &l, &s, 0, &tg);
+                    }
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    time_t t0 = time(NULL);
+    char err[256];
+    int failed = gen_build_run(l.v, l.n, threads, NULL, &tg, NULL, NULL, err, sizeof err);
+    int spills = 0;
+    for (int i = 0; i < l.n; i++) {
+        if (l.v[i].failed)
+            print_error("%s\n", l.v[i].err);
+        else if (l.v[i].bin.spill_bytes)
+            spills++;
+    }
+    print_message("%s: %d distinct binaries compiled in %ld s on %d threads, %d failed, %d with spills\n",
+                  arch, l.n, (long)(time(NULL) - t0), threads, failed, spills);
+    for (int i = 0; i < l.n; i++)
+        gen_job_free(&l.v[i]);
+    free(l.v);
+    gen_host_free(h);
+    assert_int_equal(failed, 0);
+}
+
+static void test_compile__every_default_sweep_variant_sm_90a(void **state) { compile_arch("sm_90a"); }
+static void test_compile__every_default_sweep_variant_sm_80(void **state) { compile_arch("sm_80"); }
+
+int main(void)
+{
+    unsetenv("KFORGE_TEMPLATE_DIR");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compile__every_default_sweep_variant_sm_90a),
+        cmocka_unit_test(test_compile__every_default_sweep_variant_sm_80),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,651 @@
+/* tests/cpu/test_tune.c: the tuner's pure parts and its database work: enumeration, budget, band, winners, resume, merge, writers */
+#include <ftw.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "db/db.h"
+#include "gen/template.h"
+#include "tuner/tune_enum.h"
+#include "tuner/tune_eta.h"
+#include "tuner/tune_gate.h"
+#include "tuner/tune_select.h"
+#include "tuner/tune_split.h"
+#include "tuner/tune_work.h"
+
+/* ---- fixtures ------------------------------------------------------------------ */
+
+typedef struct fx {
+    char dir[256];
+    char a[300], b[300], out[300];
+} fx;
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/kf_test_tune.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->a, sizeof f->a, "%s/a.db", f->dir);
+    snprintf(f->b, sizeof f->b, "%s/b.db", f->dir);
+    snprintf(f->out, sizeof f->out, "%s/all.db", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    nftw(f->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+static gen_kvset shape_of(const char *text)
+{
+    gen_kvset s;
+    char err[256];
+    gen_kv_clear(&s);
+    if (gen_kv_parse(&s, text, err, sizeof err))
+        fail_msg("bad shape '%s': %s", text, err);
+    return s;
+}
+
+/* ---- enumeration ------------------------------------------------------------------ */
+
+static void test_tune__enumeration_prunes_by_device_limits(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_prefill");
+    assert_non_null(t);
+    gen_kvset shape = shape_of("family=attn_prefill,dtype=bf16,b=1,sq=4096,skv=4096,hq=32,hkv=8,d=128,causal=1");
+    /* the limits are data: an H200 and the same GPU with only 48 KiB of shared memory a block */
+    gen_device big, small;
+    assert_int_equal(gen_device_for_arch(&big, "sm_90a"), 0);
+    small = big;
+    small.smem_optin = 48 * 1024;
+    tune_space a, b;
+    assert_int_equal(tune_enumerate(t, &shape, &big, &a), 0);
+    assert_int_equal(tune_enumerate(t, &shape, &small, &b), 0);
+    assert_int_equal(a.points, b.points);
+    assert_int_equal(a.n + a.pruned - a.default_added, a.points);
+    assert_true(b.n - b.default_added < a.n - a.default_added);
+    assert_true(b.pruned > a.pruned);
+    /* every listed variant is one valid() accepts on that device; keys are distinct */
+    for (int i = 0; i < b.n; i++) {
+        char why[256];
+        if (b.v[i].is_default && b.default_added)
+            continue;
+        assert_int_equal(gen_tmpl_valid(t, &b.fixed, &b.v[i].params, &small, why, sizeof why), 1);
+        for (int k = 0; k < i; k++)
+            assert_string_not_equal(b.v[i].key, b.v[k].key);
+    }
+    /* the default is in the list, and its full params carry the fixed values */
+    assert_true(a.idefault >= 0 && a.v[a.idefault].is_default);
+    assert_non_null(strstr(a.v[a.idefault].full, "dtype=bf16"));
+    assert_non_null(strstr(a.v[a.idefault].full, "g=4"));
+    tune_space_free(&a);
+    tune_space_free(&b);
+    gen_host_free(h);
+}
+
+static void test_tune__decode_space_lists_runtime_splits(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_decode");
+    assert_non_null(t);
+    gen_kvset shape = shape_of("family=attn_decode,dtype=bf16,b=1,sq=1,skv=131072,hq=32,hkv=8,d=128,causal=0");
+    gen_device dev;
+    gen_device_for_arch(&dev, "sm_90a");
+    tune_space s;
+    assert_int_equal(tune_enumerate(t, &shape, &dev, &s), 0);
+    int sp1 = 0, sp32 = 0;
+    for (int i = 0; i < s.n; i++) {
+        sp1 += gen_kv_int(&s.v[i].params, "sp", 0) == 1;
+        sp32 += gen_kv_int(&s.v[i].params, "sp", 0) == 32;
+    }
+    assert_true(sp1 > 0 && sp1 == sp32);     /* the split count is a tuned knob of every tile config */
+    tune_space_free(&s);
+    gen_host_free(h);
+}
+
+static void test_tune__random_budget_is_seeded_and_keeps_default(void **state)
+{
+    int a[100], b[100], c[100];
+    int na = tune_pick_random(100, 10, 42, 77, a);
+    int nb = tune_pick_random(100, 10, 42, 77, b);
+    int nc = tune_pick_random(100, 10, 43, 77, c);
+    assert_int_equal(na, 10);
+    assert_int_equal(nb, 10);
+    assert_int_equal(nc, 10);
+    assert_memory_equal(a, b, sizeof(int) * 10);
+    assert_true(memcmp(a, c, sizeof(int) * 10) != 0);
+    int has = 0;
+    for (int i = 0; i < na; i++) {
+        has |= a[i] == 77;
+        if (i)
+            assert_true(a[i] > a[i - 1]);
+    }
+    assert_true(has);
+    assert_int_equal(tune_pick_random(5, 10, 1, 2, a), 5);
+    assert_int_equal(tune_strategy_parse("halving"), TUNE_STRAT_HALVING);
+    assert_int_equal(tune_strategy_parse("bogus"), -1);
+    assert_true(tune_seed_of("b1.d128", 0) != tune_seed_of("b2.d128", 0));
+}
+
+static void test_tune__halving_keeps_the_fastest(void **state)
+{
+    double ms[] = {3.0, NAN, 1.0, 2.0, 0.5, -1, 2.0};
+    int keep[7];
+    int n = tune_halving_keep(ms, 7, 3, keep);
+    assert_int_equal(n, 3);
+    assert_int_equal(keep[0], 4);
+    assert_int_equal(keep[1], 2);
+    assert_int_equal(keep[2], 3);            /* tie 2.0 / 2.0: the lower index */
+    assert_int_equal(tune_halving_keep(ms, 7, 10, keep), 5);  /* NaN and negative never kept */
+    assert_true(tune_screen_samples(0) < tune_screen_samples(1));
+    assert_true(tune_screen_samples(5) < TUNE_MIN_SAMPLES);
+}
+
+/* ---- winner selection on recorded samples --------------------------------------------- */
+
+static tune_meas M(const char *key, int status, int control, int n, double ms, long long id)
+{
+    tune_meas m = {key, status, control, n, ms, ms * 0.02, id};
+    return m;
+}
+
+static void test_tune__band_is_relative_difference_with_floor(void **state)
+{
+    assert_true(fabs(tune_band(1.0, 1.05, 0.01) - 0.05) < 1e-12);
+    assert_true(fabs(tune_band(1.05, 1.0, 0.01) - 0.05) < 1e-12);
+    assert_true(fabs(tune_band(1.0, 1.001, 0.01) - 0.01) < 1e-12);
+    assert_true(isnan(tune_band(NAN, 1.0, 0.01)));
+    assert_true(isnan(tune_band(0, 1.0, 0.01)));
+}
+
+static void test_tune__tie_inside_band_keeps_default(void **state)
+{
+    /* default 1.00 ms, control 1.03 ms: band 3%; the best other is 2% faster: noise */
+    tune_meas m[] = {
+        M("dflt", TUNE_OK, 0, 30, 1.00, 1), M("x", TUNE_OK, 0, 30, 0.98, 2),
+        M("y", TUNE_OK, 0, 30, 1.20, 3), M("dflt", TUNE_OK, 1, 30, 1.03, 4),
+    };
+    tune_choice ch;
+    int w = tune_select(m, 4, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch);
+    assert_int_equal(w, 0);
+    assert_true(ch.default_kept);
+    assert_true(fabs(ch.band - 0.03) < 1e-9);
+    assert_true(fabs(ch.speedup - 1.0) < 1e-12);
+    assert_true(fabs(ch.best_ms - 0.98) < 1e-12);
+}
+
+static void test_tune__faster_than_band_wins(void **state)
+{
+    tune_meas m[] = {
+        M("dflt", TUNE_OK, 0, 30, 1.00, 1), M("x", TUNE_OK, 0, 30, 0.90, 2),
+        M("dflt", TUNE_OK, 1, 30, 1.02, 3), M("y", TUNE_OK, 0, 30, 0.95, 4),
+    };
+    tune_choice ch;
+    int w = tune_select(m, 4, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch);
+    assert_int_equal(w, 1);
+    assert_false(ch.default_kept);
+    assert_true(fabs(ch.speedup - 1.0 / 0.90) < 1e-9);   /* against the faster of the two default timings */
+    assert_true(fabs(ch.band - 0.02) < 1e-9);
+    /* without a control the floor is the band: 0.5% faster is not enough, 2% is */
+    tune_meas n2[] = {M("dflt", TUNE_OK, 0, 30, 1.00, 1), M("x", TUNE_OK, 0, 30, 0.995, 2)};
+    assert_int_equal(tune_select(n2, 2, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch), 0);
+    assert_false(ch.control_ok);
+    n2[1].median_ms = 0.98;
+    assert_int_equal(tune_select(n2, 2, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch), 1);
+}
+
+static void test_tune__wrong_variant_never_wins(void **state)
+{
+    /* x is the fastest timing of all, but it also failed the gate once: out */
+    tune_meas m[] = {
+        M("dflt", TUNE_OK, 0, 30, 1.00, 1), M("x", TUNE_OK, 0, 30, 0.10, 2),
+        M("x", TUNE_WRONG, 0, 0, NAN, 3),   M("dflt", TUNE_OK, 1, 30, 1.00, 4),
+        M("z", TUNE_WRONG, 0, 0, NAN, 5),   M("e", TUNE_ERROR, 0, 0, NAN, 6),
+        M("nan", TUNE_OK, 0, 30, NAN, 7),   M("few", TUNE_OK, 0, 5, 0.2, 8),
+    };
+    tune_choice ch;
+    int w = tune_select(m, 8, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch);
+    assert_int_equal(w, 0);
+    assert_true(ch.default_kept);
+    /* a wrong default: the fastest passing candidate, no speed-up figure */
+    tune_meas d[] = {
+        M("dflt", TUNE_WRONG, 0, 0, NAN, 1), M("a", TUNE_OK, 0, 30, 2.0, 2), M("b", TUNE_OK, 0, 30, 1.5, 3),
+    };
+    w = tune_select(d, 3, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch);
+    assert_int_equal(w, 2);
+    assert_false(ch.default_ok);
+    assert_true(isnan(ch.speedup));
+    /* nothing passed: no winner */
+    tune_meas none[] = {M("dflt", TUNE_WRONG, 0, 0, NAN, 1), M("a", TUNE_ERROR, 0, 0, NAN, 2)};
+    assert_int_equal(tune_select(none, 2, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch), -1);
+}
+
+static void test_tune__more_samples_of_one_variant_count(void **state)
+{
+    /* successive halving left a 20-sample and a 30-sample timing of x: the 30 counts */
+    tune_meas m[] = {
+        M("dflt", TUNE_OK, 0, 30, 1.00, 1), M("x", TUNE_OK, 0, 20, 0.50, 2),
+        M("x", TUNE_OK, 0, 30, 0.995, 3),   M("dflt", TUNE_OK, 1, 30, 1.00, 4),
+    };
+    tune_choice ch;
+    assert_int_equal(tune_select(m, 4, "dflt", TUNE_MIN_SAMPLES, TUNE_BAND_FLOOR, &ch), 0);
+    assert_true(ch.default_kept);
+}
+
+/* ---- resume ------------------------------------------------------------------------ */
+
+static void test_tune__resume_state(void **state)
+{
+    tune_meas m[] = {
+        M("done", TUNE_OK, 0, 30, 1.0, 1),   M("scr", TUNE_OK, 0, 5, 2.0, 2),
+        M("wrong", TUNE_WRONG, 0, 0, NAN, 3), M("err", TUNE_ERROR, 0, 0, NAN, 4),
+        M("done", TUNE_OK, 1, 30, 1.1, 5),
+    };
+    double ms;
+    int n;
+    assert_int_equal(tune_resume_state(m, 5, "done", 0, 30, 0, &ms, &n), TUNE_DONE);
+    assert_true(ms == 1.0 && n == 30);
+    assert_int_equal(tune_resume_state(m, 5, "done", 0, 40, 0, NULL, NULL), TUNE_SCREENED);
+    assert_int_equal(tune_resume_state(m, 5, "scr", 0, 30, 0, &ms, &n), TUNE_SCREENED);
+    assert_true(ms == 2.0 && n == 5);
+    assert_int_equal(tune_resume_state(m, 5, "scr", 0, 5, 0, NULL, NULL), TUNE_DONE);
+    assert_int_equal(tune_resume_state(m, 5, "wrong", 0, 30, 1, NULL, NULL), TUNE_REJECTED);
+    assert_int_equal(tune_resume_state(m, 5, "err", 0, 30, 0, NULL, NULL), TUNE_REJECTED);
+    assert_int_equal(tune_resume_state(m, 5, "err", 0, 30, 1, NULL, NULL), TUNE_TODO);
+    assert_int_equal(tune_resume_state(m, 5, "new", 0, 30, 0, NULL, NULL), TUNE_TODO);
+    assert_int_equal(tune_resume_state(m, 5, "done", 1, 30, 0, NULL, NULL), TUNE_DONE);
+    assert_int_equal(tune_resume_state(m, 5, "scr", 1, 30, 0, NULL, NULL), TUNE_TODO);
+}
+
+/* ---- database helpers ------------------------------------------------------------------- */
+
+static const db_device DEV = {"NVIDIA H200", "GPU-test", 9, 0, 132, 1980, 3201, "13.0", "13.0", "test"};
+
+static void put_binary(db_store *s, const char *cache_key)
+{
+    db_binary b = {0};
+    b.cache_key = (char *)cache_key;
+    b.variant_key = (char *)cache_key;
+    b.family = "attn_decode";
+    b.image = "cubin";
+    b.image_size = 6;
+    int ins;
+    assert_int_equal(db_binary_put(s, &b, &ins), DB_OK);
+}
+
+static long long put_meas(db_store *s, long long run, const char *shape, const char *variant, int status,
+                          int n, double ms, int control)
+{
+    double samples[64];
+    for (int i = 0; i < n; i++)
+        samples[i] = ms * (1 + 0.001 * (i % 5));
+    db_measurement m = {0};
+    m.run_id = run;
+    m.family = "attn_decode";
+    m.shape_key = shape;
+    m.variant_key = variant;
+    m.cache_key = variant;
+    m.status = tune_status_str(status);
+    m.error = status == TUNE_WRONG ? 0.5 : 1e-3;
+    m.samples_ms = samples;
+    m.n_samples = n;
+    m.median_ms = ms;
+    m.spread_ms = ms * 0.004;
+    m.throughput = 1e12;
+    m.throughput_unit = "B/s";
+    m.ceiling_frac = NAN;
+    m.is_control = control;
+    long long id;
+    assert_int_equal(db_measure_put(s, &m, &id), DB_OK);
+    return id;
+}
+
+struct collect {
+    tune_meas m[64];
+    char keys[64][64];
+    int n;
+};
+
+static int collect_cb(const db_tune_meas *m, void *arg)
+{
+    struct collect *c = arg;
+    snprintf(c->keys[c->n], sizeof c->keys[0], "%s", m->variant_key);
+    c->m[c->n] = (tune_meas){c->keys[c->n], tune_status_parse(m->status), m->is_control, m->n_samples,
+                             m->median_ms, m->spread_ms, m->id};
+    c->n++;
+    return 0;
+}
+
+static void test_tune__resume_reads_the_database(void **state)
+{
+    fx *f = *state;
+    db_store *s;
+    assert_int_equal(db_open(&s, f->a, DB_CREATE), DB_OK);
+    long long r1, r2;
+    assert_int_equal(db_run_begin(s, &DEV, "kforge tune", &r1), DB_OK);
+    put_meas(s, r1, "b1", "v1", TUNE_OK, 30, 1.0, 0);
+    put_meas(s, r1, "b1", "v2", TUNE_WRONG, 0, NAN, 0);
+    put_meas(s, r1, "b2", "v1", TUNE_OK, 30, 1.0, 0);
+    /* a second run (a resumed sweep) re-measures v1 of b1: the first is superseded */
+    assert_int_equal(db_run_begin(s, &DEV, "kforge tune", &r2), DB_OK);
+    put_meas(s, r2, "b1", "v1", TUNE_OK, 30, 0.9, 0);
+    struct collect c = {0};
+    assert_int_equal(db_tune_meas_each(s, DEV.name, "attn_decode", "b1", collect_cb, &c), DB_OK);
+    assert_int_equal(c.n, 2);
+    double ms;
+    assert_int_equal(tune_resume_state(c.m, c.n, "v1", 0, 30, 0, &ms, NULL), TUNE_DONE);
+    assert_true(ms == 0.9);
+    assert_int_equal(tune_resume_state(c.m, c.n, "v2", 0, 30, 0, NULL, NULL), TUNE_REJECTED);
+    assert_int_equal(tune_resume_state(c.m, c.n, "v3", 0, 30, 0, NULL, NULL), TUNE_TODO);
+    assert_int_equal(c.m[1].n_samples, 30);
+    /* another GPU model sees nothing */
+    struct collect o = {0};
+    assert_int_equal(db_tune_meas_each(s, "NVIDIA A100", "attn_decode", "b1", collect_cb, &o), DB_OK);
+    assert_int_equal(o.n, 0);
+    long long ok, wrong, err;
+    assert_int_equal(db_tune_meas_count(s, DEV.name, NULL, &ok, &wrong, &err), DB_OK);
+    assert_true(ok == 2 && wrong == 1 && err == 0);
+    db_close(s);
+}
+
+/* ---- merge ---------------------------------------------------------------------------- */
+
+static void fill_db(const char *path, const char *win_variant, int n_samples, double spread_frac,
+                    const char *only_shape)
+{
+    db_store *s;
+    assert_int_equal(db_open(&s, path, DB_CREATE), DB_OK);
+    long long run;
+    assert_int_equal(db_run_begin(s, &DEV, "kforge tune", &run), DB_OK);
+    put_binary(s, win_variant);
+    long long id = put_meas(s, run, "b1", win_variant, TUNE_OK, n_samples, 1.0, 0);
+    db_winner w = {DEV.name, "attn_decode", "b1", win_variant, win_variant, "bn=64", 1.0, 1.1, 0.01, id};
+    assert_int_equal(db_winner_put(s, &w), DB_OK);
+    /* the spread is what the merge reads from the winner's measurement */
+    (void)spread_frac;
+    put_binary(s, only_shape);
+    long long id2 = put_meas(s, run, only_shape, only_shape, TUNE_OK, 30, 2.0, 0);
+    db_winner w2 = {DEV.name, "attn_decode", only_shape, only_shape, only_shape, "bn=32", 2.0, 1.0, 0.01, id2};
+    assert_int_equal(db_winner_put(s, &w2), DB_OK);
+    assert_int_equal(db_ceiling_put(s, DEV.name, "copy", 4.2e12, "B/s"), DB_OK);
+    db_close(s);
+}
+
+struct resolve_ctx {
+    int calls, differing;
+};
+
+static int resolve_cb(const db_tune_side *a, const db_tune_side *b, void *arg)
+{
+    struct resolve_ctx *c = arg;
+    c->calls++;
+    c->differing += strcmp(a->w.variant_key, b->w.variant_key) != 0;
+    tune_merge_side x = {a->n_samples, a->w.median_ms, a->spread_ms};
+    tune_merge_side y = {b->n_samples, b->w.median_ms, b->spread_ms};
+    return tune_merge_prefer(&x, &y);
+}
+
+static int count_winners(const db_winner *w, void *arg)
+{
+    (*(int *)arg)++;
+    return 0;
+}
+
+static void test_tune__merge_prefers_better_measured(void **state)
+{
+    fx *f = *state;
+    fill_db(f->a, "va", 20, 0.01, "b2");       /* a: winner of b1 from 20 samples */
+    fill_db(f->b, "vb", 40, 0.01, "b3");       /* b: a different winner of b1, 40 samples */
+    db_store *s;
+    assert_int_equal(db_open(&s, f->out, DB_CREATE), DB_OK);
+    struct resolve_ctx rc = {0};
+    db_tune_merge_stats st;
+    assert_int_equal(db_tune_merge(s, f->a, resolve_cb, &rc, &st), DB_OK);
+    assert_int_equal(st.winners_added, 2);
+    assert_int_equal(db_tune_merge(s, f->b, resolve_cb, &rc, &st), DB_OK);
+    assert_int_equal(st.winners_added, 1);    /* b3 */
+    assert_int_equal(st.winners_replaced, 1); /* b1: 40 samples beat 20 */
+    assert_int_equal(st.conflicts, 1);
+    assert_int_equal(rc.calls, 1);
+    assert_int_equal(rc.differing, 1);
+    char buf[2048];
+    db_winner w;
+    assert_int_equal(db_winner_get(s, DEV.name, "attn_decode", "b1", &w, buf, sizeof buf), DB_OK);
+    assert_string_equal(w.variant_key, "vb");
+    assert_string_equal(w.cache_key, "vb");
+    /* its measurement id points at the copied measurement of vb */
+    struct collect c = {0};
+    assert_int_equal(db_tune_meas_by_id(s, w.measurement_id, collect_cb, &c), DB_OK);
+    assert_string_equal(c.keys[0], "vb");
+    assert_int_equal(c.m[0].n_samples, 40);
+    int n = 0;
+    db_winner_each(s, NULL, NULL, count_winners, &n);
+    assert_int_equal(n, 3);
+    db_info info;
+    assert_int_equal(db_get_info(s, &info), DB_OK);
+    assert_int_equal(info.measurements, 4);
+    assert_int_equal(info.runs, 2);
+    assert_int_equal(info.devices, 1);
+    double v;
+    assert_int_equal(db_ceiling_get(s, DEV.name, "copy", &v), DB_OK);
+    db_close(s);
+    /* a file that is not a kforge database is refused, nothing changes */
+    FILE *junk = fopen(f->a, "w");
+    fputs("not a database at all, just text that is long enough to be read as a header", junk);
+    fclose(junk);
+    assert_int_equal(db_open(&s, f->out, 0), DB_OK);
+    assert_int_equal(db_tune_merge(s, f->a, resolve_cb, &rc, &st), DB_ERROR);
+    assert_non_null(strstr(db_errmsg(s), "a.db"));
+    db_close(s);
+}
+
+static void test_tune__merge_prefer_rule(void **state)
+{
+    tune_merge_side a = {30, 1.0, 0.05}, b = {20, 0.5, 0.001};
+    assert_int_equal(tune_merge_prefer(&a, &b), 0);     /* more samples first */
+    b.n_samples = 30;
+    assert_int_equal(tune_merge_prefer(&a, &b), 1);     /* then the smaller relative spread */
+    b.spread_ms = 0.025;                                /* equal relative spread: a stays */
+    assert_int_equal(tune_merge_prefer(&a, &b), 0);
+    b.spread_ms = NAN;
+    assert_int_equal(tune_merge_prefer(&a, &b), 0);
+}
+
+/* ---- several writers ------------------------------------------------------------------------ */
+
+static void test_tune__two_writers_lose_nothing(void **state)
+{
+    fx *f = *state;
+    db_store *s;
+    assert_int_equal(db_open(&s, f->a, DB_CREATE), DB_OK);
+    db_close(s);
+    enum { PER = 150 };
+    pid_t pid[2];
+    for (int w = 0; w < 2; w++) {
+        pid[w] = fork();
+        if (pid[w] == 0) {
+            db_store *d;
+            if (db_open(&d, f->a, 0) != DB_OK)
+                _exit(1);
+            long long run;
+            if (db_run_begin(d, &DEV, "kforge tune", &run) != DB_OK)
+                _exit(2);
+            double samples[20];
+            for (int i = 0; i < 20; i++)
+                samples[i] = 1.0 + i;
+            for (int i = 0; i < PER; i++) {
+                char shape[32], var[32];
+                snprintf(shape, sizeof shape, "w%d.s%d", w, i % 7);
+                snprintf(var, sizeof var, "v%d", i);
+                db_measurement m = {0};
+                m.run_id = run;
+                m.family = "attn_decode";
+                m.shape_key = shape;
+                m.variant_key = var;
+                m.status = "ok";
+                m.samples_ms = samples;
+                m.n_samples = 20;
+                m.median_ms = 1.0;
+                m.error = m.spread_ms = m.throughput = m.ceiling_frac = NAN;
+                if (db_measure_put(d, &m, NULL) != DB_OK)
+                    _exit(3);
+            }
+            db_close(d);
+            _exit(0);
+        }
+    }
+    for (int w = 0; w < 2; w++) {
+        int st;
+        waitpid(pid[w], &st, 0);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    assert_int_equal(db_open(&s, f->a, 0), DB_OK);
+    long long ok, wrong, err;
+    assert_int_equal(db_tune_meas_count(s, DEV.name, "attn_decode", &ok, &wrong, &err), DB_OK);
+    assert_int_equal(ok, 2 * PER);
+    db_close(s);
+}
+
+/* ---- shards, workers, ETA, work, gate cases ----------------------------------------------------- */
+
+static void test_tune__shard_split_covers_once_and_balances(void **state)
+{
+    double cost[10] = {5, 1, 1, 1, 1, 1, 4, 3, 2, 1};
+    int owner[10], again[10];
+    tune_split(cost, 10, 3, owner);
+    tune_split(cost, 10, 3, again);
+    assert_memory_equal(owner, again, sizeof owner);
+    double load[3] = {0};
+    for (int i = 0; i < 10; i++) {
+        assert_true(owner[i] >= 0 && owner[i] < 3);
+        load[owner[i]] += cost[i];
+    }
+    assert_true(load[0] + load[1] + load[2] == 20);
+    for (int p = 0; p < 3; p++)
+        assert_true(load[p] >= 6 && load[p] <= 7);
+    /* equal costs spread round-robin */
+    double eq[4] = {1, 1, 1, 1};
+    tune_split(eq, 4, 2, owner);
+    assert_true(owner[0] != owner[1] && owner[2] != owner[3]);
+    int i, n;
+    char err[128];
+    assert_int_equal(tune_parse_shard("1/4", &i, &n, err, sizeof err), 0);
+    assert_true(i == 1 && n == 4);
+    assert_int_equal(tune_parse_shard("4/4", &i, &n, err, sizeof err), -1);
+    assert_int_equal(tune_parse_shard("x", &i, &n, err, sizeof err), -1);
+    int devs[8];
+    assert_int_equal(tune_parse_devices("0,1,3", devs, 8, err, sizeof err), 3);
+    assert_int_equal(devs[2], 3);
+    assert_int_equal(tune_parse_devices("0,0", devs, 8, err, sizeof err), -1);
+    assert_int_equal(tune_parse_devices("a", devs, 8, err, sizeof err), -1);
+    const char *models[] = {"H200", "A100", "H200", "H200"};
+    int rank, peers;
+    tune_worker_rank(models, 4, 2, &rank, &peers);
+    assert_true(rank == 1 && peers == 3);
+    tune_worker_rank(models, 4, 1, &rank, &peers);
+    assert_true(rank == 0 && peers == 1);
+}
+
+static void test_tune__eta(void **state)
+{
+    assert_true(tune_eta(10, 0, 100) < 0);
+    assert_true(fabs(tune_eta(10, 10, 100) - 90) < 1e-9);
+    assert_true(tune_eta(10, 100, 100) == 0);
+    char b[32];
+    assert_string_equal(tune_fmt_duration(45, b, sizeof b), "45s");
+    assert_string_equal(tune_fmt_duration(190, b, sizeof b), "3m10s");
+    assert_string_equal(tune_fmt_duration(7500, b, sizeof b), "2h05m");
+    assert_string_equal(tune_fmt_duration(-1, b, sizeof b), "?");
+}
+
+static void test_tune__work_of_decode_and_prefill(void **state)
+{
+    tune_work w;
+    gen_kvset d = shape_of("dtype=bf16,b=1,sq=1,skv=131072,hq=32,hkv=8,d=128,causal=0");
+    tune_work_of("attn_decode", &d, &w);
+    assert_true(w.amount == 2.0 * 131072 * 8 * 128 * 2);
+    assert_string_equal(w.unit, "B/s");
+    assert_string_equal(w.ceiling, "copy");
+    assert_true(fabs(tune_throughput(&w, 0.138) - w.amount / 0.138e-3) < 1);
+    gen_kvset p = shape_of("dtype=bf16,b=1,sq=16384,skv=16384,hq=32,hkv=8,d=128,causal=1");
+    tune_work_of("attn_prefill", &p, &w);
+    assert_true(w.amount == 4.0 * 32 * 16384.0 * 16384 * 128 * 0.5);
+    assert_string_equal(w.unit, "FLOP/s");
+    tune_work_of("attn_combine", &p, &w);
+    assert_true(isnan(w.amount));
+    assert_true(isnan(tune_throughput(&w, 1.0)));
+}
+
+static void test_tune__gate_case_is_bounded(void **state)
+{
+    int kvl[256];
+    tune_attn_case c, t;
+    gen_kvset big = shape_of("family=attn_decode,dtype=bf16,b=16,sq=4,skv=131072,hq=64,hkv=8,d=128,causal=1");
+    assert_int_equal(tune_time_case(&big, 7, &t), 0);
+    assert_true(t.b == 16 && t.skv == 131072 && t.kv_len == NULL && t.seed == 7);
+    assert_int_equal(tune_gate_case(&big, 1, &c, kvl), 1);
+    assert_true(2ll * c.b * c.skv * c.hkv * c.d * 2 <= TUNE_GATE_KV_BYTES);
+    assert_true(c.hq == 64 && c.hkv == 8 && c.sq == 4 && c.d == 128 && c.causal == 1);
+    assert_non_null(c.kv_len);
+    for (int i = 0; i < c.b; i++)
+        assert_true(c.kv_len[i] >= 1 && c.kv_len[i] <= c.skv);
+    assert_true(c.kv_len[0] > c.skv - 64);
+    gen_kvset small = shape_of("family=attn_decode,dtype=fp16,b=2,sq=1,skv=1024,hq=8,hkv=2,d=64,causal=0");
+    assert_int_equal(tune_gate_case(&small, 1, &c, kvl), 0);
+    assert_true(c.dtype == CHECK_FP16 && c.b == 2 && c.skv == 1024);
+    gen_kvset pre = shape_of("family=attn_prefill,dtype=bf16,b=1,sq=32768,skv=32768,hq=32,hkv=8,d=128,causal=1");
+    assert_int_equal(tune_gate_case(&pre, 1, &c, kvl), 1);
+    assert_true(c.sq == TUNE_GATE_PREFILL_MAX && c.skv == TUNE_GATE_PREFILL_MAX && c.kv_len == NULL);
+    gen_kvset bad = shape_of("family=attn_decode,dtype=fp8,b=1,sq=1,skv=1,hq=1,hkv=1,d=64,causal=0");
+    assert_int_equal(tune_gate_case(&bad, 1, &c, kvl), -1);
+}
+
+int main(void)
+{
+    unsetenv("KFORGE_TEMPLATE_DIR");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tune__enumeration_prunes_by_device_limits),
+        cmocka_unit_test(test_tune__decode_space_lists_runtime_splits),
+        cmocka_unit_test(test_tune__random_budget_is_seeded_and_keeps_default),
+        cmocka_unit_test(test_tune__halving_keeps_the_fastest),
+        cmocka_unit_test(test_tune__band_is_relative_difference_with_floor),
+        cmocka_unit_test(test_tune__tie_inside_band_keeps_default),
+        cmocka_unit_test(test_tune__faster_than_band_wins),
+        cmocka_unit_test(test_tune__wrong_variant_never_wins),
+        cmocka_unit_test(test_tune__more_samples_of_one_variant_count),
+        cmocka_unit_test(test_tune__resume_state),
+        cmocka_unit_test_setup_teardown(test_tune__resume_reads_the_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tune__merge_prefers_better_measured, setup, teardown),
+        cmocka_unit_test(test_tune__merge_prefer_rule),
+        cmocka_unit_test_setup_teardown(test_tune__two_writers_lose_nothing, setup, teardown),
+        cmocka_unit_test(test_tune__shard_split_covers_once_and_balances),
+        cmocka_unit_test(test_tune__eta),
+        cmocka_unit_test(test_tune__work_of_decode_and_prefill),
+        cmocka_unit_test(test_tune__gate_case_is_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

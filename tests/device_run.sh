@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# tests/device_run.sh: on a GPU machine, from binaries built elsewhere: GPU tests, kforge run, tune, bench; logs under $OUT
+# usage: KF_BUILD=.devbuild bash tests/device_run.sh tests|runs|tune|bench ...
+# KF_BUILD holds kforge, libkforge*.so, tests/ (GPU test binaries and their caches), devlibs/ (cmocka, Lua).
+set -u
+OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "$ROOT/${KF_BUILD:-build}" && pwd)
+export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
+K=$B/kforge
+DB=${KF_DB:-$B/run.db}
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/env.txt" 2>&1
+for what in "$@"; do
+case $what in
+tests)
+  cd "$B/tests"
+  for t in ${TESTS:-test_attn_gpu test_api_gpu test_kda_gpu test_mutants test_tune_gpu}; do
+    timeout 400 ./$t > "$OUT/$t.log" 2>&1; rc=$?
+    echo "$t: exit $rc; $(grep -E '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed' "$OUT/$t.log" | tail -3 | tr '\n' ' ')"
+  done ;;
+runs)
+  {
+  for s in "b=1,sq=1,skv=131072,hq=32,hkv=8" "b=32,sq=1,skv=32768,hq=32,hkv=8" "b=128,sq=1,skv=8192,hq=32,hkv=8" \
+           "b=32,sq=1,skv=8192,hq=32,hkv=8" "b=32,sq=2,skv=8192,hq=32,hkv=8" "b=32,sq=4,skv=8192,hq=32,hkv=8" \
+           "b=32,sq=8,skv=8192,hq=32,hkv=8" "b=1,sq=2,skv=131072,hq=64,hkv=8" "b=8,sq=4,skv=32768,hq=8,hkv=1"; do
+    "$K" run attn_decode --shape "dtype=bf16,d=128,causal=0,$s" --db "$DB" --quiet 2>&1
+  done
+  for s in "sq=16384,skv=16384,d=128" "sq=4096,skv=4096,d=256" "sq=8192,skv=8192,d=64" "sq=4096,skv=4096,d=128"; do
+    "$K" run attn_prefill --shape "dtype=bf16,b=1,hq=32,hkv=8,causal=1,$s" --db "$DB" --quiet 2>&1
+  done
+  } > "$OUT/runs.log" 2>&1
+  grep -E "time|error|FAIL|pass" "$OUT/runs.log" | head -60 ;;
+tune)
+  "$K" doctor --measure --db "$DB" > "$OUT/doctor.log" 2>&1; tail -n 4 "$OUT/doctor.log"
+  timeout ${TUNE_TIMEOUT:-300} "$K" tune --db "$DB" ${TUNE_ARGS:-} > "$OUT/tune.log" 2> "$OUT/tune.err"; echo "tune exit $?"
+  tail -n 12 "$OUT/tune.err"
+  "$K" report --db "$DB" --markdown > "$OUT/report.md" 2>&1; cat "$OUT/report.md"
+  cp "$DB" "$OUT/tuned.db" ;;
+bench)
+  cd "$ROOT" && KFORGE_DB=$DB BENCH_TIME_BUDGET=${BENCH_BUDGET:-400} timeout ${BENCH_TIMEOUT:-560} bash bench/run.sh --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+  echo "bench exit $?"; tail -n 50 "$OUT/bench.log" ;;
+esac
+done

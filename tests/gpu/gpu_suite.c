@@ -1,0 +1,473 @@
+/* tests/gpu/gpu_suite.c: the GPU attention suite's cases, variant builds and runs, shared by test_attn_gpu and the mutant test */
+#include "tests/gpu/gpu_suite.h"
+#include "runtime/device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gen/hash.h"
+#include "runtime/cuda.h"
+
+#define KV(...) .kv_len = {__VA_ARGS__}, .kv_len_n = sizeof((int[]){__VA_ARGS__}) / sizeof(int)
+#define QL(...) .q_lens = {__VA_ARGS__}, .q_lens_n = sizeof((int[]){__VA_ARGS__}) / sizeof(int)
+#define DEC .family = "attn_decode"
+#define PRE .family = "attn_prefill"
+
+/*
+ * attn_decode: head ratios 1/1 4/2 16/4 8/4 8/2 6/2 32/8 64/8 128/1; Sq 1 2 4 8 16; ragged
+ * kv_len with 0 and 1; causal and not (incl. kv_len < sq: rows that see no key); D 64/128/256;
+ * bf16 and fp16; splits 1 and > 1 (same binary: sp is a runtime param); packed q; strided views.
+ */
+const suite_case suite_decode[] = {
+    {DEC, "bf16", 4, 1, 700, 1, 1, 128, 0, KV(700, 0, 1, 333), .params = "sp=1"},
+    {DEC, "bf16", 4, 1, 700, 1, 1, 128, 0, KV(700, 0, 1, 333), .params = "sp=4"},
+    {DEC, "fp16", 3, 2, 600, 4, 2, 64, 1, KV(600, 1, 0), .params = "sp=1"},
+    {DEC, "fp16", 3, 2, 600, 4, 2, 64, 1, KV(600, 1, 0), .params = "sp=8"},
+    {DEC, "bf16", 2, 4, 900, 16, 4, 256, 0, KV(900, 17), .params = "sp=1"},
+    {DEC, "bf16", 2, 4, 900, 16, 4, 256, 0, KV(900, 17), .params = "sp=2"},
+    {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), .params = "sp=1", .mut = MUT_YES},
+    {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), .params = "sp=4", .mut = MUT_YES},
+    {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), .params = "tm=32,w=8,bn=64,stages=1,sp=2"},
+    {DEC, "bf16", 3, 2, 700, 8, 2, 128, 1, KV(513, 1, 0), .params = "sp=1", .mut = MUT_YES},
+    {DEC, "bf16", 3, 2, 700, 8, 2, 128, 1, KV(513, 1, 0), .params = "sp=8", .mut = MUT_YES},
+    {DEC, "bf16", 2, 8, 500, 8, 2, 64, 0, KV(500, 77), .params = "sp=4", .mut = MUT_YES},
+    {DEC, "bf16", 2, 8, 500, 8, 2, 64, 0, KV(500, 77), .params = "tm=64,w=4,bn=128,stages=3,sp=2"},
+    {DEC, "fp16", 2, 8, 500, 6, 2, 128, 0, KV(500, 1), .params = "sp=1", .mut = MUT_YES},
+    {DEC, "fp16", 2, 8, 500, 6, 2, 128, 1, KV(500, 1), .params = "sp=4", .mut = MUT_YES},
+    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 0), .params = "sp=1"},
+    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 0), .params = "sp=16"},
+    {DEC, "fp16", 2, 2, 800, 64, 8, 128, 1, KV(800, 65), .params = "sp=1"},
+    {DEC, "fp16", 2, 2, 800, 64, 8, 128, 1, KV(800, 65), .params = "sp=4"},
+    {DEC, "bf16", 2, 1, 600, 128, 1, 64, 0, KV(600, 1), .params = "sp=1"},
+    {DEC, "bf16", 2, 1, 600, 128, 1, 64, 1, KV(600, 1), .params = "sp=2"},
+    {DEC, "fp16", 2, 16, 400, 8, 2, 256, 1, KV(400, 16), .params = "sp=1"},
+    {DEC, "fp16", 2, 16, 400, 8, 2, 256, 1, KV(400, 16), .params = "sp=2"},
+    {DEC, "bf16", 2, 16, 300, 1, 1, 64, 1, KV(300, 5), .params = "sp=1"},
+    {DEC, "bf16", 2, 16, 300, 1, 1, 64, 1, KV(300, 5), .params = "sp=4"},
+    /* strided views and packed q */
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 1), .layout = TUNE_LAYOUT_BHSD, .params = "sp=4"},
+    {DEC, "fp16", 2, 4, 700, 8, 4, 128, 0, KV(650, 0), .row_pad = 2, .params = "sp=4"},
+    {DEC, "bf16", 3, 2, 640, 8, 2, 128, 1, KV(640, 100, 1), QL(2, 1, 2), .params = "sp=4"},
+    {DEC, "bf16", 3, 2, 640, 8, 2, 128, 1, KV(640, 100, 1), QL(2, 1, 2), .params = "sp=1"},
+};
+const int suite_decode_n = sizeof suite_decode / sizeof suite_decode[0];
+
+/*
+ * attn_prefill: lengths 1, 17, 63, 64, 65, 1000, 4097 (4097 against the GPU naive kernel),
+ * causal with sq < skv, packed varlen (q packed, k/v packed or a cache with kv_len),
+ * strided views (rows padded to 2x, a permuted [B,H,S,D] view), tile params.
+ */
+const suite_case suite_prefill[] = {
+    {PRE, "bf16", 2, 1, 1, 8, 2, 128, 0},
+    {PRE, "bf16", 2, 1, 1, 8, 2, 128, 1},
+    {PRE, "fp16", 2, 17, 17, 4, 1, 64, 1},
+    {PRE, "bf16", 1, 63, 63, 8, 4, 256, 1},
+    {PRE, "fp16", 1, 64, 64, 6, 2, 128, 0, .mut = MUT_YES},
+    {PRE, "bf16", 2, 65, 65, 8, 2, 128, 1, .mut = MUT_YES},
+    {PRE, "fp16", 1, 1000, 1000, 8, 2, 128, 1},
+    {PRE, "bf16", 1, 4097, 4097, 8, 2, 128, 1, .ref = REF_NAIVE},
+    {PRE, "fp16", 1, 4097, 4097, 16, 2, 64, 0, .ref = REF_NAIVE},
+    /* causal, sq < skv (bottom-right) */
+    {PRE, "fp16", 2, 65, 1000, 8, 2, 64, 1, .mut = MUT_YES},
+    {PRE, "bf16", 1, 17, 4097, 32, 8, 128, 1},
+    {PRE, "bf16", 2, 63, 200, 8, 4, 128, 1, KV(200, 63)},
+    /* packed varlen */
+    {PRE, "bf16", 4, 300, 0, 8, 2, 128, 1, KV(1, 64, 400, 0), QL(1, 17, 300, 65), .packed_kv = 1},
+    {PRE, "fp16", 3, 200, 512, 6, 2, 64, 0, KV(100, 512, 200), QL(63, 1, 200)},
+    /* strided views */
+    {PRE, "bf16", 2, 200, 300, 8, 4, 128, 1, .row_pad = 2},
+    {PRE, "fp16", 2, 130, 130, 8, 2, 128, 0, .layout = TUNE_LAYOUT_BHSD},
+    {PRE, "bf16", 2, 100, 0, 4, 2, 64, 1, KV(150, 37), QL(100, 37), .packed_kv = 1, .layout = TUNE_LAYOUT_BHSD,
+     .row_pad = 2},
+    /* tile params */
+    {PRE, "fp16", 1, 300, 333, 8, 2, 64, 1, .params = "bm=64,w=4,bn=128,stages=3"},
+    {PRE, "bf16", 1, 300, 333, 8, 2, 128, 0, .params = "bm=64,w=4,bn=32,stages=1"},
+    {PRE, "bf16", 1, 257, 257, 6, 2, 256, 1, .params = "bm=64,w=4,bn=32,stages=2"},
+};
+const int suite_prefill_n = sizeof suite_prefill / sizeof suite_prefill[0];
+
+/* attn_naive against the CPU fp64 reference: small cases (the naive kernel is the fast gate for big shapes) */
+const suite_case suite_naive[] = {
+    {.family = "attn_naive", "bf16", 2, 3, 100, 8, 2, 128, 1, KV(100, 0)},
+    {.family = "attn_naive", "fp16", 1, 17, 33, 6, 2, 64, 0},
+    {.family = "attn_naive", "bf16", 3, 9, 0, 4, 1, 256, 1, KV(7, 3, 20), QL(5, 0, 9), .packed_kv = 1,
+     .layout = TUNE_LAYOUT_BHSD, .row_pad = 2},
+    {.family = "attn_naive", "fp16", 2, 1, 500, 32, 8, 128, 0, KV(500, 1)},
+    {.family = "attn_naive", "bf16", 1, 65, 200, 8, 2, 128, 1},
+};
+const int suite_naive_n = sizeof suite_naive / sizeof suite_naive[0];
+
+/* attn_combine: d is dv, splits the number of partials */
+const suite_case suite_combine[] = {
+    {.family = "attn_combine", "bf16", 2, 3, 0, 8, 1, 128, .splits = 4},
+    {.family = "attn_combine", "fp16", 1, 1, 0, 32, 1, 64, .splits = 3, .params = "rows=2,vec=2"},
+    {.family = "attn_combine", "bf16", 2, 2, 0, 4, 1, 256, .splits = 16, .params = "rows=1,vec=8"},
+    {.family = "attn_combine", "fp16", 1, 5, 0, 6, 1, 512, .splits = 2, .params = "rows=1,vec=4"},
+};
+const int suite_combine_n = sizeof suite_combine / sizeof suite_combine[0];
+
+/* Head-mapping bugs, an off-by-one causal bound, wrong split boundaries (templates/attn/fwd.cuh). */
+const suite_mutant suite_mutants[] = {
+    {"kvhead (h/hkv)%hkv", "KF_MUTANT_KVHEAD", "h / KF_G", "(h / p.hkv) % p.hkv"},
+    {"kvhead h/hkv", "KF_MUTANT_KVHEAD", "h / KF_G", "h / p.hkv"},
+    {"kvhead h%hkv", "KF_MUTANT_KVHEAD", "h / KF_G", "h % p.hkv"},
+    {"causal bound +1", "KF_MUTANT_CAUSAL", "n_kv - n_q", "n_kv - n_q + 1"},
+    {"causal bound -1", "KF_MUTANT_CAUSAL", "n_kv - n_q", "n_kv - n_q - 1"},
+    {"split end -1", "KF_MUTANT_SPLIT", "kbeg + bps * KF_BN)", "kbeg + bps * KF_BN - 1)"},
+    {"split start overlaps", "KF_MUTANT_SPLIT", "split * bps * KF_BN,", "split * (bps - 1) * KF_BN,"},
+};
+const int suite_mutants_n = sizeof suite_mutants / sizeof suite_mutants[0];
+
+/* ---- build side ------------------------------------------------------------------ */
+
+int suite_open(suite *s, int have_gpu, int mutant)
+{
+    memset(s, 0, sizeof *s);
+    s->mutant = mutant;
+    s->host = gen_host_new(NULL);
+    if (!s->host) {
+        fprintf(stderr, "error: cannot start the template host\n");
+        return -1;
+    }
+    gen_device dev;
+    const char *arch = "sm_90a";
+    rt_devinfo info;
+    char err[512];
+    if (have_gpu && rt_device_info(0, &info, err, sizeof err) == 0) {
+        rt_gen_device(&info, &dev);
+        arch = dev.arch;
+    } else {
+        gen_device_for_arch(&dev, arch);
+    }
+    if (gen_target_init(&s->tg, arch, 0, &dev)) {
+        fprintf(stderr, "error: unknown arch '%s'\n", arch);
+        return -1;
+    }
+    const char *p = getenv("KFORGE_TEST_DB");
+    snprintf(s->db_path, sizeof s->db_path, "%s", p && *p ? p : "test_gpu.db");
+    if (db_open(&s->db, s->db_path, DB_CREATE) != DB_OK) {
+        fprintf(stderr, "error: %s\n", db_errmsg(s->db));
+        db_close(s->db);
+        s->db = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void suite_close(suite *s)
+{
+    for (int i = 0; i < s->n_jobs; i++)
+        gen_job_free(&s->jobs[i]);
+    free(s->jobs);
+    db_close(s->db);
+    gen_host_free(s->host);
+    memset(s, 0, sizeof *s);
+}
+
+static int mutate(suite *s, gen_job *j, char *why, size_t whyn)
+{
+    const suite_mutant *m = &suite_mutants[s->mutant];
+    size_t n = strlen(j->src), extra = 64 + strlen(m->to);
+    char *out = malloc(n + extra * 8 + 1), *w = out;
+    int planted = 0;
+    const char *line = j->src;
+    while (*line) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
+        char buf[4096];
+        int done = 0;
+        if (len < sizeof buf) {
+            memcpy(buf, line, len);
+            buf[len] = 0;
+            char *at = strstr(buf, m->marker) ? strstr(buf, m->from) : NULL;
+            if (at && planted < 8) {
+                w += sprintf(w, "%.*s%s%s", (int)(at - buf), buf, m->to, at + strlen(m->from));
+                planted++;
+                done = 1;
+            }
+        }
+        if (!done) {
+            memcpy(w, line, len);
+            w += len;
+        }
+        line += len;
+    }
+    *w = 0;
+    if (!planted) {
+        snprintf(why, whyn, "mutant '%s' not planted: no line with %s containing '%s'", m->name, m->marker, m->from);
+        free(out);
+        return -1;
+    }
+    free(j->src);
+    j->src = out;
+    char hex[33];
+    gen_hash128_str(out, hex);
+    hex[16] = 0;
+    char key[600];
+    snprintf(key, sizeof key, "%s.%s.mutant-%s", j->binary_key, s->tg.arch, hex);
+    snprintf(j->cache_key, sizeof j->cache_key, "%s", key);
+    return 0;
+}
+
+static void case_shape(const suite_case *c, gen_kvset *shape)
+{
+    gen_kv_clear(shape);
+    gen_kv_set_str(shape, "dtype", c->dtype);
+    gen_kv_set_int(shape, "b", c->b);
+    gen_kv_set_int(shape, "sq", c->sq);
+    gen_kv_set_int(shape, "hq", c->hq);
+    if (!strcmp(c->family, "attn_combine")) {
+        gen_kv_set_int(shape, "dv", c->d);
+        return;
+    }
+    gen_kv_set_int(shape, "skv", c->skv);
+    gen_kv_set_int(shape, "hkv", c->expand ? c->hq : c->hkv);
+    gen_kv_set_int(shape, "d", c->d);
+    gen_kv_set_int(shape, "causal", c->causal);
+}
+
+int suite_job(suite *s, const suite_case *c, int naive, char *why, size_t whyn)
+{
+    const char *family = naive ? "attn_naive" : c->family;
+    gen_tmpl *t = gen_tmpl_load(s->host, family);
+    if (!t) {
+        snprintf(why, whyn, "%s", gen_host_errmsg(s->host));
+        return -1;
+    }
+    gen_kvset shape, fixed, params;
+    case_shape(c, &shape);
+    if (gen_tmpl_fixed(t, &shape, &fixed) || gen_tmpl_default(t, &shape, &s->tg.dev, &params)) {
+        snprintf(why, whyn, "%s", gen_host_errmsg(s->host));
+        return -1;
+    }
+    if (c->params && !naive) {
+        gen_kvset over;
+        char e[256];
+        gen_kv_clear(&over);
+        if (gen_kv_parse(&over, c->params, e, sizeof e)) {
+            snprintf(why, whyn, "bad params '%s': %s", c->params, e);
+            return -1;
+        }
+        gen_kv_merge(&params, &over);
+    }
+    if (gen_tmpl_check_params(t, &params)) {
+        snprintf(why, whyn, "%s", gen_host_errmsg(s->host));
+        return -1;
+    }
+    char w[256];
+    int ok = gen_tmpl_valid(t, &fixed, &params, &s->tg.dev, w, sizeof w);
+    if (ok <= 0) {
+        snprintf(why, whyn, "variant not valid: %s", ok < 0 ? gen_host_errmsg(s->host) : w);
+        return -1;
+    }
+    char vkey[512];
+    if (gen_variant_key(t, &fixed, &params, 0, vkey, sizeof vkey)) {
+        snprintf(why, whyn, "%s", gen_host_errmsg(s->host));
+        return -1;
+    }
+    for (int i = 0; i < s->n_jobs; i++)
+        if (!strcmp(s->jobs[i].variant_key, vkey))
+            return i;
+    if (s->n_jobs == s->cap_jobs) {
+        s->cap_jobs = s->cap_jobs ? 2 * s->cap_jobs : 64;
+        s->jobs = realloc(s->jobs, sizeof *s->jobs * (size_t)s->cap_jobs);
+    }
+    gen_job *j = &s->jobs[s->n_jobs];
+    memset(j, 0, sizeof *j);
+    j->tmpl = t;
+    j->fixed = fixed;
+    j->params = params;
+    if (gen_build_prepare(j, &s->tg)) {
+        snprintf(why, whyn, "%s", gen_host_errmsg(s->host));
+        gen_job_free(j);
+        return -1;
+    }
+    int gqa = !strcmp(family, "attn_decode") || !strcmp(family, "attn_prefill");
+    if (s->mutant >= 0 && gqa && mutate(s, j, why, whyn)) {
+        gen_job_free(j);
+        return -1;
+    }
+    return s->n_jobs++;
+}
+
+static void progress(const gen_job *j, int done, int total, void *arg)
+{
+    (void)arg;
+    if (j->failed)
+        fprintf(stderr, "[%d/%d] FAILED %s: %s\n", done, total, j->binary_key, j->err);
+    else if (!j->cache_hit)
+        fprintf(stderr, "[%d/%d] compiled %s (%.0f ms)\n", done, total, j->binary_key, j->bin.ms);
+}
+
+int suite_build(suite *s)
+{
+    /* one compile per distinct binary; duplicates (runtime params) get a copy of the image */
+    int *uniq = calloc((size_t)s->n_jobs + 1, sizeof(int)), nu = 0;
+    gen_job *tmp = calloc((size_t)s->n_jobs + 1, sizeof *tmp);
+    for (int i = 0; i < s->n_jobs; i++) {
+        if (s->jobs[i].bin.image)
+            continue;
+        int dup = 0;
+        for (int k = 0; k < nu && !dup; k++)
+            dup = !strcmp(s->jobs[uniq[k]].cache_key, s->jobs[i].cache_key);
+        if (!dup) {
+            tmp[nu] = s->jobs[i];
+            uniq[nu++] = i;
+        }
+    }
+    char dberr[512] = "";
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    if (nu)
+        fprintf(stderr, "resolving %d binar%s (cache %s, compiling the misses)\n", nu, nu == 1 ? "y" : "ies", s->db_path);
+    int failed = nu ? gen_build_run(tmp, nu, (int)(nproc > 0 ? nproc : 1), s->db, &s->tg, progress, NULL, dberr,
+                                    sizeof dberr)
+                    : 0;
+    if (failed < 0) {
+        fprintf(stderr, "error: %s\n", dberr);
+        failed = nu;
+    }
+    for (int k = 0; k < nu; k++) {
+        gen_job *j = &s->jobs[uniq[k]];
+        j->bin = tmp[k].bin;
+        j->failed = tmp[k].failed;
+        j->cache_hit = tmp[k].cache_hit;
+        memcpy(j->err, tmp[k].err, sizeof j->err);
+    }
+    for (int i = 0; i < s->n_jobs; i++) {
+        gen_job *j = &s->jobs[i];
+        if (j->bin.image || j->failed)
+            continue;
+        for (int k = 0; k < nu; k++) {
+            const gen_job *u = &s->jobs[uniq[k]];
+            if (strcmp(u->cache_key, j->cache_key))
+                continue;
+            j->failed = u->failed;
+            memcpy(j->err, u->err, sizeof j->err);
+            if (u->bin.image) {
+                j->bin.image = malloc(u->bin.size + 1);
+                memcpy(j->bin.image, u->bin.image, u->bin.size);
+                ((char *)j->bin.image)[u->bin.size] = 0;
+                j->bin.size = u->bin.size;
+                j->bin.is_ptx = u->bin.is_ptx;
+            }
+        }
+    }
+    free(uniq);
+    free(tmp);
+    s->failed_builds = failed;
+    return failed;
+}
+
+/* ---- running ------------------------------------------------------------------ */
+
+void suite_attn_case(const suite_case *c, tune_attn_case *tc)
+{
+    memset(tc, 0, sizeof *tc);
+    tc->dtype = !strcmp(c->dtype, "fp16") ? CHECK_FP16 : CHECK_BF16;
+    tc->b = c->b;
+    tc->sq = c->sq;
+    tc->skv = c->skv;
+    tc->hq = c->hq;
+    tc->hkv = c->hkv;
+    tc->d = c->d;
+    tc->causal = c->causal;
+    tc->kv_len = c->kv_len_n ? c->kv_len : NULL;
+    tc->q_lens = c->q_lens_n ? c->q_lens : NULL;
+    tc->packed_kv = c->packed_kv;
+    tc->layout = c->layout;
+    tc->row_pad = c->row_pad;
+    tc->expand_kv = c->expand;
+}
+
+int suite_ref_mode(const suite_case *c)
+{
+    if (c->ref)
+        return c->ref;
+    tune_attn_case tc;
+    suite_attn_case(c, &tc);
+    return tune_attn_ref_work(&tc) > TUNE_ATTN_CPU_REF_MAX ? REF_NAIVE : REF_CPU;
+}
+
+void suite_case_str(const suite_case *c, char *buf, size_t n)
+{
+    size_t w = 0;
+    w += (size_t)snprintf(buf + w, n - w, "%s b%d sq%d", c->dtype, c->b, c->sq);
+    if (!strcmp(c->family, "attn_combine")) {
+        snprintf(buf + w, n - w, " hq%d dv%d splits%d", c->hq, c->d, c->splits);
+        return;
+    }
+    w += (size_t)snprintf(buf + w, n - w, " skv%d %d/%d d%d c%d", c->skv, c->hq, c->hkv, c->d, c->causal);
+    if (c->kv_len_n && w < n) {
+        w += (size_t)snprintf(buf + w, n - w, " kv[");
+        for (int i = 0; i < c->kv_len_n && w < n; i++)
+            w += (size_t)snprintf(buf + w, n - w, "%s%d", i ? "," : "", c->kv_len[i]);
+        w += (size_t)snprintf(buf + w, n - w, "]");
+    }
+    if (c->q_lens_n && w < n) {
+        w += (size_t)snprintf(buf + w, n - w, " q[");
+        for (int i = 0; i < c->q_lens_n && w < n; i++)
+            w += (size_t)snprintf(buf + w, n - w, "%s%d", i ? "," : "", c->q_lens[i]);
+        w += (size_t)snprintf(buf + w, n - w, "]%s", c->packed_kv ? " packed-kv" : "");
+    }
+    if (c->layout == TUNE_LAYOUT_BHSD && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " bhsd");
+    if (c->row_pad > 1 && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " pad%d", c->row_pad);
+    if (c->expand && w < n)
+        snprintf(buf + w, n - w, " expanded");
+}
+
+static const char *short_key(const char *key)
+{
+    const char *dot = key ? strchr(key, '.') : NULL;
+    return dot ? dot + 1 : (key ? key : "?");
+}
+
+int suite_run_case(suite *s, tune_attn_ctx *ctx, const suite_case *c, int quiet)
+{
+    char shape[256], why[2600] = "";
+    suite_case_str(c, shape, sizeof shape);
+    tune_attn_result r;
+    memset(&r, 0, sizeof r);
+    const char *vkey = "?";
+    int ok = 0;
+    int ji = suite_job(s, c, 0, why, sizeof why);
+    int mode = suite_ref_mode(c);
+    int ni = (ji >= 0 && mode == REF_NAIVE) ? suite_job(s, c, 1, why, sizeof why) : -1;
+    tune_attn_variant v, nv;
+    if (ji >= 0) {
+        vkey = s->jobs[ji].variant_key;
+        if (tune_attn_variant_from_job(&v, &s->jobs[ji]))
+            snprintf(why, sizeof why, "not built: %s", s->jobs[ji].err);
+        else if (mode == REF_NAIVE && (ni < 0 || tune_attn_variant_from_job(&nv, &s->jobs[ni])))
+            snprintf(why, sizeof why, "naive reference not built%s%s", ni >= 0 ? ": " : "",
+                     ni >= 0 ? s->jobs[ni].err : "");
+        else if (!strcmp(c->family, "attn_combine")) {
+            tune_combine_case cc = {.dtype = !strcmp(c->dtype, "fp16") ? CHECK_FP16 : CHECK_BF16,
+                                    .b = c->b, .sq = c->sq, .hq = c->hq, .dv = c->d, .splits = c->splits};
+            if (tune_attn_check_combine(ctx, &v, &cc, &r) == 0)
+                ok = r.pass;
+            snprintf(why, sizeof why, "%s", r.msg);
+        } else {
+            tune_attn_case tc;
+            suite_attn_case(c, &tc);
+            if (tune_attn_check(ctx, &v, &tc, mode == REF_NAIVE ? &nv : NULL, 0, &r, NULL) == 0)
+                ok = r.pass;
+            snprintf(why, sizeof why, "%s", r.msg);
+        }
+    }
+    if (!quiet) {
+        if (r.ran)
+            printf("%-12s %-58s %-44s %9.2e %9.2e %-9s %s\n", c->family, shape, short_key(vkey), r.o.rel_err,
+                   r.lse.max_abs, r.ref, ok ? "pass" : "FAIL");
+        else
+            printf("%-12s %-58s %-44s %9s %9s %-9s %s\n", c->family, shape, short_key(vkey), "-", "-", r.ref, "FAIL");
+        if (!ok)
+            printf("    -> %s\n", why);
+        fflush(stdout);
+    }
+    tune_attn_result_free(&r);
+    return ok;
+}

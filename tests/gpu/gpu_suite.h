@@ -1,0 +1,78 @@
+/* tests/gpu/gpu_suite.h: the GPU attention suite's cases, variant builds and runs, shared by test_attn_gpu and the mutant test */
+#ifndef KF_TESTS_GPU_SUITE_H
+#define KF_TESTS_GPU_SUITE_H
+
+#include "gen/build.h"
+#include "tuner/attn_run.h"
+
+enum { REF_AUTO = 0, REF_CPU = 1, REF_NAIVE = 2 };
+enum { MUT_NONE = 0, MUT_YES = 1 };   /* case takes part in the mutant runs */
+
+/* One case of the suite. Zero-terminated lists. */
+typedef struct suite_case {
+    const char *family;        /* attn_decode, attn_prefill, attn_naive, attn_combine */
+    const char *dtype;
+    int b, sq, skv, hq, hkv, d, causal;
+    int kv_len[8];             /* b entries when kv_len_n */
+    int kv_len_n;
+    int q_lens[8];             /* b entries when q_lens_n (packed q) */
+    int q_lens_n;
+    int packed_kv;
+    int layout, row_pad;
+    const char *params;        /* overrides over the template default, or NULL */
+    int ref;                   /* REF_* */
+    int mut;                   /* MUT_* */
+    int splits;                /* attn_combine: splits */
+    int expand;                /* run on K/V expanded to hq heads with the g = 1 variant (bitwise check) */
+} suite_case;
+
+extern const suite_case suite_decode[];
+extern const suite_case suite_prefill[];
+extern const suite_case suite_naive[];
+extern const suite_case suite_combine[];
+extern const int suite_decode_n, suite_prefill_n, suite_naive_n, suite_combine_n;
+
+/* A mutation: in each line holding `marker`, replace `from` by `to`. */
+typedef struct suite_mutant {
+    const char *name, *marker, *from, *to;
+} suite_mutant;
+extern const suite_mutant suite_mutants[];
+extern const int suite_mutants_n;
+
+/* The build side: a template host, target, database, and one job per distinct variant. */
+typedef struct suite {
+    gen_host *host;
+    gen_target tg;
+    db_store *db;
+    char db_path[512];
+    gen_job *jobs;
+    int n_jobs, cap_jobs;
+    int mutant;                /* -1: none; index into suite_mutants applied to every GQA source */
+    int failed_builds;
+} suite;
+
+/* Opens the host (embedded templates or $KFORGE_TEMPLATE_DIR), the target (the GPU's arch
+ * when one is present and have_gpu, else sm_90a) and the database ($KFORGE_TEST_DB or
+ * ./test_gpu.db). 0 or -1 (message printed). */
+int suite_open(suite *s, int have_gpu, int mutant);
+void suite_close(suite *s);
+
+/* The job of case c (added on first use; the naive reference of c when naive). Returns the
+ * job index, or -1 with the reason in why (invalid variant, template error, mutant not planted). */
+int suite_job(suite *s, const suite_case *c, int naive, char *why, size_t whyn);
+/* Compiles every job not in the database yet, in parallel. Returns the failed count. */
+int suite_build(suite *s);
+
+/* Case c as a tune_attn_case (arrays point into c). */
+void suite_attn_case(const suite_case *c, tune_attn_case *tc);
+/* Reference mode of c (REF_CPU or REF_NAIVE). */
+int suite_ref_mode(const suite_case *c);
+
+/* "attn_decode bf16 b3 sq4 skv700 8/2 d128 c1 kv[700,0,1] bhsd pad2" */
+void suite_case_str(const suite_case *c, char *buf, size_t n);
+
+/* Runs case c (its variant already built) and prints one table row. Returns 1 pass, 0 fail.
+ * quiet: no row. */
+int suite_run_case(suite *s, tune_attn_ctx *ctx, const suite_case *c, int quiet);
+
+#endif

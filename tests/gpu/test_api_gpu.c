@@ -1,0 +1,274 @@
+/* tests/gpu/test_api_gpu.c: the public API on a GPU: plan/run against the fp64 reference, graphs, threads */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda.h"
+#include "runtime/kforge.h"
+#include "tuner/check.h"
+#include "tuner/ref_attn.h"
+
+static const rt_cu *cu;
+static kf_ctx *ctx;
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        CUresult r_ = (x);                                                                         \
+        if (r_)                                                                                    \
+            fail_msg("%s failed: %d", #x, r_);                                                     \
+    } while (0)
+
+typedef struct problem {
+    int b, sq, skv, hq, hkv, d, causal;
+    check_dtype dt;
+    uint16_t *hq_, *hk, *hv;
+    int *kv_len;
+    CUdeviceptr q, k, v, o, lse, kvl;
+    double *ref_o, *ref_lse;
+} problem;
+
+static void problem_init(problem *p, int b, int sq, int skv, int hq, int hkv, int d, int causal)
+{
+    memset(p, 0, sizeof *p);
+    p->b = b, p->sq = sq, p->skv = skv, p->hq = hq, p->hkv = hkv, p->d = d, p->causal = causal;
+    p->dt = CHECK_BF16;
+    size_t nq = (size_t)b * sq * hq * d, nk = (size_t)b * skv * hkv * d;
+    p->hq_ = malloc(nq * 2), p->hk = malloc(nk * 2), p->hv = malloc(nk * 2);
+    p->kv_len = malloc(sizeof(int) * (size_t)b);
+    uint64_t seed = check_fresh_seed();
+    check_fill_uniform(p->dt, p->hq_, nq, seed);
+    check_fill_uniform(p->dt, p->hk, nk, seed + 1);
+    check_fill_uniform(p->dt, p->hv, nk, seed + 2);
+    for (int i = 0; i < b; i++) {
+        p->kv_len[i] = i == 0 ? skv : (int)((seed >> (i % 40)) % (uint64_t)(skv + 1));
+        /* NaN past every sequence's length: a kernel that reads it fails */
+        for (int j = p->kv_len[i]; j < skv; j++) {
+            size_t off = ((size_t)i * skv + j) * hkv * d;
+            check_fill_nan(p->dt, p->hk + off, (size_t)hkv * d);
+            check_fill_nan(p->dt, p->hv + off, (size_t)hkv * d);
+        }
+    }
+    CK(cu->MemAlloc(&p->q, nq * 2));
+    CK(cu->MemAlloc(&p->k, nk * 2));
+    CK(cu->MemAlloc(&p->v, nk * 2));
+    CK(cu->MemAlloc(&p->o, nq * 2));
+    CK(cu->MemAlloc(&p->lse, (size_t)b * hq * sq * 4));
+    CK(cu->MemAlloc(&p->kvl, sizeof(int) * (size_t)b));
+    CK(cu->MemcpyHtoD(p->q, p->hq_, nq * 2));
+    CK(cu->MemcpyHtoD(p->k, p->hk, nk * 2));
+    CK(cu->MemcpyHtoD(p->v, p->hv, nk * 2));
+    CK(cu->MemcpyHtoD(p->kvl, p->kv_len, sizeof(int) * (size_t)b));
+    ref_attn_desc r;
+    memset(&r, 0, sizeof r);
+    r.dtype = p->dt;
+    r.q = p->hq_, r.k = p->hk, r.v = p->hv;
+    r.kv_len = p->kv_len;
+    r.q_sb = (long long)sq * hq * d, r.q_ss = (long long)hq * d, r.q_sh = d;
+    r.k_sb = r.v_sb = (long long)skv * hkv * d, r.k_ss = r.v_ss = (long long)hkv * d, r.k_sh = r.v_sh = d;
+    r.b = b, r.sq = sq, r.skv = skv, r.hq = hq, r.hkv = hkv, r.d = d, r.dv = d, r.causal = causal;
+    r.scale = 1.0 / sqrt((double)d);
+    p->ref_o = malloc(sizeof(double) * nq);
+    p->ref_lse = malloc(sizeof(double) * (size_t)b * sq * hq);
+    ref_attn(&r, p->ref_o, p->ref_lse);
+}
+
+static void problem_free(problem *p)
+{
+    cu->MemFree(p->q), cu->MemFree(p->k), cu->MemFree(p->v), cu->MemFree(p->o), cu->MemFree(p->lse);
+    cu->MemFree(p->kvl);
+    free(p->hq_), free(p->hk), free(p->hv), free(p->kv_len), free(p->ref_o), free(p->ref_lse);
+}
+
+static kf_attn_tensors tensors_of(const problem *p)
+{
+    kf_attn_tensors t;
+    memset(&t, 0, sizeof t);
+    t.q = (void *)(uintptr_t)p->q, t.k = (void *)(uintptr_t)p->k, t.v = (void *)(uintptr_t)p->v;
+    t.o = (void *)(uintptr_t)p->o;
+    t.lse = (float *)(uintptr_t)p->lse;
+    t.kv_len = (const int32_t *)(uintptr_t)p->kvl;
+    t.batch = p->b, t.q_len = p->sq;
+    return t;
+}
+
+/* Compares o (and lse, whose layout is [B, Hq, Sq]) with the reference; returns 1 when it passes. */
+static int verify(const problem *p, char *why, size_t n)
+{
+    size_t nq = (size_t)p->b * p->sq * p->hq * p->d, nl = (size_t)p->b * p->hq * p->sq;
+    uint16_t *o = malloc(nq * 2);
+    float *lse = malloc(nl * 4);
+    double *rl = malloc(nl * sizeof(double));
+    cu->MemcpyDtoH(o, p->o, nq * 2);
+    cu->MemcpyDtoH(lse, p->lse, nl * 4);
+    for (int b = 0; b < p->b; b++)
+        for (int i = 0; i < p->sq; i++)
+            for (int h = 0; h < p->hq; h++)
+                rl[((size_t)b * p->hq + h) * p->sq + i] = p->ref_lse[((size_t)b * p->sq + i) * p->hq + h];
+    check_stats s;
+    check_lse_stats ls;
+    check_compare(p->dt, o, p->ref_o, nq, &s);
+    check_compare_lse(lse, rl, nl, &ls);
+    int ok = check_pass(&s, check_tol(p->dt)) && check_lse_pass(&ls, CHECK_LSE_TOL);
+    char a[256], b2[256];
+    check_format(a, sizeof a, &s, check_tol(p->dt));
+    check_format_lse(b2, sizeof b2, &ls, CHECK_LSE_TOL);
+    snprintf(why, n, "o: %s; lse: %s", a, b2);
+    free(o), free(lse), free(rl);
+    return ok;
+}
+
+static void poison(const problem *p)
+{
+    CK(cu->MemsetD8(p->o, 0xFF, (size_t)p->b * p->sq * p->hq * p->d * 2));
+    CK(cu->MemsetD32(p->lse, 0x7FFFFFFF, (size_t)p->b * p->hq * p->sq));
+}
+
+static kf_attn_desc desc_of(const problem *p)
+{
+    kf_attn_desc d = KF_ATTN_DESC_INIT;
+    d.kind = p->sq <= 16 ? KF_ATTN_DECODE : KF_ATTN_PREFILL;
+    d.dtype = KF_BF16;
+    d.hq = p->hq, d.hkv = p->hkv, d.d = p->d, d.causal = p->causal;
+    d.max_batch = p->b, d.max_q = p->sq, d.max_kv = p->skv;
+    return d;
+}
+
+static void test_api_gpu__plan_and_run_match_the_reference(void **state)
+{
+    int shapes[][7] = {{3, 1, 777, 8, 2, 128, 0}, {2, 4, 1500, 8, 4, 128, 1}, {2, 80, 300, 8, 2, 64, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int *s = shapes[i];
+        problem p;
+        problem_init(&p, s[0], s[1], s[2], s[3], s[4], s[5], s[6]);
+        kf_attn_desc d = desc_of(&p);
+        kf_plan *plan;
+        kf_status st = kf_attn_plan(ctx, &d, &plan);
+        if (st)
+            fail_msg("plan: %s: %s", kf_status_str(st), kf_errmsg(ctx));
+        poison(&p);
+        kf_attn_tensors t = tensors_of(&p);
+        st = kf_attn_run(plan, &t, NULL);
+        if (st)
+            fail_msg("run: %s", kf_errmsg(ctx));
+        CK(cu->CtxSynchronize());
+        char why[600];
+        int ok = verify(&p, why, sizeof why);
+        print_message("%-55s %-8s %s %s\n", kf_plan_variant(plan), kf_plan_source(plan), ok ? "pass" : "FAIL", why);
+        assert_true(ok);
+        kf_plan_free(plan);
+        problem_free(&p);
+    }
+}
+
+static void test_api_gpu__graph_of_100_steps_replays(void **state)
+{
+    problem p;
+    problem_init(&p, 4, 1, 2048, 32, 8, 128, 0);
+    kf_attn_desc d = desc_of(&p);
+    kf_plan *plan;
+    assert_int_equal(kf_attn_plan(ctx, &d, &plan), KF_OK);
+    CUstream s;
+    CK(cu->StreamCreate(&s, 1 /* non-blocking */));
+    kf_attn_tensors t = tensors_of(&p);
+    poison(&p);
+    CK(cu->StreamBeginCapture(s, 2 /* relaxed */));
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(kf_attn_run(plan, &t, s), KF_OK);
+    CUgraph g;
+    CUgraphExec ge;
+    CK(cu->StreamEndCapture(s, &g));
+    CK(cu->GraphInstantiate(&ge, g, 0));
+    CK(cu->GraphLaunch(ge, s));
+    CK(cu->StreamSynchronize(s));
+    char why[600];
+    int ok = verify(&p, why, sizeof why);
+    print_message("graph of 100 %s: %s %s\n", kf_plan_variant(plan), ok ? "pass" : "FAIL", why);
+    assert_true(ok);
+    cu->GraphExecDestroy(ge), cu->GraphDestroy(g), cu->StreamDestroy(s);
+    kf_plan_free(plan);
+    problem_free(&p);
+}
+
+typedef struct thread_arg {
+    int id, ok;
+    char why[600];
+} thread_arg;
+
+static void *worker(void *arg)
+{
+    thread_arg *a = arg;
+    char err[256];
+    extern int rt_module_context(int, char *, size_t);
+    rt_module_context(0, err, sizeof err);
+    problem p;
+    problem_init(&p, 1 + a->id % 3, 1 + a->id % 2, 500 + 97 * a->id, 8, a->id % 2 ? 4 : 2, 128, a->id % 2);
+    kf_attn_desc d = desc_of(&p);
+    kf_plan *plan;
+    a->ok = 0;
+    if (kf_attn_plan(ctx, &d, &plan) == KF_OK) {
+        CUstream s;
+        cu->StreamCreate(&s, 1);
+        poison(&p);
+        kf_attn_tensors t = tensors_of(&p);
+        if (kf_attn_run(plan, &t, s) == KF_OK && cu->StreamSynchronize(s) == 0)
+            a->ok = verify(&p, a->why, sizeof a->why);
+        cu->StreamDestroy(s);
+        kf_plan_free(plan);
+    } else {
+        snprintf(a->why, sizeof a->why, "plan: %s", kf_errmsg(ctx));
+    }
+    problem_free(&p);
+    return NULL;
+}
+
+static void test_api_gpu__eight_threads_plan_and_run(void **state)
+{
+    pthread_t th[8];
+    thread_arg a[8];
+    for (int i = 0; i < 8; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        a[i].id = i;
+        pthread_create(&th[i], NULL, worker, &a[i]);
+    }
+    int good = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        good += a[i].ok;
+        if (!a[i].ok)
+            print_error("thread %d: %s\n", i, a[i].why);
+    }
+    print_message("8 threads: %d correct\n", good);
+    assert_int_equal(good, 8);
+}
+
+int main(void)
+{
+    char err[512];
+    cu = rt_cuda(err, sizeof err);
+    if (!cu) {
+        printf("skipped: no CUDA device (%s)\n", err);
+        return 77;
+    }
+    kf_config cfg = KF_CONFIG_INIT;
+    cfg.db_path = getenv("KFORGE_TEST_DB") ? getenv("KFORGE_TEST_DB") : "test_gpu.db";
+    if (kf_open(&ctx, &cfg) != KF_OK) {
+        printf("kf_open: %s\n", kf_errmsg(ctx));
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_api_gpu__plan_and_run_match_the_reference),
+        cmocka_unit_test(test_api_gpu__graph_of_100_steps_replays),
+        cmocka_unit_test(test_api_gpu__eight_threads_plan_and_run),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    kf_close(ctx);
+    return rc;
+}

@@ -1,0 +1,216 @@
+/* tests/gpu/test_attn_gpu.c: attention kernels on the GPU against the CPU fp64 reference (and the GPU naive kernel for big shapes), plus the GQA bitwise check */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/cuda.h"
+#include "tests/gpu/gpu_suite.h"
+#include "tuner/attn_run.h"
+
+/*
+ * Needs a GPU: prints "skipped: no CUDA device" and returns 77 without one.
+ * Compiled variants are cached in $KFORGE_TEST_DB (default ./test_gpu.db, in the build folder
+ * under CTest), so reruns do not call NVRTC. With KFORGE_TEST_PRECOMPILE=1 and no GPU, the
+ * variants are compiled for sm_90a into that database first (then the test skips), so a GPU
+ * machine with the same NVRTC finds them all in the cache.
+ */
+
+static suite g_suite;
+static tune_attn_ctx *g_ctx;
+static int g_pass, g_fail;
+
+/* Bitwise pairs: fp16 GQA on (K, V) against the same family with G = 1 on K/V expanded to hq heads,
+ * same tile/split params. */
+static const suite_case bitwise_cases[] = {
+    {.family = "attn_decode", "fp16", 2, 4, 900, 16, 4, 128, 0, .kv_len = {900, 333}, .kv_len_n = 2,
+     .params = "tm=16,w=4,bn=64,stages=2,sp=4"},
+    {.family = "attn_decode", "fp16", 2, 2, 700, 8, 2, 64, 1, .kv_len = {700, 1}, .kv_len_n = 2,
+     .params = "tm=16,w=4,bn=64,stages=2,sp=1"},
+    {.family = "attn_decode", "fp16", 2, 8, 500, 6, 2, 128, 1, .kv_len = {500, 77}, .kv_len_n = 2,
+     .params = "tm=32,w=4,bn=64,stages=2,sp=2"},
+    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "bm=64,w=4,bn=64,stages=2"},
+    {.family = "attn_prefill", "fp16", 2, 65, 200, 6, 2, 64, 0, .params = "bm=128,w=8,bn=64,stages=2"},
+};
+#define N_BITWISE (int)(sizeof bitwise_cases / sizeof bitwise_cases[0])
+
+static void register_jobs(const suite_case *cs, int n)
+{
+    char why[512];
+    for (int i = 0; i < n; i++) {
+        if (suite_job(&g_suite, &cs[i], 0, why, sizeof why) < 0)   /* shows again when the case runs */
+            fprintf(stderr, "warning: %s: %s\n", cs[i].family, why);
+        if (strcmp(cs[i].family, "attn_combine") && suite_ref_mode(&cs[i]) == REF_NAIVE)
+            suite_job(&g_suite, &cs[i], 1, why, sizeof why);
+        if (cs == bitwise_cases) {
+            suite_case e = cs[i];
+            e.expand = 1;
+            suite_job(&g_suite, &e, 0, why, sizeof why);
+        }
+    }
+}
+
+static void header(const char *title)
+{
+    printf("\n== %s\n%-12s %-58s %-44s %9s %9s %-9s %s\n", title, "family", "shape", "variant", "rel_err",
+           "lse_err", "ref", "result");
+}
+
+static int run_group(const suite_case *cs, int n, const char *title)
+{
+    header(title);
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        int ok = suite_run_case(&g_suite, g_ctx, &cs[i], 0);
+        ok ? g_pass++ : (g_fail++, failed++);
+    }
+    return failed;
+}
+
+static void test_attn_gpu__naive_matches_cpu(void **state)
+{
+    (void)state;
+    assert_int_equal(run_group(suite_naive, suite_naive_n, "attn_naive vs CPU fp64"), 0);
+}
+
+static void test_attn_gpu__decode(void **state)
+{
+    (void)state;
+    assert_int_equal(run_group(suite_decode, suite_decode_n, "attn_decode"), 0);
+}
+
+static void test_attn_gpu__prefill(void **state)
+{
+    (void)state;
+    assert_int_equal(run_group(suite_prefill, suite_prefill_n, "attn_prefill"), 0);
+}
+
+static void test_attn_gpu__combine(void **state)
+{
+    (void)state;
+    assert_int_equal(run_group(suite_combine, suite_combine_n, "attn_combine"), 0);
+}
+
+/* One side of a bitwise pair: the case run with a fixed seed, outputs kept. */
+static int run_kept(const suite_case *c, uint64_t seed, tune_attn_result *r, char *why, size_t whyn,
+                    const char **vkey)
+{
+    int ji = suite_job(&g_suite, c, 0, why, whyn);
+    tune_attn_variant v;
+    if (ji < 0)
+        return -1;
+    *vkey = g_suite.jobs[ji].variant_key;
+    if (tune_attn_variant_from_job(&v, &g_suite.jobs[ji])) {
+        snprintf(why, whyn, "not built: %s", g_suite.jobs[ji].err);
+        return -1;
+    }
+    tune_attn_case tc;
+    suite_attn_case(c, &tc);
+    tc.seed = seed;
+    tc.keep_outputs = 1;
+    if (tune_attn_check(g_ctx, &v, &tc, NULL, 0, r, NULL)) {
+        snprintf(why, whyn, "%s", r->msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void test_attn_gpu__gqa_bitwise_equals_expanded(void **state)
+{
+    (void)state;
+    header("bitwise: fp16 GQA (K,V) == G=1 on K/V expanded to hq heads (O and LSE, bit for bit)");
+    int failed = 0;
+    for (int i = 0; i < N_BITWISE; i++) {
+        const suite_case *c = &bitwise_cases[i];
+        suite_case e = *c;
+        e.expand = 1;
+        uint64_t seed = check_fresh_seed();
+        tune_attn_result a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        char why[2600] = "", shape[256];
+        const char *ka = "?", *kb = "?";
+        int ok = 0;
+        suite_case_str(c, shape, sizeof shape);
+        if (run_kept(c, seed, &a, why, sizeof why, &ka) == 0 && run_kept(&e, seed, &b, why, sizeof why, &kb) == 0) {
+            size_t n = (size_t)a.rows * c->hq, no = n * (size_t)c->d, od = 0, ld = 0;
+            double maxd = 0;
+            const uint16_t *oa = a.o_out, *ob = b.o_out;
+            for (size_t k = 0; k < no; k++)
+                if (oa[k] != ob[k]) {
+                    od++;
+                    double d = fabs(check_load(CHECK_FP16, oa, k) - check_load(CHECK_FP16, ob, k));
+                    if (d > maxd)
+                        maxd = d;
+                }
+            for (size_t k = 0; k < n; k++)
+                if (memcmp(&a.lse_out[k], &b.lse_out[k], 4))
+                    ld++;
+            ok = a.rows == b.rows && od == 0 && ld == 0 && a.pass && b.pass;
+            snprintf(why, sizeof why,
+                     "o: %zu of %zu elements differ (max |diff| %.3g); lse: %zu of %zu differ; gqa %s, expanded %s; "
+                     "expanded variant %s; seed %llu",
+                     od, no, maxd, ld, n, a.pass ? "pass" : "FAIL", b.pass ? "pass" : "FAIL", kb,
+                     (unsigned long long)seed);
+        }
+        printf("%-12s %-58s %-44s %9.2e %9.2e %-9s %s\n", c->family, shape, ka, a.o.rel_err, a.lse.max_abs,
+               "expanded", ok ? "pass" : "FAIL");
+        printf("    -> %s\n", why);
+        ok ? g_pass++ : (g_fail++, failed++);
+        tune_attn_result_free(&a);
+        tune_attn_result_free(&b);
+    }
+    assert_int_equal(failed, 0);
+}
+
+int main(void)
+{
+    char err[512];
+    int have_gpu = rt_cuda(err, sizeof err) != NULL;
+    const char *pre = getenv("KFORGE_TEST_PRECOMPILE");
+    if (!have_gpu && !(pre && *pre && strcmp(pre, "0"))) {
+        printf("skipped: no CUDA device\n");
+        return 77;
+    }
+    if (suite_open(&g_suite, have_gpu, -1))
+        return 1;
+    time_t t0 = time(NULL);
+    register_jobs(suite_naive, suite_naive_n);
+    register_jobs(suite_decode, suite_decode_n);
+    register_jobs(suite_prefill, suite_prefill_n);
+    register_jobs(suite_combine, suite_combine_n);
+    register_jobs(bitwise_cases, N_BITWISE);
+    int bad = suite_build(&g_suite);
+    fprintf(stderr, "%d variants ready (%d failed to build) in %ld s for %s\n", g_suite.n_jobs, bad,
+            (long)(time(NULL) - t0), g_suite.tg.arch);
+    if (!have_gpu) {
+        suite_close(&g_suite);
+        printf("skipped: no CUDA device (variants precompiled into %s)\n", getenv("KFORGE_TEST_DB") ? getenv("KFORGE_TEST_DB") : "test_gpu.db");
+        return 77;
+    }
+    g_ctx = tune_attn_open(0, err, sizeof err);
+    if (!g_ctx) {
+        printf("skipped: no CUDA device (%s)\n", err);
+        suite_close(&g_suite);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attn_gpu__naive_matches_cpu),
+        cmocka_unit_test(test_attn_gpu__decode),
+        cmocka_unit_test(test_attn_gpu__prefill),
+        cmocka_unit_test(test_attn_gpu__combine),
+        cmocka_unit_test(test_attn_gpu__gqa_bitwise_equals_expanded),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    printf("\n%d passed, %d failed (%ld s)\n", g_pass, g_fail, (long)(time(NULL) - t0));
+    tune_attn_close(g_ctx);
+    suite_close(&g_suite);
+    return rc ? 1 : 0;
+}

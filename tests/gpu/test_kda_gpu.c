@@ -1,0 +1,701 @@
+/* tests/gpu/test_kda_gpu.c: KDA kernels (naive, decode, prefill) on the GPU against the fp64 recurrence, plus timings */
+#include <setjmp.h>
+#include "runtime/device.h"
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db.h"
+#include "gen/build.h"
+#include "gen/template.h"
+#include "runtime/cuda.h"
+#include "runtime/kda_launch.h"
+#include "runtime/module.h"
+#include "tuner/check.h"
+#include "tuner/ref_kda.h"
+
+#define TOL_O 1e-2
+#define TOL_HT 5e-3
+
+static const rt_cu *cu;
+static int failures;      /* comparisons failed in the current test: every variant runs, the test fails at its end */
+static gen_host *host;
+static db_store *db;
+static gen_target tg;
+static rt_devinfo dinfo;
+
+#define CU(call) do { CUresult r_ = (call); if (r_) { char b_[128]; rt_cuda_errstr(r_, b_, sizeof b_); \
+    fail_msg("%s: %s", #call, b_); } } while (0)
+
+/* ---- variants ------------------------------------------------------------------------- */
+
+typedef struct variant {
+    gen_kvset vp;            /* fixed + params + family */
+    rt_module m;
+    char key[512];
+} variant;
+
+static void variant_build(variant *v, const char *family, const gen_kvset *shape, const gen_kvset *params)
+{
+    char err[2048];
+    gen_tmpl *t = gen_tmpl_load(host, family);
+    if (!t)
+        fail_msg("load %s: %s", family, gen_host_errmsg(host));
+    gen_job j;
+    memset(&j, 0, sizeof j);
+    j.tmpl = t;
+    if (gen_tmpl_fixed(t, shape, &j.fixed))
+        fail_msg("fixed %s: %s", family, gen_host_errmsg(host));
+    if (params)
+        j.params = *params;
+    else if (gen_tmpl_default(t, shape, &tg.dev, &j.params))
+        fail_msg("default %s: %s", family, gen_host_errmsg(host));
+    if (gen_build_prepare(&j, &tg))
+        fail_msg("prepare %s: %s", family, gen_host_errmsg(host));
+    if (gen_build_run(&j, 1, 4, db, &tg, NULL, NULL, err, sizeof err) != 0 || j.failed)
+        fail_msg("compile %s: %s %s", j.variant_key, j.err, err);
+    rt_kernel_desc kd[GEN_MAX_KERNELS];
+    for (int i = 0; i < j.n_kernels; ++i) {
+        snprintf(kd[i].name, sizeof kd[i].name, "%s", j.kernels[i].name);
+        kd[i].threads = j.kernels[i].threads;
+        kd[i].smem = j.kernels[i].smem;
+    }
+    memset(v, 0, sizeof *v);
+    if (rt_module_load(&v->m, j.bin.image, kd, j.n_kernels, err, sizeof err))
+        fail_msg("load %s: %s", j.variant_key, err);
+    snprintf(v->key, sizeof v->key, "%s", j.variant_key);
+    v->vp = j.fixed;
+    gen_kv_merge(&v->vp, &j.params);
+    gen_kv_set_str(&v->vp, "family", family);
+    gen_job_free(&j);
+}
+
+static void shape_of(gen_kvset *s, int n, int t, int h, int hv, int dk, int dv)
+{
+    gen_kv_clear(s);
+    gen_kv_set_int(s, "n", n); gen_kv_set_int(s, "t", t); gen_kv_set_int(s, "h", h);
+    gen_kv_set_int(s, "hv", hv); gen_kv_set_int(s, "dk", dk); gen_kv_set_int(s, "dv", dv);
+}
+
+typedef struct plist {
+    int n;
+    gen_kvset p[256];
+} plist;
+
+static int collect(const gen_kvset *params, int valid, const char *why, void *arg)
+{
+    plist *l = arg;
+    if (valid && l->n < 256)
+        l->p[l->n++] = *params;
+    return 0;
+}
+
+static void all_variants(const char *family, const gen_kvset *shape, plist *l)
+{
+    gen_tmpl *t = gen_tmpl_load(host, family);
+    gen_kvset fixed;
+    assert_non_null(t);
+    assert_int_equal(gen_tmpl_fixed(t, shape, &fixed), 0);
+    l->n = 0;
+    assert_int_equal(gen_tmpl_enumerate(t, &fixed, &tg.dev, collect, l), 0);
+    assert_true(l->n > 0);
+}
+
+/* ---- device problems ------------------------------------------------------------------ */
+
+typedef struct dprob {
+    const ref_kda_host *hp;
+    kf_kda_params p;         /* device pointers */
+    CUdeviceptr q, k, v, g, beta, alog, dt, h0, ht, o, cu_, ws;
+    size_t ws_bytes;
+} dprob;
+
+static CUdeviceptr up(const void *src, size_t bytes)
+{
+    CUdeviceptr d = 0;
+    if (!src || !bytes)
+        return 0;
+    CU(cu->MemAlloc(&d, bytes + 16));
+    CU(cu->MemcpyHtoD(d, src, bytes));
+    return d;
+}
+
+static void dprob_make(dprob *d, const ref_kda_host *hp)
+{
+    memset(d, 0, sizeof *d);
+    d->hp = hp;
+    d->p = hp->p;
+    d->q = up(hp->q, hp->nq * 2); d->k = up(hp->k, hp->nk * 2); d->v = up(hp->v, hp->nv * 2);
+    d->g = up(hp->g, hp->ng * 4); d->beta = up(hp->beta, hp->nbeta * 4);
+    d->alog = up(hp->a_log, hp->nalog * 4); d->dt = up(hp->dt_bias, hp->ndt * 4);
+    d->h0 = up(hp->h0, hp->nh0 * 4); d->cu_ = up(hp->cu, hp->ncu_bytes);
+    CU(cu->MemAlloc(&d->o, hp->no * 2 + 16));
+    if (hp->nht)
+        CU(cu->MemAlloc(&d->ht, hp->nht * 4 + 16));
+    d->p.q = (void *)d->q; d->p.k = (void *)d->k; d->p.v = (void *)d->v;
+    d->p.g = (float *)d->g; d->p.beta = (float *)d->beta;
+    d->p.a_log = (float *)d->alog; d->p.dt_bias = (float *)d->dt;
+    d->p.h0 = (float *)d->h0; d->p.ht = (float *)d->ht; d->p.o = (void *)d->o;
+    d->p.cu_seqlens = (void *)d->cu_;
+}
+
+static void dprob_free(dprob *d)
+{
+    CUdeviceptr b[] = { d->q, d->k, d->v, d->g, d->beta, d->alog, d->dt, d->h0, d->ht, d->o, d->cu_, d->ws };
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; ++i)
+        if (b[i])
+            cu->MemFree(b[i]);
+    memset(d, 0, sizeof *d);
+}
+
+/* Launches every kernel of v for d (no poison, no sync). */
+static void launch(const variant *v, dprob *d)
+{
+    char err[512];
+    size_t ws = rt_kda_workspace_bytes(&v->vp, &d->p);
+    if (ws > d->ws_bytes) {
+        if (d->ws)
+            cu->MemFree(d->ws);
+        CU(cu->MemAlloc(&d->ws, ws));
+        CU(cu->MemsetD8(d->ws, 0xFF, ws));   /* NaN: a slot read before it is written fails */
+        d->ws_bytes = ws;
+    }
+    d->p.ws = ws ? (void *)d->ws : NULL;
+    if (rt_kda_check(&v->vp, &d->p, err, sizeof err))
+        fail_msg("%s: refused: %s", v->key, err);
+    int nk = rt_kda_kernel_count(&v->vp);
+    assert_int_equal(nk, v->m.n);
+    for (int i = 0; i < nk; ++i) {
+        unsigned grid[3];
+        void *args[] = { &d->p };
+        if (rt_kda_grid(&v->vp, &d->p, i, grid))
+            fail_msg("%s: no grid for kernel %d", v->key, i);
+        if (rt_module_launch(&v->m, i, grid, args, NULL, err, sizeof err))
+            fail_msg("%s: %s", v->key, err);
+    }
+}
+
+/* Outputs of one run, on the host: o as doubles [rows, hv, dv], ht dense K-first doubles (NaN = unwritten). */
+typedef struct result {
+    uint16_t *o;
+    float *ht;             /* dense K-first [nseq, hv, dk, dv] */
+} result;
+
+static void run(const variant *v, dprob *d, result *r)
+{
+    const ref_kda_host *hp = d->hp;
+    CU(cu->MemsetD8(d->o, 0xFF, hp->no * 2));
+    if (d->ht)
+        CU(cu->MemsetD32(d->ht, CHECK_POISON32, hp->nht));
+    launch(v, d);
+    CU(cu->CtxSynchronize());
+    r->o = malloc(hp->no * 2 + 2);
+    CU(cu->MemcpyDtoH(r->o, d->o, hp->no * 2));
+    r->ht = NULL;
+    if (d->ht) {
+        const kf_kda_params *p = &hp->p;
+        float *raw = malloc(hp->nht * 4 + 4);
+        CU(cu->MemcpyDtoH(raw, d->ht, hp->nht * 4));
+        size_t nd = (size_t)p->nseq * p->hv_heads * p->dk * p->dv;
+        r->ht = malloc(nd * 4 + 4);
+        for (int n = 0; n < p->nseq; ++n)
+            for (int hv = 0; hv < p->hv_heads; ++hv)
+                for (int a = 0; a < p->dk; ++a)
+                    for (int c = 0; c < p->dv; ++c)
+                        r->ht[(((size_t)n * p->hv_heads + hv) * p->dk + a) * p->dv + c] =
+                            raw[n * p->ht_sn + hv * p->ht_sh + (p->ht_vfirst ? c * p->ht_sr + a : a * p->ht_sr + c)];
+        free(raw);
+    }
+}
+
+static void result_free(result *r) { free(r->o); free(r->ht); }
+
+/* Reference outputs (fp64): from the CPU oracle, or from a verified GPU run. Heads [hv0, hv0+nhv) only. */
+typedef struct refout {
+    double *o, *ht;
+    int hv0, nhv;
+} refout;
+
+static void ref_cpu(const ref_kda_host *hp, int hv0, int nhv, refout *r)
+{
+    const kf_kda_params *p = &hp->p;
+    r->o = calloc(hp->no + 1, sizeof(double));
+    r->ht = calloc((size_t)p->nseq * p->hv_heads * p->dk * p->dv + 1, sizeof(double));
+    r->hv0 = nhv > 0 ? hv0 : 0;
+    r->nhv = nhv > 0 ? nhv : p->hv_heads;
+    ref_kda(p, r->hv0, r->nhv, r->o, r->ht);
+}
+
+static void ref_from(const ref_kda_host *hp, const result *g, refout *r)
+{
+    const kf_kda_params *p = &hp->p;
+    size_t nht = (size_t)p->nseq * p->hv_heads * p->dk * p->dv;
+    r->o = malloc(sizeof(double) * (hp->no + 1));
+    r->ht = malloc(sizeof(double) * (nht + 1));
+    for (size_t i = 0; i < hp->no; ++i)
+        r->o[i] = check_bf16_to_f32(g->o[i]);
+    for (size_t i = 0; i < nht && g->ht; ++i)
+        r->ht[i] = g->ht[i];
+    r->hv0 = 0;
+    r->nhv = p->hv_heads;
+}
+
+static void refout_free(refout *r) { free(r->o); free(r->ht); }
+
+/* Compares the heads of ref only; fails with the variant key and case name. */
+static void compare(const char *what, const variant *v, const ref_kda_host *hp, const result *g, const refout *ref)
+{
+    const kf_kda_params *p = &hp->p;
+    const long long rows = ref_kda_rows(p);
+    const size_t w = (size_t)ref->nhv * p->dv, sw = (size_t)ref->nhv * p->dk * p->dv;
+    uint16_t *ob = malloc(sizeof(uint16_t) * (rows * w + 1));
+    double *orf = malloc(sizeof(double) * (rows * w + 1));
+    for (long long r = 0; r < rows; ++r)
+        for (size_t c = 0; c < w; ++c) {
+            size_t src = ((size_t)r * p->hv_heads + ref->hv0) * p->dv + c;
+            ob[r * w + c] = g->o[src];
+            orf[r * w + c] = ref->o[src];
+        }
+    check_stats st;
+    char line[256];
+    check_compare(CHECK_BF16, ob, orf, rows * w, &st);
+    check_format(line, sizeof line, &st, TOL_O);
+    if (getenv("KF_TEST_VERBOSE"))
+        printf("  %-34s %-64s o  %s\n", what, v->key, line);
+    if (!check_pass(&st, TOL_O)) {
+        printf("FAIL %s, %s: o %s\n", what, v->key, line);
+        failures++;
+    }
+    free(ob);
+    free(orf);
+    if (g->ht) {
+        float *hb = malloc(sizeof(float) * (p->nseq * sw + 1));
+        double *hr = malloc(sizeof(double) * (p->nseq * sw + 1));
+        for (int n = 0; n < p->nseq; ++n)
+            for (size_t e = 0; e < sw; ++e) {
+                size_t src = ((size_t)n * p->hv_heads + ref->hv0) * p->dk * p->dv + e;
+                hb[n * sw + e] = g->ht[src];
+                hr[n * sw + e] = ref->ht[src];
+            }
+        check_compare(CHECK_FP32, hb, hr, p->nseq * sw, &st);
+        check_format(line, sizeof line, &st, TOL_HT);
+        if (getenv("KF_TEST_VERBOSE"))
+            printf("  %-34s %-64s ht %s\n", what, v->key, line);
+        if (!check_pass(&st, TOL_HT)) {
+            printf("FAIL %s, %s: final state %s\n", what, v->key, line);
+            failures++;
+        }
+        free(hb);
+        free(hr);
+    }
+}
+
+static void check_variant(const char *what, const variant *v, dprob *d, const refout *ref)
+{
+    result r;
+    run(v, d, &r);
+    compare(what, v, d->hp, &r, ref);
+    result_free(&r);
+}
+
+/* ---- cases ------------------------------------------------------------------------------ */
+
+static ref_kda_case kcase(int nseq, const int *lens, int t, int h, int hv, int d)
+{
+    ref_kda_case c;
+    memset(&c, 0, sizeof c);
+    c.nseq = nseq; c.lens = lens; c.t = t; c.h = h; c.hv = hv; c.dk = d; c.dv = d;
+    c.gate = 1; c.lower_bound = -5.0; c.l2norm = 1; c.beta_sigmoid = 1; c.h0 = 1; c.ht = 1;
+    return c;
+}
+
+static const int L3[] = { 17, 0, 16 }, L1[] = { 1 }, L636465[] = { 63, 64, 65 }, L1024[] = { 1024, 0, 31 };
+static const int LMIX[] = { 17, 0, 16, 63, 64, 65 };
+
+/* Small cases every kernel must pass against the CPU oracle. */
+static int small_cases(ref_kda_case *cs, int d)
+{
+    int n = 0;
+    cs[n] = kcase(3, L3, 0, 2, 4, d); cs[n].pad_qk = 8; cs[n].ht = 2; n++;                      /* lb -5, HV = 2H */
+    cs[n] = kcase(1, L1, 0, 2, 2, d); cs[n].gate = 0; cs[n].log_gate_max = 1e-3; cs[n].h0 = 2;   /* log gate ~0, V-first */
+    cs[n].l2norm = 0; cs[n].beta_sigmoid = 0; n++;
+    cs[n] = kcase(3, L636465, 0, 1, 2, d); cs[n].cu64 = 1; cs[n].pad_state = 4; n++;              /* int64, padded state rows */
+    cs[n] = kcase(2, NULL, 40, 2, 2, d); cs[n].gate = 0; cs[n].log_gate_max = 1e-3; cs[n].h0 = 2; /* padded batch */
+    cs[n].ht = 2; cs[n].pad_qk = 8; cs[n].pad_state = 8; n++;
+    return n;
+}
+
+static const char *case_name(const ref_kda_case *c)
+{
+    static char buf[160];
+    snprintf(buf, sizeof buf, "%s%d seqs H%d HV%d d%d %s%s h0-%s ht-%s pad%d/%d",
+             c->lens ? "packed " : "padded ", c->nseq, c->h, c->hv, c->dk,
+             c->gate ? "lb-5" : "loggate", c->cu64 ? " cu64" : "",
+             c->h0 == 2 ? "V" : c->h0 ? "K" : "0", c->ht == 2 ? "V" : c->ht ? "K" : "0", c->pad_qk, c->pad_state);
+    return buf;
+}
+
+static int max_len(const ref_kda_case *c)
+{
+    int m = c->t;
+    for (int i = 0; c->lens && i < c->nseq; ++i)
+        m = c->lens[i] > m ? c->lens[i] : m;
+    return m;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_kda_gpu__check_refuses_bad_arguments(void **state)
+{
+    (void)state;
+    gen_kvset vp;
+    gen_kv_clear(&vp);
+    gen_kv_set_str(&vp, "family", "kda_prefill");
+    gen_kv_set_int(&vp, "dk", 128); gen_kv_set_int(&vp, "dv", 128); gen_kv_set_int(&vp, "chunk", 64);
+    gen_kv_set_int(&vp, "vs", 32); gen_kv_set_int(&vp, "fused", 1);
+    ref_kda_host hp;
+    ref_kda_case c = kcase(3, L3, 0, 2, 4, 128);
+    assert_int_equal(ref_kda_host_make(&hp, &c, 1), 0);
+    char err[256];
+    kf_kda_params p = hp.p;
+    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), 0);
+    p.lower_bound = -6.0f;
+    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "lower_bound"));
+    p = hp.p;
+    p.o_st = 7;
+    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "o strides"));
+    p = hp.p;
+    p.hv_heads = 3;
+    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "hv_heads"));
+    ref_kda_host_free(&hp);
+}
+
+static void test_kda_gpu__naive_matches_oracle(void **state)
+{
+    (void)state;
+    for (int d = 64; d <= 128; d += 64) {
+        ref_kda_case cs[8];
+        int nc = small_cases(cs, d);
+        for (int i = 0; i < nc; ++i) {
+            ref_kda_host hp;
+            assert_int_equal(ref_kda_host_make(&hp, &cs[i], check_fresh_seed()), 0);
+            gen_kvset sh;
+            shape_of(&sh, cs[i].nseq, max_len(&cs[i]), cs[i].h, cs[i].hv, d, d);
+            variant v;
+            variant_build(&v, "kda_naive", &sh, NULL);
+            dprob dp;
+            dprob_make(&dp, &hp);
+            refout ref;
+            ref_cpu(&hp, 0, 0, &ref);
+            check_variant(case_name(&cs[i]), &v, &dp, &ref);
+            refout_free(&ref);
+            dprob_free(&dp);
+            rt_module_unload(&v.m);
+            ref_kda_host_free(&hp);
+        }
+    }
+}
+
+/* Every valid variant of family on every small case (and a multi-token decode case). */
+static void every_variant(const char *family, int d, int all)
+{
+    ref_kda_case cs[8];
+    int nc = small_cases(cs, d);
+    cs[nc] = kcase(6, LMIX, 0, 2, 4, d); cs[nc].h0 = 2; cs[nc].ht = 1; nc++;
+    gen_kvset sh;
+    shape_of(&sh, 6, 64, 2, 4, d, d);
+    plist *l = malloc(sizeof *l);
+    all_variants(family, &sh, l);
+    if (!all) {                                 /* the default variant only */
+        gen_tmpl *t = gen_tmpl_load(host, family);
+        assert_int_equal(gen_tmpl_default(t, &sh, &tg.dev, &l->p[0]), 0);
+        l->n = 1;
+    }
+    printf("  %s d%d: %d variants x %d cases\n", family, d, l->n, nc);
+    for (int i = 0; i < nc; ++i) {
+        ref_kda_host hp;
+        assert_int_equal(ref_kda_host_make(&hp, &cs[i], check_fresh_seed()), 0);
+        dprob dp;
+        dprob_make(&dp, &hp);
+        refout ref;
+        ref_cpu(&hp, 0, 0, &ref);
+        for (int j = 0; j < l->n; ++j) {
+            variant v;
+            variant_build(&v, family, &sh, &l->p[j]);
+            check_variant(case_name(&cs[i]), &v, &dp, &ref);
+            rt_module_unload(&v.m);
+        }
+        refout_free(&ref);
+        dprob_free(&dp);
+        ref_kda_host_free(&hp);
+    }
+    free(l);
+}
+
+static void test_kda_gpu__decode_every_variant(void **state)
+{
+    (void)state;
+    every_variant("kda_decode", 128, 1);
+    every_variant("kda_decode", 64, 1);
+    /* decode proper: 96 sequences of one token */
+    int *ones = malloc(96 * sizeof(int));
+    for (int i = 0; i < 96; ++i)
+        ones[i] = 1;
+    ref_kda_case c = kcase(96, ones, 0, 4, 8, 128);
+    c.pad_state = 4;
+    ref_kda_host hp;
+    assert_int_equal(ref_kda_host_make(&hp, &c, check_fresh_seed()), 0);
+    gen_kvset sh;
+    shape_of(&sh, 96, 1, 4, 8, 128, 128);
+    plist *l = malloc(sizeof *l);
+    all_variants("kda_decode", &sh, l);
+    dprob dp;
+    dprob_make(&dp, &hp);
+    refout ref;
+    ref_cpu(&hp, 0, 0, &ref);
+    for (int j = 0; j < l->n; ++j) {
+        variant v;
+        variant_build(&v, "kda_decode", &sh, &l->p[j]);
+        check_variant("decode 96 x 1 token", &v, &dp, &ref);
+        rt_module_unload(&v.m);
+    }
+    refout_free(&ref);
+    dprob_free(&dp);
+    ref_kda_host_free(&hp);
+    free(l);
+    free(ones);
+}
+
+static void test_kda_gpu__prefill_every_variant(void **state)
+{
+    (void)state;
+    every_variant("kda_prefill", 128, 1);
+    every_variant("kda_prefill", 64, 0);
+}
+
+/* Longer sequences: default and a few variants against the oracle (subset of heads) or the naive kernel. */
+static void long_case(const char *what, ref_kda_case *c, int cpu_heads)
+{
+    ref_kda_host hp;
+    assert_int_equal(ref_kda_host_make(&hp, c, check_fresh_seed()), 0);
+    gen_kvset sh;
+    shape_of(&sh, c->nseq, max_len(c), c->h, c->hv, c->dk, c->dv);
+    dprob dp;
+    dprob_make(&dp, &hp);
+    /* naive on the GPU, verified on the first cpu_heads heads against the oracle */
+    variant nv;
+    variant_build(&nv, "kda_naive", &sh, NULL);
+    result nr;
+    run(&nv, &dp, &nr);
+    refout cref, nref;
+    ref_cpu(&hp, 0, cpu_heads, &cref);
+    compare(what, &nv, &hp, &nr, &cref);
+    ref_from(&hp, &nr, &nref);
+    result_free(&nr);
+    rt_module_unload(&nv.m);
+    /* the default prefill against the oracle heads and against naive on all heads */
+    variant v;
+    variant_build(&v, "kda_prefill", &sh, NULL);
+    check_variant(what, &v, &dp, &cref);
+    check_variant(what, &v, &dp, &nref);
+    rt_module_unload(&v.m);
+    static const char *alts[] = { "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1",
+                                  "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1" };
+    for (size_t i = 0; i < sizeof alts / sizeof alts[0]; ++i) {
+        gen_kvset pp;
+        char err[128];
+        gen_kv_clear(&pp);
+        assert_int_equal(gen_kv_parse(&pp, alts[i], err, sizeof err), 0);
+        variant_build(&v, "kda_prefill", &sh, &pp);
+        check_variant(what, &v, &dp, &nref);
+        rt_module_unload(&v.m);
+    }
+    refout_free(&cref);
+    refout_free(&nref);
+    dprob_free(&dp);
+    ref_kda_host_free(&hp);
+}
+
+static void test_kda_gpu__prefill_long_sequences(void **state)
+{
+    (void)state;
+    ref_kda_case c = kcase(3, L1024, 0, 2, 4, 128);
+    c.ht = 2; c.pad_qk = 8;
+    long_case("[1024,0,31] lb -5", &c, 0);
+    c = kcase(3, L1024, 0, 2, 2, 128);
+    c.gate = 0; c.log_gate_max = 1e-3; c.h0 = 2; c.pad_state = 4;
+    long_case("[1024,0,31] log gate ~0 V-first", &c, 0);
+    int l8[8];
+    for (int i = 0; i < 8; ++i)
+        l8[i] = 2048;
+    c = kcase(8, l8, 0, 2, 4, 128);
+    long_case("8 x 2048 lb -5", &c, 1);
+    c = kcase(1, NULL, 8192, 4, 4, 128);
+    c.gate = 0; c.log_gate_max = 1e-3;
+    long_case("1 x 8192 padded log gate ~0", &c, 1);
+}
+
+/* ---- timing ----------------------------------------------------------------------------- */
+
+static double time_ms(const variant *v, dprob *d, int iters)
+{
+    CUevent e0, e1;
+    double t[64];
+    CU(cu->EventCreate(&e0, 0));
+    CU(cu->EventCreate(&e1, 0));
+    launch(v, d);
+    launch(v, d);
+    CU(cu->CtxSynchronize());
+    if (iters > 64)
+        iters = 64;
+    for (int i = 0; i < iters; ++i) {
+        float ms;
+        CU(cu->EventRecord(e0, NULL));
+        launch(v, d);
+        CU(cu->EventRecord(e1, NULL));
+        CU(cu->EventSynchronize(e1));
+        CU(cu->EventElapsedTime(&ms, e0, e1));
+        t[i] = ms;
+    }
+    for (int i = 1; i < iters; ++i)      /* median */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; --j) {
+            double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x;
+        }
+    cu->EventDestroy(e0);
+    cu->EventDestroy(e1);
+    return t[iters / 2];
+}
+
+static void time_prefill(const char *what, ref_kda_case *c, const char *const *alts, int nalts)
+{
+    ref_kda_host hp;
+    assert_int_equal(ref_kda_host_make(&hp, c, check_fresh_seed()), 0);
+    gen_kvset sh;
+    shape_of(&sh, c->nseq, max_len(c), c->h, c->hv, c->dk, c->dv);
+    dprob dp;
+    dprob_make(&dp, &hp);
+    for (int i = -1; i < nalts; ++i) {
+        variant v;
+        gen_kvset pp;
+        char err[128];
+        gen_kv_clear(&pp);
+        if (i >= 0)
+            assert_int_equal(gen_kv_parse(&pp, alts[i], err, sizeof err), 0);
+        variant_build(&v, "kda_prefill", &sh, i >= 0 ? &pp : NULL);
+        double ms = time_ms(&v, &dp, 20);
+        printf("  time %-28s %-66s %9.4f ms  ws %zu MB\n", what, v.key, ms, rt_kda_workspace_bytes(&v.vp, &dp.p) >> 20);
+        rt_module_unload(&v.m);
+    }
+    dprob_free(&dp);
+    ref_kda_host_free(&hp);
+}
+
+static void test_kda_gpu__prefill_timings(void **state)
+{
+    (void)state;
+    printf("  device %s, %d SMs\n", dinfo.name, dinfo.sms);
+    static const char *alts[] = { "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1",
+                                  "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1",
+                                  "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1" };
+    ref_kda_case c = kcase(1, NULL, 8192, 16, 16, 128);
+    time_prefill("T8192 H16 (target 0.25)", &c, alts, 5);
+    c = kcase(1, NULL, 8192, 64, 64, 128);
+    time_prefill("T8192 H64 (target 0.9)", &c, alts, 3);
+    static const char *small[] = { "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1", "chunk=16,vs=16,w=4,tr=1,fused=1,mma=1",
+                                   "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1" };
+    c = kcase(3, L3, 0, 2, 2, 128);
+    time_prefill("[17,0,16] H2 (target 0.015)", &c, small, 4);
+}
+
+static void test_kda_gpu__decode_timings(void **state)
+{
+    (void)state;
+    ref_kda_case c;
+    /* decode: N = 128, H = 32, one token, K-first state in and out */
+    int *ones = malloc(128 * sizeof(int));
+    for (int i = 0; i < 128; ++i)
+        ones[i] = 1;
+    c = kcase(128, ones, 0, 32, 32, 128);
+    ref_kda_host hp;
+    assert_int_equal(ref_kda_host_make(&hp, &c, check_fresh_seed()), 0);
+    gen_kvset sh;
+    shape_of(&sh, 128, 1, 32, 32, 128, 128);
+    plist *l = malloc(sizeof *l);
+    all_variants("kda_decode", &sh, l);
+    dprob dp;
+    dprob_make(&dp, &hp);
+    for (int j = 0; j < l->n; ++j) {
+        variant v;
+        variant_build(&v, "kda_decode", &sh, &l->p[j]);
+        double ms = time_ms(&v, &dp, 30);
+        double bytes = 2.0 * 128 * 32 * 128 * 128 * 4;
+        printf("  time decode N128 H32 %-60s %8.4f ms  %.2f TB/s state\n", v.key, ms, bytes / (ms * 1e-3) / 1e12);
+        rt_module_unload(&v.m);
+    }
+    dprob_free(&dp);
+    ref_kda_host_free(&hp);
+    free(l);
+    free(ones);
+}
+
+static int reset_failures(void **state) { (void)state; failures = 0; return 0; }
+static int check_failures(void **state)
+{
+    (void)state;
+    if (failures) {
+        printf("%d comparison(s) failed\n", failures);
+        return -1;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    char err[512];
+    cu = rt_cuda(err, sizeof err);
+    int ndev = 0;
+    if (!cu || cu->DeviceGetCount(&ndev) || ndev < 1) {
+        printf("skipped: no CUDA device\n");
+        return 77;
+    }
+    if (rt_module_context(0, err, sizeof err) || rt_device_info(0, &dinfo, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    const char *src = getenv("KFORGE_SOURCE_DIR");
+    char tdir[1024];
+    snprintf(tdir, sizeof tdir, "%s/templates", src ? src : ".");
+    host = gen_host_new(src ? tdir : NULL);
+    if (db_open(&db, getenv("KF_TEST_DB") ? getenv("KF_TEST_DB") : "kda_gpu_cache.db", DB_CREATE) != DB_OK) {
+        fprintf(stderr, "error: %s\n", db_errmsg(db));
+        return 1;
+    }
+    gen_device gd;
+    rt_gen_device(&dinfo, &gd);
+    if (gen_target_init(&tg, dinfo.arch, 0, &gd)) {
+        fprintf(stderr, "error: no target for %s\n", dinfo.arch);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kda_gpu__check_refuses_bad_arguments),
+        cmocka_unit_test_setup_teardown(test_kda_gpu__naive_matches_oracle, reset_failures, check_failures),
+        cmocka_unit_test_setup_teardown(test_kda_gpu__decode_every_variant, reset_failures, check_failures),
+        cmocka_unit_test(test_kda_gpu__decode_timings),
+        cmocka_unit_test_setup_teardown(test_kda_gpu__prefill_every_variant, reset_failures, check_failures),
+        cmocka_unit_test_setup_teardown(test_kda_gpu__prefill_long_sequences, reset_failures, check_failures),
+        cmocka_unit_test(test_kda_gpu__prefill_timings),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    db_close(db);
+    gen_host_free(host);
+    return rc;
+}

@@ -1,0 +1,183 @@
+/* tests/gpu/test_tune_gpu.c: the tuner end to end on a GPU: a small sweep, resume with nothing re-timed, a planted wrong variant caught by the gate */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "db/db.h"
+#include "gen/sweep.h"
+#include "runtime/cuda.h"
+#include "tuner/tune_enum.h"
+#include "tuner/tune_select.h"
+#include "tuner/tune_sweep.h"
+
+static char g_dir[256], g_db[300];
+static rt_devinfo g_info;
+
+/* Two decode (one GQA 64/8 speculative Sq 4) and two prefill shapes, small enough for seconds. */
+static const char *const SHAPES[] = {
+    "family=attn_decode,dtype=bf16,b=2,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0",
+    "family=attn_decode,dtype=bf16,b=1,sq=4,skv=8192,hq=64,hkv=8,d=128,causal=1",
+    "family=attn_prefill,dtype=bf16,b=1,sq=1024,skv=1024,hq=32,hkv=8,d=128,causal=1",
+    "family=attn_prefill,dtype=fp16,b=2,sq=512,skv=512,hq=8,hkv=2,d=64,causal=0",
+};
+enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
+
+static gen_kvset g_shapes[N_SHAPES];
+
+static void parse_shapes(void)
+{
+    char err[256];
+    for (int i = 0; i < N_SHAPES; i++)
+        if (gen_kv_parse(&g_shapes[i], SHAPES[i], err, sizeof err))
+            fail_msg("bad shape %s: %s", SHAPES[i], err);
+}
+
+static tune_opts opts(int budget)
+{
+    tune_opts o = {0};
+    o.db_path = g_db;
+    o.samples = 20;
+    o.budget = budget;
+    o.strategy = TUNE_STRAT_RANDOM;
+    o.seed = 1;
+    o.quiet = 0;
+    o.command = "test_tune_gpu";
+    o.kforge_rev = "test";
+    return o;
+}
+
+static void test_tune_gpu__small_sweep_then_resume(void **state)
+{
+    parse_shapes();
+    tune_opts o = opts(6);
+    tune_stats st;
+    char err[1024] = "";
+    int rc = tune_sweep_run(&o, g_shapes, N_SHAPES, &st, err, sizeof err);
+    if (rc)
+        fail_msg("tune_sweep_run: %s", err);
+    print_message("first run: %d shapes, %ld variants, %ld measured, %ld wrong, %ld errors, %ld winners\n",
+                  st.shapes_done, st.variants, st.measured, st.wrong, st.errors, st.winners);
+    assert_int_equal(st.shapes_done, N_SHAPES);
+    assert_int_equal(st.wrong, 0);
+    assert_int_equal(st.winners, N_SHAPES);
+    assert_true(st.measured >= st.variants);        /* every variant, plus a control per shape */
+    db_store *db;
+    assert_int_equal(db_open(&db, g_db, 0), DB_OK);
+    for (int i = 0; i < N_SHAPES; i++) {
+        char key[512], buf[4096];
+        gen_shape_key(&g_shapes[i], key, sizeof key);
+        db_winner w;
+        assert_int_equal(db_winner_get(db, g_info.name, gen_kv_str(&g_shapes[i], "family"), key, &w, buf,
+                                       sizeof buf), DB_OK);
+        assert_non_null(w.cache_key);
+        assert_non_null(strstr(w.params, "dtype="));
+        assert_true(w.median_ms > 0);
+        assert_true(w.band >= TUNE_BAND_FLOOR);
+        db_binary b = {0};
+        assert_int_equal(db_binary_get(db, w.cache_key, &b), DB_OK);  /* the winner's binary is stored */
+        db_binary_free(&b);
+    }
+    db_close(db);
+
+    /* the same command again: everything is found, nothing is timed again */
+    tune_stats again;
+    rc = tune_sweep_run(&o, g_shapes, N_SHAPES, &again, err, sizeof err);
+    if (rc)
+        fail_msg("re-run: %s", err);
+    assert_int_equal(again.measured, 0);
+    assert_int_equal(again.shapes_done, N_SHAPES);
+    assert_int_equal(again.winners, N_SHAPES);
+    assert_true(again.resumed >= st.variants);
+}
+
+/* The head-mapping slip (h % hkv for h / G): at 8/2 it reads the wrong KV head. */
+static int plant(const char *binary_key, char **src, void *arg)
+{
+    if (strncmp(binary_key, "attn_decode.", 12))
+        return 0;
+    char *line = strstr(*src, "KF_MUTANT_KVHEAD");
+    if (!line)
+        return 0;
+    char *start = line;
+    while (start > *src && start[-1] != '\n')
+        start--;
+    char *at = strstr(start, "h / KF_G");
+    if (!at || at > line)
+        return 0;
+    const char *to = "h % p.hkv";                    /* same length as "h / KF_G" plus one */
+    size_t n = strlen(*src), from = strlen("h / KF_G"), tn = strlen(to);
+    char *out = malloc(n + tn + 1);
+    size_t pre = (size_t)(at - *src);
+    memcpy(out, *src, pre);
+    memcpy(out + pre, to, tn);
+    strcpy(out + pre + tn, at + from);
+    free(*src);
+    *src = out;
+    (*(int *)arg)++;
+    return 1;
+}
+
+static void test_tune_gpu__planted_wrong_variant_is_caught(void **state)
+{
+    gen_kvset shape;
+    char err[1024] = "";
+    gen_kv_parse(&shape, "family=attn_decode,dtype=bf16,b=1,sq=1,skv=2048,hq=8,hkv=2,d=128,causal=0", err,
+                 sizeof err);
+    tune_opts o = opts(4);
+    int planted = 0;
+    o.mutate = plant;
+    o.mutate_arg = &planted;
+    tune_stats st;
+    int rc = tune_sweep_run(&o, &shape, 1, &st, err, sizeof err);
+    if (rc)
+        fail_msg("tune_sweep_run: %s", err);
+    assert_true(planted > 0);
+    print_message("planted in %d binaries: %ld variants, %ld wrong\n", planted, st.variants, st.wrong);
+    assert_int_equal(st.wrong, st.variants);        /* every variant carries the slip: all caught */
+    assert_int_equal(st.winners, 0);
+    db_store *db;
+    assert_int_equal(db_open(&db, g_db, 0), DB_OK);
+    char key[512], buf[4096];
+    gen_shape_key(&shape, key, sizeof key);
+    db_winner w;
+    assert_int_equal(db_winner_get(db, g_info.name, "attn_decode", key, &w, buf, sizeof buf), DB_NOTFOUND);
+    long long ok, wrong, e;
+    assert_int_equal(db_tune_meas_count(db, g_info.name, "attn_decode", &ok, &wrong, &e), DB_OK);
+    assert_true(wrong >= st.variants);
+    db_close(db);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(p);
+}
+
+int main(void)
+{
+    char err[256];
+    if (rt_device_info(0, &g_info, err, sizeof err)) {
+        printf("skipped: no CUDA device (%s)\n", err);
+        return 77;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/kf_test_tune_gpu.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_dir))
+        return 1;
+    snprintf(g_db, sizeof g_db, "%s/tune.db", g_dir);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tune_gpu__small_sweep_then_resume),
+        cmocka_unit_test(test_tune_gpu__planted_wrong_variant_is_caught),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (!getenv("KFORGE_KEEP_TEST_DB"))
+        nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}

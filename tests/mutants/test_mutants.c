@@ -1,0 +1,161 @@
+/* tests/mutants/test_mutants.c: plant known bugs into the rendered attention source one at a time; the GPU suite must fail on every one */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/cuda.h"
+#include "tests/gpu/gpu_suite.h"
+
+/*
+ * Each mutant (suite_mutants in tests/gpu/gpu_suite.c: the head-mapping bugs (h/Hkv)%Hkv, h/Hkv,
+ * h%Hkv; the causal bound off by one either way; two wrong split boundaries) is planted by
+ * textual replacement in the lines of the rendered source marked // KF_MUTANT_*, compiled
+ * with NVRTC (through gen_build_run, cached under a cache key of the mutated source), and run
+ * on the suite's cases marked MUT_YES (decode and prefill; ratios 8/4, 8/2, 6/2; causal with
+ * sq > 1; splits 1 and > 1). Each mutant runs in its own process (a planted bug may fault and
+ * leave its CUDA context unusable); a crash counts as killed and is reported as such.
+ * The test passes only when the unmutated source passes every case and every mutant is killed.
+ * Exit codes of a child: 0 every case passed, 1 some case failed, 3 set-up error, 4 not planted.
+ */
+
+static char g_self[1024];
+
+static int child(int m)
+{
+    suite s;
+    if (suite_open(&s, 1, m))
+        return 3;
+    const suite_case *sets[2] = {suite_decode, suite_prefill};
+    const int ns[2] = {suite_decode_n, suite_prefill_n};
+    char why[512];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < ns[k]; i++)
+            if (sets[k][i].mut == MUT_YES && suite_job(&s, &sets[k][i], 0, why, sizeof why) < 0) {
+                printf("    %s\n", why);
+                suite_close(&s);
+                return strstr(why, "not planted") ? 4 : 3;
+            }
+    suite_build(&s);
+    if (getenv("KF_MUTANT_BUILD_ONLY")) {
+        suite_close(&s);
+        return 0;
+    }
+    char err[512];
+    tune_attn_ctx *ctx = tune_attn_open(0, err, sizeof err);
+    if (!ctx) {
+        printf("    %s\n", err);
+        suite_close(&s);
+        return 3;
+    }
+    int failed = 0, run = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < ns[k]; i++)
+            if (sets[k][i].mut == MUT_YES) {
+                run++;
+                /* rows are printed for failing cases only: they show what caught the mutant */
+                if (!suite_run_case(&s, ctx, &sets[k][i], 1)) {
+                    failed++;
+                    suite_run_case(&s, ctx, &sets[k][i], 0);
+                }
+            }
+    printf("    %d of %d cases failed\n", failed, run);
+    tune_attn_close(ctx);
+    suite_close(&s);
+    return failed ? 1 : 0;
+}
+
+/* Runs `self --child m` and returns its wait status. */
+static int spawn(int m, int build_only)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char arg[16];
+        snprintf(arg, sizeof arg, "%d", m);
+        if (build_only)
+            setenv("KF_MUTANT_BUILD_ONLY", "1", 1);
+        execl(g_self, g_self, "--child", arg, (char *)NULL);
+        _exit(3);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0)
+        return 3 << 8;
+    return st;
+}
+
+static void test_mutants__every_mutant_killed(void **state)
+{
+    (void)state;
+    time_t t0 = time(NULL);
+    printf("== baseline (unmutated source)\n");
+    int st = spawn(-1, 0);
+    int base_ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    printf("baseline: %s\n", base_ok ? "every case passes" : "FAILS (the suite or the kernels are broken)");
+    int killed = 0, planted = 0;
+    for (int m = 0; m < suite_mutants_n; m++) {
+        printf("== mutant %d: %s (%s: '%s' -> '%s')\n", m, suite_mutants[m].name, suite_mutants[m].marker,
+               suite_mutants[m].from, suite_mutants[m].to);
+        st = spawn(m, 0);
+        const char *verdict;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 4) {
+            verdict = "NOT PLANTED";
+        } else {
+            planted++;
+            if (WIFSIGNALED(st)) {
+                killed++;
+                verdict = "killed (the run crashed)";
+            } else if (WEXITSTATUS(st) == 1) {
+                killed++;
+                verdict = "killed";
+            } else if (WEXITSTATUS(st) == 0) {
+                verdict = "SURVIVED";
+            } else {
+                verdict = "ERROR (set-up failed)";
+            }
+        }
+        printf("mutant %d %-22s %s\n", m, suite_mutants[m].name, verdict);
+    }
+    printf("\nmutants killed %d / planted %d (of %d); baseline %s (%ld s)\n", killed, planted, suite_mutants_n,
+           base_ok ? "pass" : "FAIL", (long)(time(NULL) - t0));
+    assert_true(base_ok);
+    assert_int_equal(planted, suite_mutants_n);
+    assert_int_equal(killed, planted);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--child"))
+        return child(atoi(argv[2]));
+    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    if (n <= 0)
+        snprintf(g_self, sizeof g_self, "%s", argv[0]);
+    else
+        g_self[n] = 0;
+    char err[512];
+    int have_gpu = rt_cuda(err, sizeof err) != NULL;
+    const char *pre = getenv("KFORGE_TEST_PRECOMPILE");
+    if (!have_gpu) {
+        if (pre && *pre && strcmp(pre, "0")) {
+            for (int m = -1; m < suite_mutants_n; m++)   /* compile every mutant into the cache */
+                spawn(m, 1);
+            printf("skipped: no CUDA device (mutants precompiled)\n");
+        } else {
+            printf("skipped: no CUDA device\n");
+        }
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mutants__every_mutant_killed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}

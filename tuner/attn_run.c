@@ -1,0 +1,1074 @@
+/* tuner/attn_run.c: run one attention variant on the GPU against the reference (CPU fp64 or GPU naive), and time it */
+#include "tuner/attn_run.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/attn_params.h"
+#include "runtime/attn_launch.h"
+#include "runtime/cuda.h"
+#include "runtime/module.h"
+#include "tuner/ref_attn.h"
+
+struct tune_attn_ctx {
+    const rt_cu *cu;
+    int ordinal;
+    rt_devinfo info;
+    CUdeviceptr flush;         /* L2 flush buffer */
+    size_t flush_bytes;
+    unsigned char flush_val;
+    int broken;                /* a sticky CUDA error happened */
+    /* tune_attn_time keeps the inputs of the last case on the device, so timing the
+     * variants of one shape fills and uploads them once (not once per variant) */
+    int tc_valid;
+    tune_attn_case tc;         /* with its seed resolved; kv_len/q_lens point at tc_kv/tc_q */
+    int *tc_kv, *tc_q;
+    CUdeviceptr tc_in[6];      /* q, k, v, cu_q, cu_k, kv_len */
+    uint64_t time_seed;        /* timing inputs when the case has no seed */
+};
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+static int sticky(CUresult r)
+{
+    /* errors after which the context cannot be used again */
+    return r == 700 || r == 702 || r == 714 || r == 715 || r == 716 || r == 717 || r == 718 ||
+           r == 719 || r == 720;
+}
+
+/* Records a driver failure in msg; returns -1. */
+static int cu_fail(tune_attn_ctx *c, CUresult r, const char *what, char *msg, size_t n)
+{
+    char e[128];
+    rt_cuda_errstr(r, e, sizeof e);
+    if (sticky(r))
+        c->broken = 1;
+    snprintf(msg, n, "%s: %s%s", what, e, sticky(r) ? " (context unusable from now on)" : "");
+    return -1;
+}
+
+#define CU_TRY(call, what)                                                                         \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_)                                                                                    \
+            return cu_fail(ctx, r_, what, msg, msgn);                                              \
+    } while (0)
+
+int tune_attn_variant_from_job(tune_attn_variant *v, const gen_job *j)
+{
+    memset(v, 0, sizeof *v);
+    if (!j || j->failed || !j->bin.image)
+        return -1;
+    v->family = gen_tmpl_family(j->tmpl);
+    v->vp = j->fixed;
+    gen_kv_merge(&v->vp, &j->params);
+    gen_kv_set_str(&v->vp, "family", v->family);
+    v->image = j->bin.image;
+    v->kernels = j->kernels;
+    v->n_kernels = j->n_kernels;
+    v->key = j->variant_key;
+    return 0;
+}
+
+void tune_attn_result_free(tune_attn_result *r)
+{
+    if (!r)
+        return;
+    free(r->o_out);
+    free(r->lse_out);
+    r->o_out = NULL;
+    r->lse_out = NULL;
+}
+
+void tune_attn_timing_free(tune_attn_timing *t)
+{
+    if (!t)
+        return;
+    free(t->samples_ms);
+    t->samples_ms = NULL;
+}
+
+tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn)
+{
+    const rt_cu *cu = rt_cuda(err, errn);
+    if (!cu)
+        return NULL;
+    tune_attn_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errn, "out of memory");
+        return NULL;
+    }
+    c->cu = cu;
+    c->ordinal = ordinal;
+    if (rt_device_info(ordinal, &c->info, err, errn) || rt_module_context(ordinal, err, errn)) {
+        free(c);
+        return NULL;
+    }
+    c->flush_bytes = (size_t)(c->info.l2 > 0 ? c->info.l2 : 64ll << 20) * 2;
+    CUresult r = cu->MemAlloc(&c->flush, c->flush_bytes);
+    if (r) {
+        char e[128];
+        rt_cuda_errstr(r, e, sizeof e);
+        snprintf(err, errn, "cannot allocate the L2 flush buffer (%zu bytes): %s", c->flush_bytes, e);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void time_cache_drop(tune_attn_ctx *c)
+{
+    for (int i = 0; i < 6; i++)
+        if (c->tc_in[i])
+            c->cu->MemFree(c->tc_in[i]), c->tc_in[i] = 0;
+    free(c->tc_kv), free(c->tc_q);
+    c->tc_kv = c->tc_q = NULL;
+    c->tc_valid = 0;
+}
+
+void tune_attn_close(tune_attn_ctx *c)
+{
+    if (!c)
+        return;
+    time_cache_drop(c);
+    if (c->flush)
+        c->cu->MemFree(c->flush);
+    free(c);
+}
+
+int tune_attn_broken(const tune_attn_ctx *c) { return c ? c->broken : 1; }
+
+static int is_gqa_family(const char *f)
+{
+    return f && (!strcmp(f, "attn_decode") || !strcmp(f, "attn_prefill") || !strcmp(f, "attn_naive"));
+}
+
+void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
+{
+    gen_kv_clear(shape);
+    gen_kv_set_str(shape, "dtype", check_dtype_str(c->dtype));
+    gen_kv_set_int(shape, "b", c->b);
+    gen_kv_set_int(shape, "sq", c->sq);
+    gen_kv_set_int(shape, "skv", c->skv);
+    gen_kv_set_int(shape, "hq", c->hq);
+    gen_kv_set_int(shape, "hkv", c->expand_kv ? c->hq : c->hkv);
+    gen_kv_set_int(shape, "d", c->d);
+    gen_kv_set_int(shape, "causal", c->causal);
+}
+
+int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *tg, gen_job *j)
+{
+    memset(j, 0, sizeof *j);
+    j->tmpl = gen_tmpl_load(h, "attn_naive");
+    if (!j->tmpl)
+        return -1;
+    gen_kvset shape;
+    tune_attn_case_shape(c, &shape);
+    if (gen_tmpl_fixed(j->tmpl, &shape, &j->fixed) || gen_tmpl_default(j->tmpl, &shape, &tg->dev, &j->params))
+        return -1;
+    return gen_build_prepare(j, tg);
+}
+
+/* ---- geometry of a case --------------------------------------------------------- */
+
+typedef struct view {
+    long long sb, ss, sh;      /* element strides */
+    size_t elems;              /* storage elements */
+} view;
+
+/* A q-like (rows per sequence S, or T packed rows) or kv-like tensor of H heads. */
+static view make_view(int layout, int pad, int packed, int B, long long S, int H, int d)
+{
+    view v;
+    long long inner = (long long)(pad > 1 ? pad : 1) * d;
+    if (layout == TUNE_LAYOUT_BHSD) {
+        v.ss = inner;
+        v.sh = S * inner;
+        v.sb = packed ? 0 : H * v.sh;
+    } else {
+        v.sh = inner;
+        v.ss = H * inner;
+        v.sb = packed ? 0 : S * v.ss;
+    }
+    v.elems = (size_t)(packed ? 1 : B) * (size_t)S * (size_t)H * (size_t)inner;
+    return v;
+}
+
+typedef struct geom {
+    int B, hq, hkv, G, d;       /* hkv: as run (hq when expand_kv) */
+    int hkv_logical;
+    int packed_q, packed_kv;
+    long long rows;             /* total query rows (b*sq dense) */
+    long long kv_rows;          /* packed kv rows, or capacity skv */
+    int *n_q, *n_kv, *cu_q, *cu_k;
+    view q, k, o;               /* v like k, o like q */
+    int splits;
+    double scale;
+} geom;
+
+static void geom_free(geom *g)
+{
+    free(g->n_q);
+    free(g->n_kv);
+    free(g->cu_q);
+    free(g->cu_k);
+}
+
+static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *v, char *msg, size_t msgn)
+{
+    memset(g, 0, sizeof *g);
+    if (c->b < 1 || c->sq < 1 || c->skv < 0 || c->hq < 1 || c->hkv < 1 || c->hq % c->hkv || c->d < 8 ||
+        c->d % 8) {
+        snprintf(msg, msgn, "bad case: b %d sq %d skv %d hq %d hkv %d d %d", c->b, c->sq, c->skv, c->hq,
+                 c->hkv, c->d);
+        return -1;
+    }
+    g->B = c->b;
+    g->hq = c->hq;
+    g->hkv_logical = c->hkv;
+    g->hkv = c->expand_kv ? c->hq : c->hkv;
+    g->G = g->hq / g->hkv;
+    g->d = c->d;
+    g->packed_q = c->q_lens != NULL;
+    g->packed_kv = g->packed_q && c->packed_kv;
+    g->n_q = calloc((size_t)c->b, sizeof(int));
+    g->n_kv = calloc((size_t)c->b, sizeof(int));
+    g->cu_q = calloc((size_t)c->b + 1, sizeof(int));
+    g->cu_k = calloc((size_t)c->b + 1, sizeof(int));
+    for (int b = 0; b < c->b; b++) {
+        g->n_q[b] = c->q_lens ? c->q_lens[b] : c->sq;
+        g->n_kv[b] = c->kv_len ? c->kv_len[b] : c->skv;
+        if (g->n_q[b] < 0 || g->n_q[b] > c->sq || g->n_kv[b] < 0 || (!g->packed_kv && g->n_kv[b] > c->skv)) {
+            snprintf(msg, msgn, "bad case: sequence %d has %d rows (sq %d) and %d keys (skv %d)", b, g->n_q[b],
+                     c->sq, g->n_kv[b], c->skv);
+            return -1;
+        }
+        g->cu_q[b + 1] = g->cu_q[b] + g->n_q[b];
+        g->cu_k[b + 1] = g->cu_k[b] + g->n_kv[b];
+    }
+    g->rows = g->packed_q ? g->cu_q[c->b] : (long long)c->b * c->sq;
+    g->kv_rows = g->packed_kv ? g->cu_k[c->b] : c->skv;
+    int pad = c->row_pad;
+    g->q = make_view(c->layout, pad, g->packed_q, c->b, g->packed_q ? g->rows : c->sq, c->hq, c->d);
+    g->o = g->q;
+    g->k = make_view(c->layout, pad, g->packed_kv, c->b, g->kv_rows, g->hkv, c->d);
+    if (g->k.elems == 0)
+        g->k.elems = 8;        /* every sequence empty: still a valid pointer */
+    long long sp = v ? gen_kv_int(&v->vp, "sp", 1) : 1;
+    g->splits = c->splits > 0 ? c->splits : (int)(sp > 0 ? sp : 1);
+    if (v && v->family && strcmp(v->family, "attn_decode"))
+        g->splits = 1;
+    g->scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->d);
+    return 0;
+}
+
+static long long q_off(const geom *g, int b, long long i, int h)
+{
+    if (g->packed_q)
+        return ((long long)g->cu_q[b] + i) * g->q.ss + (long long)h * g->q.sh;
+    return b * g->q.sb + i * g->q.ss + (long long)h * g->q.sh;
+}
+
+static long long k_off(const geom *g, int b, long long j, int kh)
+{
+    if (g->packed_kv)
+        return ((long long)g->cu_k[b] + j) * g->k.ss + (long long)kh * g->k.sh;
+    return b * g->k.sb + j * g->k.ss + (long long)kh * g->k.sh;
+}
+
+/* Dense logical row of query i of sequence b (the reference's row). */
+static long long q_row(const geom *g, int b, long long i)
+{
+    return g->packed_q ? g->cu_q[b] + i : (long long)b * (g->rows / g->B) + i;
+}
+
+/* ---- host inputs ------------------------------------------------------------------ */
+
+typedef struct host_in {
+    void *q, *k, *v;           /* storage, NaN outside the logical elements */
+    size_t esz;
+} host_in;
+
+static void host_in_free(host_in *h)
+{
+    free(h->q);
+    free(h->k);
+    free(h->v);
+}
+
+static double rnd_val(check_rng *r, int normal) { return normal ? check_rng_normal(r) : check_rng_uniform(r); }
+
+/* Logical values from the seed in a fixed order, stored per layout. q ~ N(0,1), k ~ N(0,1),
+ * v ~ U[-1,1): scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
+ * rounds to 0 is nudged: inputs are never zero. */
+static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed)
+{
+    h->esz = check_dtype_size(dt);
+    h->q = malloc(g->q.elems * h->esz);
+    h->k = malloc(g->k.elems * h->esz);
+    h->v = malloc(g->k.elems * h->esz);
+    if (!h->q || !h->k || !h->v)
+        return -1;
+    check_fill_nan(dt, h->q, g->q.elems);
+    check_fill_nan(dt, h->k, g->k.elems);
+    check_fill_nan(dt, h->v, g->k.elems);
+    check_rng r;
+    check_rng_seed(&r, seed ^ 0x9e3779b97f4a7c15ull);
+    for (int b = 0; b < g->B; b++)
+        for (long long i = 0; i < g->n_q[b]; i++)
+            for (int hh = 0; hh < g->hq; hh++) {
+                long long off = q_off(g, b, i, hh);
+                for (int c = 0; c < g->d; c++) {
+                    double x = rnd_val(&r, 1);
+                    check_store(dt, h->q, (size_t)(off + c), x);
+                    if (check_load(dt, h->q, (size_t)(off + c)) == 0.0)
+                        check_store(dt, h->q, (size_t)(off + c), 0.25);
+                }
+            }
+    /* k and v: generated for the logical kv heads, stored to every head that maps to them */
+    double *row = malloc(sizeof(double) * (size_t)g->d);
+    for (int t = 0; t < 2; t++) {
+        void *dst = t ? h->v : h->k;
+        check_rng_seed(&r, seed ^ (t ? 0xd1b54a32d192ed03ull : 0x8cb92ba72f3d8dd7ull));
+        for (int b = 0; b < g->B; b++)
+            for (long long j = 0; j < g->n_kv[b]; j++)
+                for (int kh = 0; kh < g->hkv_logical; kh++) {
+                    for (int c = 0; c < g->d; c++)
+                        row[c] = rnd_val(&r, !t);
+                    int rep = g->hkv / g->hkv_logical;   /* expand_kv: G copies */
+                    for (int e = 0; e < rep; e++) {
+                        long long off = k_off(g, b, j, kh * rep + e);
+                        for (int c = 0; c < g->d; c++) {
+                            check_store(dt, dst, (size_t)(off + c), row[c]);
+                            if (check_load(dt, dst, (size_t)(off + c)) == 0.0)
+                                check_store(dt, dst, (size_t)(off + c), -0.125);
+                        }
+                    }
+                }
+    }
+    free(row);
+    return 0;
+}
+
+/* ---- the CPU reference, one thread per (kv group, sequence) -------------------- */
+
+typedef struct ref_job {
+    const geom *g;
+    const host_in *in;
+    check_dtype dt;
+    int causal;
+    double *o, *lse;           /* dense [rows, hq, d], [rows, hq] */
+    int next, total;
+    pthread_mutex_t mu;
+} ref_job;
+
+static void ref_item(ref_job *J, int item)
+{
+    const geom *g = J->g;
+    int kh = item % g->hkv, b = item / g->hkv;
+    int nq = g->n_q[b];
+    if (nq == 0)
+        return;
+    ref_attn_desc a;
+    memset(&a, 0, sizeof a);
+    size_t es = J->in->esz;
+    a.dtype = J->dt;
+    a.q = (const char *)J->in->q + (size_t)q_off(g, b, 0, kh * g->G) * es;
+    a.k = (const char *)J->in->k + (size_t)k_off(g, b, 0, kh) * es;
+    a.v = (const char *)J->in->v + (size_t)k_off(g, b, 0, kh) * es;
+    a.q_ss = g->q.ss, a.q_sh = g->q.sh;
+    a.k_ss = g->k.ss, a.k_sh = g->k.sh;
+    a.v_ss = g->k.ss, a.v_sh = g->k.sh;
+    a.b = 1;
+    a.sq = nq;
+    a.skv = g->n_kv[b];
+    a.hq = g->G;
+    a.hkv = 1;
+    a.d = a.dv = g->d;
+    a.causal = J->causal;
+    a.scale = g->scale;
+    double *o = malloc(sizeof(double) * (size_t)nq * g->G * g->d);
+    double *l = malloc(sizeof(double) * (size_t)nq * g->G);
+    ref_attn(&a, o, l);
+    for (int i = 0; i < nq; i++) {
+        long long row = q_row(g, b, i);
+        for (int e = 0; e < g->G; e++) {
+            int h = kh * g->G + e;
+            memcpy(J->o + ((size_t)row * g->hq + h) * g->d, o + ((size_t)i * g->G + e) * g->d,
+                   sizeof(double) * (size_t)g->d);
+            J->lse[(size_t)row * g->hq + h] = l[(size_t)i * g->G + e];
+        }
+    }
+    free(o);
+    free(l);
+}
+
+static void *ref_worker(void *arg)
+{
+    ref_job *J = arg;
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int it = J->next < J->total ? J->next++ : -1;
+        pthread_mutex_unlock(&J->mu);
+        if (it < 0)
+            return NULL;
+        ref_item(J, it);
+    }
+}
+
+static void cpu_reference(const geom *g, const host_in *in, check_dtype dt, int causal, double *o, double *lse)
+{
+    ref_job J = {.g = g, .in = in, .dt = dt, .causal = causal, .o = o, .lse = lse};
+    J.total = g->hkv * g->B;
+    pthread_mutex_init(&J.mu, NULL);
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = (int)(nproc < 1 ? 1 : nproc > 64 ? 64 : nproc);
+    if (nt > J.total)
+        nt = J.total;
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 1; i < nt; i++)
+        if (pthread_create(&th[started], NULL, ref_worker, &J) == 0)
+            started++;
+    ref_worker(&J);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&J.mu);
+}
+
+double tune_attn_ref_work(const tune_attn_case *c)
+{
+    double w = 0;
+    for (int b = 0; b < c->b; b++) {
+        double nq = c->q_lens ? c->q_lens[b] : c->sq, nk = c->kv_len ? c->kv_len[b] : c->skv;
+        w += nq * nk;
+    }
+    /* two score passes and one value pass */
+    return w * c->hq * c->d * 3.0 * (c->causal ? 0.5 : 1.0);
+}
+
+/* ---- device run ------------------------------------------------------------------ */
+
+typedef struct dev_run {
+    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, kv_len, ws, o2, lse2;
+    size_t ws_bytes, lse_elems;
+    kf_attn_params p;
+    rt_module mod, mod_naive;
+} dev_run;
+
+static void dev_free(tune_attn_ctx *ctx, dev_run *d)
+{
+    CUdeviceptr *all[] = {&d->q, &d->k, &d->v, &d->o, &d->lse, &d->cu_q, &d->cu_k, &d->kv_len, &d->ws, &d->o2, &d->lse2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (*all[i]) {
+            ctx->cu->MemFree(*all[i]);
+            *all[i] = 0;
+        }
+    rt_module_unload(&d->mod);
+    rt_module_unload(&d->mod_naive);
+}
+
+static int load_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, rt_module *m, char *msg, size_t msgn)
+{
+    rt_kernel_desc k[RT_MODULE_MAX_KERNELS];
+    if (v->n_kernels < 1 || v->n_kernels > RT_MODULE_MAX_KERNELS) {
+        snprintf(msg, msgn, "variant %s has %d kernels", v->key ? v->key : v->family, v->n_kernels);
+        return -1;
+    }
+    for (int i = 0; i < v->n_kernels; i++) {
+        snprintf(k[i].name, sizeof k[i].name, "%s", v->kernels[i].name);
+        k[i].threads = v->kernels[i].threads;
+        k[i].smem = v->kernels[i].smem;
+    }
+    char e[400];
+    if (rt_module_load(m, v->image, k, v->n_kernels, e, sizeof e)) {
+        snprintf(msg, msgn, "%s: %s", v->key ? v->key : v->family, e);
+        return -1;
+    }
+    return 0;
+}
+
+static int dalloc(tune_attn_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
+{
+    CU_TRY(ctx->cu->MemAlloc(p, bytes ? bytes : 16), "cuMemAlloc");
+    return 0;
+}
+
+static int upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, char *msg, size_t msgn)
+{
+    if (dalloc(ctx, p, bytes, msg, msgn))
+        return -1;
+    if (bytes)
+        CU_TRY(ctx->cu->MemcpyHtoD(*p, src, bytes), "cuMemcpyHtoD");
+    return 0;
+}
+
+/* Allocates and uploads everything, fills the params (o/lse poisoned by dev_poison). */
+/* Uploads the inputs of a case: q, k, v and the length arrays. */
+static int dev_inputs(tune_attn_ctx *ctx, const tune_attn_case *c, const geom *g, const host_in *in, dev_run *d,
+                      char *msg, size_t msgn)
+{
+    size_t es = in->esz;
+    if (upload(ctx, &d->q, in->q, g->q.elems * es, msg, msgn) || upload(ctx, &d->k, in->k, g->k.elems * es, msg, msgn) ||
+        upload(ctx, &d->v, in->v, g->k.elems * es, msg, msgn))
+        return -1;
+    if (g->packed_q && upload(ctx, &d->cu_q, g->cu_q, sizeof(int) * (size_t)(g->B + 1), msg, msgn))
+        return -1;
+    if (g->packed_kv && upload(ctx, &d->cu_k, g->cu_k, sizeof(int) * (size_t)(g->B + 1), msg, msgn))
+        return -1;
+    if (!g->packed_kv && c->kv_len && upload(ctx, &d->kv_len, g->n_kv, sizeof(int) * (size_t)g->B, msg, msgn))
+        return -1;
+    return 0;
+}
+
+/* Allocates and uploads everything (inputs: in, or the device buffers of `have` when
+ * not NULL), fills the params (o/lse poisoned by dev_poison). */
+static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, const geom *g,
+                     const host_in *in, dev_run *d, char *msg, size_t msgn)
+{
+    size_t es = check_dtype_size(c->dtype);
+    memset(d, 0, sizeof *d);
+    if (in && dev_inputs(ctx, c, g, in, d, msg, msgn))
+        return -1;
+    if (!in) {
+        d->q = ctx->tc_in[0], d->k = ctx->tc_in[1], d->v = ctx->tc_in[2];
+        d->cu_q = ctx->tc_in[3], d->cu_k = ctx->tc_in[4], d->kv_len = ctx->tc_in[5];
+    }
+    if (dalloc(ctx, &d->o, g->o.elems * es, msg, msgn))
+        return -1;
+    d->lse_elems = (size_t)g->rows * g->hq;
+    if (dalloc(ctx, &d->lse, d->lse_elems * 4, msg, msgn))
+        return -1;
+    kf_attn_params *p = &d->p;
+    memset(p, 0, sizeof *p);
+    p->q = (const void *)(uintptr_t)d->q;
+    p->k = (const void *)(uintptr_t)d->k;
+    p->v = (const void *)(uintptr_t)d->v;
+    p->o = (void *)(uintptr_t)d->o;
+    p->lse = (float *)(uintptr_t)d->lse;
+    p->cu_seqlens_q = (const int *)(uintptr_t)d->cu_q;
+    p->cu_seqlens_k = (const int *)(uintptr_t)d->cu_k;
+    p->kv_len = (const int *)(uintptr_t)d->kv_len;
+    p->q_sb = g->q.sb, p->q_ss = g->q.ss, p->q_sh = g->q.sh;
+    p->k_sb = g->k.sb, p->k_ss = g->k.ss, p->k_sh = g->k.sh;
+    p->v_sb = g->k.sb, p->v_ss = g->k.ss, p->v_sh = g->k.sh;
+    p->o_sb = g->o.sb, p->o_ss = g->o.ss, p->o_sh = g->o.sh;
+    if (g->packed_q) {
+        p->lse_sb = 0;
+        p->lse_sh = g->rows;
+    } else {
+        p->lse_sb = (long long)g->hq * c->sq;
+        p->lse_sh = c->sq;
+    }
+    p->b = g->B;
+    p->sq = c->sq;
+    p->skv = g->packed_kv ? 0 : c->skv;
+    if (g->packed_kv)
+        for (int b = 0; b < g->B; b++)
+            if (g->n_kv[b] > p->skv)
+                p->skv = g->n_kv[b];
+    p->hq = g->hq;
+    p->hkv = g->hkv;
+    p->page_size = 0;
+    p->splits = g->splits;
+    p->ws_rows = (int)g->rows;
+    p->scale = (float)g->scale;
+    p->scale_log2 = (float)(g->scale * 1.4426950408889634);
+    d->ws_bytes = v ? rt_attn_workspace_bytes(&v->vp, p) : 0;
+    if (d->ws_bytes) {
+        if (dalloc(ctx, &d->ws, d->ws_bytes, msg, msgn))
+            return -1;
+        size_t ro = (size_t)p->splits * p->ws_rows * p->hq * (size_t)g->d * 4;
+        p->ws_o = (float *)(uintptr_t)d->ws;
+        p->ws_lse = (float *)(uintptr_t)(d->ws + ro);
+    }
+    return 0;
+}
+
+static int dev_poison(tune_attn_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdeviceptr lse, size_t lse_elems,
+                      char *msg, size_t msgn)
+{
+    CU_TRY(ctx->cu->MemsetD8(o, 0xFF, o_bytes), "cuMemsetD8 (poison o)");
+    if (lse_elems)
+        CU_TRY(ctx->cu->MemsetD32(lse, CHECK_POISON32, lse_elems), "cuMemsetD32 (poison lse)");
+    return 0;
+}
+
+/* Launches every kernel of m for the params (async, on the default stream). */
+static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
+                      char *msg, size_t msgn)
+{
+    void *args[] = {p};
+    for (int i = 0; i < m->n; i++) {
+        unsigned grid[3];
+        /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
+         * params): attn_decode launches its combine kernel (k1) only when splits > 1. */
+        if (!strcmp(v->family, "attn_decode") && i >= 1 && p->splits <= 1)
+            continue;
+        if (!strcmp(v->family, "attn_naive")) {
+            grid[0] = (unsigned)p->sq, grid[1] = (unsigned)p->hq, grid[2] = (unsigned)p->b;
+        } else if (rt_attn_grid(&v->vp, p, i, grid)) {
+            snprintf(msg, msgn, "rt_attn_grid refused kernel %d of %s (b %d sq %d hq %d hkv %d splits %d)", i,
+                     v->key ? v->key : v->family, p->b, p->sq, p->hq, p->hkv, p->splits);
+            return -1;
+        }
+        char e[400];
+        if (rt_module_launch(m, i, grid, args, NULL, e, sizeof e)) {
+            snprintf(msg, msgn, "%s", e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* o storage (device) -> dense logical [rows, hq, d] (dtype) and the stray count. */
+static void gather_o(const geom *g, check_dtype dt, void *store, void *dense, size_t *stray)
+{
+    size_t es = check_dtype_size(dt);
+    for (int b = 0; b < g->B; b++)
+        for (long long i = 0; i < g->n_q[b]; i++)
+            for (int h = 0; h < g->hq; h++) {
+                long long off = q_off(g, b, i, h);
+                size_t row = (size_t)q_row(g, b, i);
+                memcpy((char *)dense + (row * g->hq + h) * g->d * es, (char *)store + (size_t)off * es,
+                       (size_t)g->d * es);
+                memset((char *)store + (size_t)off * es, 0xFF, (size_t)g->d * es);   /* re-poison: strays remain */
+            }
+    size_t n = 0;
+    for (size_t i = 0; i < g->o.elems; i++)
+        n += !check_is_poison(dt, store, i);
+    *stray = n;
+}
+
+static void gather_lse(const geom *g, int sq, const float *store, float *dense)
+{
+    for (int b = 0; b < g->B; b++)
+        for (long long i = 0; i < g->n_q[b]; i++)
+            for (int h = 0; h < g->hq; h++) {
+                size_t row = (size_t)q_row(g, b, i);
+                size_t src = g->packed_q ? (size_t)h * g->rows + row : ((size_t)b * g->hq + h) * sq + i;
+                dense[row * g->hq + h] = store[src];
+            }
+}
+
+static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
+                      int samples, tune_attn_timing *t, char *msg, size_t msgn);
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c,
+                    const tune_attn_variant *naive, int samples, tune_attn_result *r, tune_attn_timing *timing)
+{
+    memset(r, 0, sizeof *r);
+    if (timing)
+        memset(timing, 0, sizeof *timing);
+    char *msg = r->msg;
+    size_t msgn = sizeof r->msg;
+    r->seed = c->seed ? c->seed : check_fresh_seed();
+    r->tol = check_tol(c->dtype);
+    snprintf(r->ref, sizeof r->ref, "%s", naive ? "gpu-naive" : "cpu-fp64");
+    if (!ctx || ctx->broken) {
+        snprintf(msg, msgn, "the CUDA context is unusable after an earlier error");
+        return -1;
+    }
+    if (!is_gqa_family(v->family)) {
+        snprintf(msg, msgn, "tune_attn_check: family '%s' is not a GQA attention family", v->family);
+        return -1;
+    }
+    geom g;
+    host_in in = {0};
+    dev_run d;
+    memset(&d, 0, sizeof d);
+    int rc = -1;
+    void *o_store = NULL, *o_dense = NULL, *o2_dense = NULL;
+    float *lse_store = NULL, *lse_dense = NULL, *lse2_dense = NULL;
+    double *ref_o = NULL, *ref_lse = NULL;
+    if (geom_init(&g, c, v, msg, msgn))
+        goto out;
+    if (host_in_fill(&in, &g, c->dtype, r->seed)) {
+        snprintf(msg, msgn, "out of host memory for the inputs");
+        goto out;
+    }
+    size_t es = in.esz;
+    if (dev_setup(ctx, v, c, &g, &in, &d, msg, msgn) || load_variant(ctx, v, &d.mod, msg, msgn))
+        goto out;
+    if (d.ws && ctx->cu->MemsetD8(d.ws, 0xFF, d.ws_bytes)) {
+        snprintf(msg, msgn, "cuMemsetD8 (poison workspace) failed");
+        goto out;
+    }
+    if (dev_poison(ctx, d.o, g.o.elems * es, d.lse, d.lse_elems, msg, msgn) ||
+        dev_launch(ctx, v, &d.mod, &d.p, msg, msgn))
+        goto out;
+    CUresult cr = ctx->cu->CtxSynchronize();
+    if (cr) {
+        char what[600];
+        snprintf(what, sizeof what, "%s: kernel failed", v->key ? v->key : v->family);
+        cu_fail(ctx, cr, what, msg, msgn);
+        goto out;
+    }
+    r->ran = 1;
+    o_store = malloc(g.o.elems * es);
+    lse_store = malloc(d.lse_elems * 4 + 4);
+    o_dense = malloc((size_t)g.rows * g.hq * g.d * es + 4);
+    lse_dense = malloc((size_t)g.rows * g.hq * 4 + 4);
+    ref_o = malloc(sizeof(double) * ((size_t)g.rows * g.hq * g.d + 1));
+    ref_lse = malloc(sizeof(double) * ((size_t)g.rows * g.hq + 1));
+    if (!o_store || !lse_store || !o_dense || !lse_dense || !ref_o || !ref_lse) {
+        snprintf(msg, msgn, "out of host memory for the outputs");
+        goto out;
+    }
+    if (ctx->cu->MemcpyDtoH(o_store, d.o, g.o.elems * es) || ctx->cu->MemcpyDtoH(lse_store, d.lse, d.lse_elems * 4)) {
+        snprintf(msg, msgn, "cuMemcpyDtoH failed");
+        goto out;
+    }
+    gather_o(&g, c->dtype, o_store, o_dense, &r->stray);
+    gather_lse(&g, c->sq, lse_store, lse_dense);
+
+    /* timing on the same buffers, before the reference (which may run long on the CPU) */
+    if (timing && timing_run(ctx, v, &d.mod, &d.p, samples, timing, msg, msgn))
+        goto out;
+
+    if (naive) {
+        if (load_variant(ctx, naive, &d.mod_naive, msg, msgn) || dalloc(ctx, &d.o2, g.o.elems * es, msg, msgn) ||
+            dalloc(ctx, &d.lse2, d.lse_elems * 4, msg, msgn) ||
+            dev_poison(ctx, d.o2, g.o.elems * es, d.lse2, d.lse_elems, msg, msgn))
+            goto out;
+        kf_attn_params p2 = d.p;
+        p2.o = (void *)(uintptr_t)d.o2;
+        p2.lse = (float *)(uintptr_t)d.lse2;
+        p2.splits = 1;
+        p2.ws_o = p2.ws_lse = NULL;
+        if (dev_launch(ctx, naive, &d.mod_naive, &p2, msg, msgn))
+            goto out;
+        cr = ctx->cu->CtxSynchronize();
+        if (cr) {
+            cu_fail(ctx, cr, "attn_naive reference kernel failed", msg, msgn);
+            goto out;
+        }
+        o2_dense = malloc((size_t)g.rows * g.hq * g.d * es + 4);
+        lse2_dense = malloc((size_t)g.rows * g.hq * 4 + 4);
+        if (ctx->cu->MemcpyDtoH(o_store, d.o2, g.o.elems * es) || ctx->cu->MemcpyDtoH(lse_store, d.lse2, d.lse_elems * 4)) {
+            snprintf(msg, msgn, "cuMemcpyDtoH failed");
+            goto out;
+        }
+        size_t stray2;
+        gather_o(&g, c->dtype, o_store, o2_dense, &stray2);
+        gather_lse(&g, c->sq, lse_store, lse2_dense);
+        size_t n = (size_t)g.rows * g.hq;
+        for (size_t i = 0; i < n * g.d; i++)
+            ref_o[i] = check_load(c->dtype, o2_dense, i);
+        for (size_t i = 0; i < n; i++)
+            ref_lse[i] = lse2_dense[i];
+    } else {
+        cpu_reference(&g, &in, c->dtype, c->causal, ref_o, ref_lse);
+    }
+
+    size_t n = (size_t)g.rows * g.hq;
+    check_compare(c->dtype, o_dense, ref_o, n * g.d, &r->o);
+    check_compare_lse(lse_dense, ref_lse, n, &r->lse);
+    int ok_o = check_pass(&r->o, r->tol), ok_l = check_lse_pass(&r->lse, CHECK_LSE_TOL);
+    r->pass = ok_o && ok_l && r->stray == 0;
+    char a[200], b[200];
+    check_format(a, sizeof a, &r->o, r->tol);
+    check_format_lse(b, sizeof b, &r->lse, CHECK_LSE_TOL);
+    snprintf(msg, msgn, "o %s; lse %s; stray %zu; ref %s; seed %llu", a, b, r->stray, r->ref,
+             (unsigned long long)r->seed);
+    if (c->keep_outputs) {
+        r->o_out = o_dense;
+        r->lse_out = lse_dense;
+        r->rows = g.rows;
+        o_dense = NULL;
+        lse_dense = NULL;
+    }
+    rc = 0;
+out:
+    dev_free(ctx, &d);
+    host_in_free(&in);
+    geom_free(&g);
+    free(o_store);
+    free(lse_store);
+    free(o_dense);
+    free(lse_dense);
+    free(o2_dense);
+    free(lse2_dense);
+    free(ref_o);
+    free(ref_lse);
+    if (rc && timing)
+        tune_attn_timing_free(timing);
+    return rc;
+}
+
+/* ---- timing ------------------------------------------------------------------ */
+
+static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
+                      int samples, tune_attn_timing *t, char *msg, size_t msgn)
+{
+    if (samples <= 0)
+        samples = 30;
+    if (samples < 20)
+        samples = 20;
+    memset(t, 0, sizeof *t);
+    CUevent *ev = calloc((size_t)samples * 2, sizeof *ev);
+    double *ms = calloc((size_t)samples, sizeof *ms);
+    int rc = -1, made = 0;
+    if (!ev || !ms) {
+        snprintf(msg, msgn, "out of memory");
+        goto out;
+    }
+    for (; made < samples * 2; made++)
+        if (ctx->cu->EventCreate(&ev[made], 0)) {
+            snprintf(msg, msgn, "cuEventCreate failed");
+            goto out;
+        }
+    for (int w = 0; w < 3; w++)      /* warm-up: clocks, instruction cache, TLB */
+        if (dev_launch(ctx, v, m, p, msg, msgn))
+            goto out;
+    for (int s = 0; s < samples; s++) {
+        ctx->flush_val ^= 0x5A;
+        if (ctx->cu->MemsetD8Async(ctx->flush, ctx->flush_val, ctx->flush_bytes, NULL)) {
+            snprintf(msg, msgn, "cuMemsetD8Async (L2 flush) failed");
+            goto out;
+        }
+        ctx->cu->EventRecord(ev[2 * s], NULL);
+        if (dev_launch(ctx, v, m, p, msg, msgn))
+            goto out;
+        ctx->cu->EventRecord(ev[2 * s + 1], NULL);
+    }
+    CUresult cr = ctx->cu->CtxSynchronize();
+    if (cr) {
+        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
+        goto out;
+    }
+    for (int s = 0; s < samples; s++) {
+        float f = 0;
+        if (ctx->cu->EventElapsedTime(&f, ev[2 * s], ev[2 * s + 1])) {
+            snprintf(msg, msgn, "cuEventElapsedTime failed");
+            goto out;
+        }
+        ms[s] = f;
+    }
+    t->samples = samples;
+    t->samples_ms = malloc(sizeof(double) * (size_t)samples);
+    memcpy(t->samples_ms, ms, sizeof(double) * (size_t)samples);
+    qsort(ms, (size_t)samples, sizeof *ms, cmp_dbl);
+    t->min_ms = ms[0];
+    t->median_ms = samples % 2 ? ms[samples / 2] : 0.5 * (ms[samples / 2 - 1] + ms[samples / 2]);
+    t->p10_ms = ms[(samples - 1) / 10];
+    t->p90_ms = ms[(samples - 1) - (samples - 1) / 10];
+    t->spread = t->median_ms > 0 ? (t->p90_ms - t->p10_ms) / t->median_ms : 0;
+    rc = 0;
+out:
+    for (int i = 0; i < made; i++)
+        ctx->cu->EventDestroy(ev[i]);
+    free(ev);
+    free(ms);
+    return rc;
+}
+
+static int same_lens(const int *a, const int *b, int n)
+{
+    if (!a || !b)
+        return a == b;
+    return memcmp(a, b, sizeof(int) * (size_t)n) == 0;
+}
+
+/* Whether the cached timing inputs are those of case c (seed resolved). */
+static int time_cache_hit(const tune_attn_ctx *ctx, const tune_attn_case *c)
+{
+    const tune_attn_case *t = &ctx->tc;
+    return ctx->tc_valid && t->dtype == c->dtype && t->b == c->b && t->sq == c->sq && t->skv == c->skv &&
+           t->hq == c->hq && t->hkv == c->hkv && t->d == c->d && t->causal == c->causal &&
+           t->packed_kv == c->packed_kv && t->layout == c->layout && t->row_pad == c->row_pad &&
+           t->expand_kv == c->expand_kv && t->seed == c->seed && same_lens(t->kv_len, c->kv_len, c->b) &&
+           same_lens(t->q_lens, c->q_lens, c->b);
+}
+
+static int *dup_lens(const int *v, int n)
+{
+    if (!v)
+        return NULL;
+    int *d = malloc(sizeof(int) * (size_t)n);
+    if (d)
+        memcpy(d, v, sizeof(int) * (size_t)n);
+    return d;
+}
+
+int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
+                   tune_attn_timing *t, char *err, size_t errn)
+{
+    memset(t, 0, sizeof *t);
+    if (!ctx || ctx->broken) {
+        snprintf(err, errn, "the CUDA context is unusable after an earlier error");
+        return -1;
+    }
+    geom g;
+    dev_run d;
+    memset(&d, 0, sizeof d);
+    int rc = -1;
+    tune_attn_case cc = *c;
+    if (!cc.seed) {
+        /* timing needs representative data, not fresh data: one seed per session, so the
+         * inputs of a case are filled and uploaded once for all its variants */
+        if (!ctx->time_seed)
+            ctx->time_seed = check_fresh_seed();
+        cc.seed = ctx->time_seed;
+    }
+    if (geom_init(&g, &cc, v, err, errn))
+        goto out;
+    if (!time_cache_hit(ctx, &cc)) {
+        time_cache_drop(ctx);
+        host_in in = {0};
+        dev_run up;
+        memset(&up, 0, sizeof up);
+        if (host_in_fill(&in, &g, cc.dtype, cc.seed)) {
+            snprintf(err, errn, "out of host memory for the inputs");
+            goto out;
+        }
+        int bad = dev_inputs(ctx, &cc, &g, &in, &up, err, errn);
+        host_in_free(&in);
+        CUdeviceptr keep[6] = {up.q, up.k, up.v, up.cu_q, up.cu_k, up.kv_len};
+        memcpy(ctx->tc_in, keep, sizeof keep);
+        if (bad)
+            goto out;
+        ctx->tc = cc;
+        ctx->tc_kv = dup_lens(cc.kv_len, cc.b);
+        ctx->tc_q = dup_lens(cc.q_lens, cc.b);
+        ctx->tc.kv_len = ctx->tc_kv;
+        ctx->tc.q_lens = ctx->tc_q;
+        ctx->tc_valid = 1;
+    }
+    if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || load_variant(ctx, v, &d.mod, err, errn))
+        goto out;
+    rc = timing_run(ctx, v, &d.mod, &d.p, samples, t, err, errn);
+out:
+    /* the inputs belong to the cache */
+    d.q = d.k = d.v = d.cu_q = d.cu_k = d.kv_len = 0;
+    dev_free(ctx, &d);
+    geom_free(&g);
+    return rc;
+}
+
+/* ---- attn_combine -------------------------------------------------------------- */
+
+int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
+                            tune_attn_result *r)
+{
+    memset(r, 0, sizeof *r);
+    char *msg = r->msg;
+    size_t msgn = sizeof r->msg;
+    r->seed = c->seed ? c->seed : check_fresh_seed();
+    r->tol = check_tol(c->dtype);
+    snprintf(r->ref, sizeof r->ref, "cpu-fp64");
+    if (!ctx || ctx->broken) {
+        snprintf(msg, msgn, "the CUDA context is unusable after an earlier error");
+        return -1;
+    }
+    long long n = (long long)c->b * c->sq * c->hq;
+    int S = c->splits, dv = c->dv;
+    size_t es = check_dtype_size(c->dtype);
+    float *wo = malloc(sizeof(float) * (size_t)(S * n * dv));
+    float *wl = malloc(sizeof(float) * (size_t)(S * n));
+    double *dwo = malloc(sizeof(double) * (size_t)(S * n * dv));
+    double *dwl = malloc(sizeof(double) * (size_t)(S * n));
+    double *ro = malloc(sizeof(double) * (size_t)(n * dv));
+    double *rl = malloc(sizeof(double) * (size_t)n);
+    void *o = malloc((size_t)(n * dv) * es);
+    float *lse = malloc(sizeof(float) * (size_t)n), *lse_d = malloc(sizeof(float) * (size_t)n);
+    dev_run d;
+    memset(&d, 0, sizeof d);
+    rt_module mod = {0};
+    int rc = -1;
+    if (!wo || !wl || !dwo || !dwl || !ro || !rl || !o || !lse || !lse_d) {
+        snprintf(msg, msgn, "out of host memory");
+        goto out;
+    }
+    check_rng g;
+    check_rng_seed(&g, r->seed);
+    for (long long row = 0; row < n; row++) {
+        int all_empty = (row % 7) == 3;
+        for (int s = 0; s < S; s++) {
+            long long w = (long long)s * n + row;
+            int empty = all_empty || (check_rng_next(&g) % 5) == 0;
+            wl[w] = empty ? -INFINITY : (float)(4.0 * check_rng_uniform(&g));
+            dwl[w] = wl[w];
+            for (int k = 0; k < dv; k++) {
+                float x = (float)check_rng_uniform(&g);
+                wo[w * dv + k] = empty ? NAN : x;      /* an empty split's O must never be read */
+                dwo[w * dv + k] = empty ? 0.0 : x;
+            }
+        }
+    }
+    ref_attn_combine(S, n, dv, dwo, dwl, ro, rl);
+    size_t wob = sizeof(float) * (size_t)(S * n * dv);
+    if (dalloc(ctx, &d.ws, wob + sizeof(float) * (size_t)(S * n), msg, msgn))
+        goto out;
+    if (ctx->cu->MemcpyHtoD(d.ws, wo, wob) || ctx->cu->MemcpyHtoD(d.ws + wob, wl, sizeof(float) * (size_t)(S * n))) {
+        snprintf(msg, msgn, "cuMemcpyHtoD failed");
+        goto out;
+    }
+    if (dalloc(ctx, &d.o, (size_t)(n * dv) * es, msg, msgn) || dalloc(ctx, &d.lse, (size_t)n * 4, msg, msgn) ||
+        dev_poison(ctx, d.o, (size_t)(n * dv) * es, d.lse, (size_t)n, msg, msgn) ||
+        load_variant(ctx, v, &mod, msg, msgn))
+        goto out;
+    kf_attn_params *p = &d.p;
+    p->o = (void *)(uintptr_t)d.o;
+    p->lse = (float *)(uintptr_t)d.lse;
+    p->ws_o = (float *)(uintptr_t)d.ws;
+    p->ws_lse = (float *)(uintptr_t)(d.ws + wob);
+    p->o_ss = (long long)c->hq * dv;
+    p->o_sh = dv;
+    p->o_sb = (long long)c->sq * p->o_ss;
+    p->lse_sh = c->sq;
+    p->lse_sb = (long long)c->hq * c->sq;
+    p->b = c->b;
+    p->sq = c->sq;
+    p->hq = c->hq;
+    p->hkv = 1;
+    p->splits = S;
+    p->ws_rows = c->b * c->sq;
+    if (dev_launch(ctx, v, &mod, p, msg, msgn))
+        goto out;
+    CUresult cr = ctx->cu->CtxSynchronize();
+    if (cr) {
+        cu_fail(ctx, cr, "attn_combine kernel failed", msg, msgn);
+        goto out;
+    }
+    r->ran = 1;
+    if (ctx->cu->MemcpyDtoH(o, d.o, (size_t)(n * dv) * es) || ctx->cu->MemcpyDtoH(lse_d, d.lse, (size_t)n * 4)) {
+        snprintf(msg, msgn, "cuMemcpyDtoH failed");
+        goto out;
+    }
+    for (int b = 0; b < c->b; b++)
+        for (int i = 0; i < c->sq; i++)
+            for (int h = 0; h < c->hq; h++)
+                lse[((long long)b * c->sq + i) * c->hq + h] = lse_d[((long long)b * c->hq + h) * c->sq + i];
+    check_compare(c->dtype, o, ro, (size_t)(n * dv), &r->o);
+    check_compare_lse(lse, rl, (size_t)n, &r->lse);
+    r->pass = check_pass(&r->o, r->tol) && check_lse_pass(&r->lse, CHECK_LSE_TOL);
+    char a[200], b2[200];
+    check_format(a, sizeof a, &r->o, r->tol);
+    check_format_lse(b2, sizeof b2, &r->lse, CHECK_LSE_TOL);
+    snprintf(msg, msgn, "o %s; lse %s; seed %llu", a, b2, (unsigned long long)r->seed);
+    rc = 0;
+out:
+    rt_module_unload(&mod);
+    dev_free(ctx, &d);
+    free(wo);
+    free(wl);
+    free(dwo);
+    free(dwl);
+    free(ro);
+    free(rl);
+    free(o);
+    free(lse);
+    free(lse_d);
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* tuner/attn_run.h: run one attention variant on the GPU against the reference (CPU fp64 or GPU naive), and time it */
+#ifndef KF_TUNER_ATTN_RUN_H
+#define KF_TUNER_ATTN_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gen/build.h"
+#include "gen/kv.h"
+#include "tuner/check.h"
+
+/*
+ * Which reference to use. The CPU fp64 reference (tuner/ref_attn.c) is exact but
+ * costs about 3 * b * hq * sq * skv * d multiply-adds (half when causal: two score
+ * passes and one value pass) at about 3.5e8 per second per core (measured, -O2); it
+ * runs one work item per (KV head group, sequence) on every core.
+ * Past TUNE_ATTN_CPU_REF_MAX of that work (about 11 s of one core) use the GPU
+ * naive kernel (attn_naive, fp32 math) instead: it is itself checked against the
+ * CPU reference on small cases by tests/gpu/test_attn_gpu.c. tune_attn_ref_work()
+ * gives the work figure of a case.
+ */
+#define TUNE_ATTN_CPU_REF_MAX 4e9
+
+/* A compiled variant: what gen_build_prepare/gen_build_run leave in a gen_job. */
+typedef struct tune_attn_variant {
+    const char *family;            /* "attn_decode", "attn_prefill", "attn_naive" or "attn_combine" */
+    gen_kvset vp;                  /* fixed values + params (+ "family"), as rt_attn_grid reads them */
+    const void *image;             /* cubin or PTX (not owned) */
+    const gen_kernel *kernels;     /* in launch order (not owned) */
+    int n_kernels;
+    const char *key;               /* variant key, for messages (may be NULL) */
+} tune_attn_variant;
+
+/* Fills v from a built job (the job must outlive v). -1 when the job failed. */
+int tune_attn_variant_from_job(tune_attn_variant *v, const gen_job *j);
+
+/* Layout of q, k, v and o in device memory. */
+enum {
+    TUNE_LAYOUT_BSHD = 0,          /* [B, S, H, D] (packed: [T, H, D]) */
+    TUNE_LAYOUT_BHSD = 1,          /* [B, H, S, D] (packed: [H, T, D]): a permuted, strided view */
+};
+
+/*
+ * One test case of GQA attention (attn_decode, attn_prefill, attn_naive).
+ * Logical inputs depend only on (seed, dtype, b, sq, skv, hq, hkv, d, lengths): the same
+ * seed gives the same values whatever the layout, so layouts can be compared bit for bit.
+ * Everything a kernel must not read is NaN: K/V past each sequence's kv_len, the unused
+ * cache capacity, and padding between rows (q, k, v). o is poisoned everywhere, padding
+ * included: a write outside the view is counted as stray.
+ */
+typedef struct tune_attn_case {
+    check_dtype dtype;             /* CHECK_BF16 or CHECK_FP16 */
+    int b, sq, skv, hq, hkv, d;    /* sq: rows per sequence (max when q_lens); skv: cache capacity */
+    int causal;
+    const int *kv_len;             /* [b] keys per sequence (0 and 1 allowed, <= skv), or NULL: skv */
+    const int *q_lens;             /* [b] query rows per sequence (<= sq): q/o/lse packed with cu_seqlens_q */
+    int packed_kv;                 /* with q_lens: k/v packed too ([T_kv, Hkv, D] with cu_seqlens_k from kv_len) */
+    int layout;                    /* TUNE_LAYOUT_* of q, k, v, o */
+    int row_pad;                   /* 0/1: dense; n: each D-row of q/k/v/o occupies n*D elements (padding NaN) */
+    int expand_kv;                 /* 1: run on K/V expanded to hq heads (hkv' = hq, G = 1): the bitwise check */
+    int splits;                    /* 0: the variant's sp (1 when absent) */
+    uint64_t seed;                 /* 0: a fresh seed (check_fresh_seed) */
+    double scale;                  /* 0: 1/sqrt(d) */
+    int keep_outputs;              /* 1: copy o and lse back into the result (dense, see below) */
+} tune_attn_case;
+
+typedef struct tune_attn_result {
+    int pass;                      /* every check below passed */
+    int ran;                       /* the kernels ran (0: an error before or during the launch) */
+    char ref[16];                  /* "cpu-fp64" or "gpu-naive" */
+    uint64_t seed;                 /* the seed used */
+    check_stats o;                 /* o against the reference */
+    check_lse_stats lse;
+    size_t stray;                  /* elements of o's padding that were written */
+    double tol;
+    char msg[512];                 /* one line: the verdict or what failed */
+    /* keep_outputs: o as [rows, hq, d] (case dtype), lse as [rows, hq]; row = b*sq + i
+     * dense, the packed row otherwise. malloc'd; tune_attn_result_free. */
+    void *o_out;
+    float *lse_out;
+    long long rows;
+} tune_attn_result;
+
+void tune_attn_result_free(tune_attn_result *r);
+
+/* Timing of the kernels of one variant on one case (after a correctness run or not). */
+typedef struct tune_attn_timing {
+    int samples;                   /* >= 20 */
+    double median_ms, p10_ms, p90_ms, min_ms;
+    double spread;                 /* (p90 - p10) / median */
+    double *samples_ms;            /* malloc'd, `samples` of them (freed by tune_attn_timing_free) */
+} tune_attn_timing;
+void tune_attn_timing_free(tune_attn_timing *t);
+
+/* A GPU session: context, stream, L2 flush buffer (2x L2). One thread uses it at a time. */
+typedef struct tune_attn_ctx tune_attn_ctx;
+
+/* NULL with a message in err when there is no driver/device ("no CUDA driver/device found: ..."). */
+tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn);
+void tune_attn_close(tune_attn_ctx *c);     /* NULL: no-op */
+/* Whether a CUDA error has left the context unusable (an illegal address, say). */
+int tune_attn_broken(const tune_attn_ctx *c);
+
+/* Multiply-adds of the CPU reference for a case (see TUNE_ATTN_CPU_REF_MAX). */
+double tune_attn_ref_work(const tune_attn_case *c);
+
+/*
+ * Runs v on c and checks o and lse: against the CPU fp64 reference when naive is NULL,
+ * else against the GPU naive kernel `naive` (attn_naive of the same dtype/d/causal, run
+ * on the same device buffers). Inputs random (never zeros), outputs poisoned first.
+ * Tolerances: check_tol(dtype) on ||o - ref|| / ||ref||, CHECK_LSE_TOL max-abs on lse
+ * (looser against the naive kernel: its own rounding adds in). timing != NULL: also
+ * times the launches (samples >= 20; 0 asks for 30), see tune_attn_time.
+ * Returns 0 when the variant ran (r->pass says the verdict), -1 on an error of the
+ * harness or the driver (r->msg says which; r->pass = 0).
+ */
+int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c,
+                    const tune_attn_variant *naive, int samples, tune_attn_result *r,
+                    tune_attn_timing *timing);
+
+/* Timing alone: events around the launches of every kernel of v, warm-up, `samples`
+ * (>= 20) samples with L2 flushed (a buffer of 2x L2 written) before each. -1 on error. */
+int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
+                   tune_attn_timing *t, char *err, size_t errn);
+
+/* attn_combine: random partials (some splits empty, lse -inf; some rows with every split
+ * empty) of b*sq rows x hq heads x dv, merged by v, against ref_attn_combine. */
+typedef struct tune_combine_case {
+    check_dtype dtype;
+    int b, sq, hq, dv, splits;
+    uint64_t seed;
+} tune_combine_case;
+int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
+                            tune_attn_result *r);
+
+/* Fills j (tmpl, fixed, params) for the attn_naive variant that references case c, and
+ * prepares it (gen_build_prepare); the caller builds it with gen_build_run. -1 with the
+ * host's message. */
+int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *tg, gen_job *j);
+
+/* "dtype=bf16,b=1,..." shape kvset of a case (for templates' fixed()/default()). */
+void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape);
+
+#endif

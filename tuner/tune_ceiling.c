@@ -1,0 +1,228 @@
+/* tuner/tune_ceiling.c: measured ceilings of a GPU: device copy bandwidth and kforge's own bf16 GEMM throughput */
+#include "tuner/tune_ceiling.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda.h"
+#include "runtime/module.h"
+#include "tuner/check.h"
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median and (p90 - p10) / median of ms[0..n) (sorted in place). */
+static void stats(double *ms, int n, double *median, double *spread)
+{
+    qsort(ms, (size_t)n, sizeof *ms, cmp_dbl);
+    *median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    double p10 = ms[(n - 1) / 10], p90 = ms[(n - 1) - (n - 1) / 10];
+    *spread = *median > 0 ? (p90 - p10) / *median : NAN;
+}
+
+static int cu_err(CUresult r, const char *what, char *err, size_t errn)
+{
+    char e[128];
+    rt_cuda_errstr(r, e, sizeof e);
+    snprintf(err, errn, "%s: %s", what, e);
+    return -1;
+}
+
+typedef int (*launch_fn)(void *arg, char *err, size_t errn);
+
+/* Events around each of `samples` launches after two warm-ups; ms[] gets the times. */
+static int time_events(const rt_cu *cu, launch_fn fn, void *arg, int samples, double *ms, char *err, size_t errn)
+{
+    CUevent a, b;
+    CUresult r;
+    if ((r = cu->EventCreate(&a, 0)) || (r = cu->EventCreate(&b, 0)))
+        return cu_err(r, "cuEventCreate", err, errn);
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = fn(arg, err, errn);
+    for (int i = 0; i < samples && !rc; i++) {
+        float f = 0;
+        cu->EventRecord(a, NULL);
+        rc = fn(arg, err, errn);
+        cu->EventRecord(b, NULL);
+        if (!rc && ((r = cu->EventSynchronize(b)) || (r = cu->EventElapsedTime(&f, a, b))))
+            rc = cu_err(r, "timing", err, errn);
+        ms[i] = f;
+    }
+    cu->EventDestroy(a);
+    cu->EventDestroy(b);
+    return rc;
+}
+
+struct copy_arg {
+    const rt_cu *cu;
+    CUdeviceptr src, dst;
+    size_t bytes;
+};
+
+static int copy_once(void *p, char *err, size_t errn)
+{
+    struct copy_arg *c = p;
+    CUresult r = c->cu->MemcpyDtoD(c->dst, c->src, c->bytes);
+    return r ? cu_err(r, "cuMemcpyDtoD", err, errn) : 0;
+}
+
+int tune_ceiling_copy(int ordinal, size_t bytes, int samples, tune_ceiling *out, char *err, size_t errn)
+{
+    memset(out, 0, sizeof *out);
+    out->check_err = NAN;
+    if (samples < 20)
+        samples = 20;
+    const rt_cu *cu = rt_cuda(err, errn);
+    if (!cu || rt_module_context(ordinal, err, errn))
+        return -1;
+    struct copy_arg c = {cu, 0, 0, bytes};
+    double *ms = calloc((size_t)samples, sizeof *ms);
+    CUresult r;
+    int rc = -1;
+    if ((r = cu->MemAlloc(&c.src, bytes)) || (r = cu->MemAlloc(&c.dst, bytes)) ||
+        (r = cu->MemsetD8(c.src, 0x5A, bytes))) {
+        cu_err(r, "allocating the copy buffers", err, errn);
+        goto out;
+    }
+    if (time_events(cu, copy_once, &c, samples, ms, err, errn))
+        goto out;
+    stats(ms, samples, &out->median_ms, &out->spread);
+    out->samples = samples;
+    out->value = 2.0 * (double)bytes / (out->median_ms * 1e-3);
+    snprintf(out->variant, sizeof out->variant, "cuMemcpyDtoD %zu bytes", bytes);
+    rc = 0;
+out:
+    if (c.src)
+        cu->MemFree(c.src);
+    if (c.dst)
+        cu->MemFree(c.dst);
+    free(ms);
+    return rc;
+}
+
+struct gemm_arg {
+    rt_module *m;
+    CUdeviceptr a, b, c;
+    int size;
+};
+
+static int gemm_once(void *p, char *err, size_t errn)
+{
+    struct gemm_arg *g = p;
+    void *args[] = {&g->a, &g->b, &g->c, &g->size, &g->size, &g->size};
+    unsigned grid[3] = {(unsigned)(g->size / 128), (unsigned)(g->size / 128), 1};
+    return rt_module_launch(g->m, 0, grid, args, NULL, err, errn);
+}
+
+/* Relative error (2-norm) of 256 sampled C entries against fp64 dot products. */
+static double gemm_check(const rt_cu *cu, const struct gemm_arg *g, const uint16_t *ha, const uint16_t *hb)
+{
+    size_t n = (size_t)g->size, rowb = n * 2;
+    uint16_t *row = malloc(rowb);
+    check_rng rng;
+    check_rng_seed(&rng, check_fresh_seed());
+    double num = 0, den = 0;
+    for (int s = 0; s < 256 && row; s++) {
+        size_t i = check_rng_next(&rng) % n, j = check_rng_next(&rng) % n;
+        if (cu->MemcpyDtoH(row, g->c + i * rowb, rowb)) {
+            free(row);
+            return NAN;
+        }
+        double ref = 0;
+        for (size_t k = 0; k < n; k++)
+            ref += (double)check_bf16_to_f32(ha[i * n + k]) * check_bf16_to_f32(hb[j * n + k]);
+        double got = check_bf16_to_f32(row[j]);
+        num += (got - ref) * (got - ref);
+        den += ref * ref;
+    }
+    free(row);
+    return den > 0 ? sqrt(num / den) : NAN;
+}
+
+int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int samples, tune_ceiling *out,
+                      char *err, size_t errn)
+{
+    memset(out, 0, sizeof *out);
+    out->check_err = NAN;
+    if (samples < 20)
+        samples = 20;
+    const rt_cu *cu = rt_cuda(err, errn);
+    if (!cu || rt_module_context(ordinal, err, errn))
+        return -1;
+    size_t elems = (size_t)size * size, bytes = elems * 2;
+    uint16_t *ha = malloc(bytes), *hb = malloc(bytes);
+    double *ms = calloc((size_t)samples, sizeof *ms);
+    struct gemm_arg g = {NULL, 0, 0, 0, size};
+    int rc = -1, passed = 0;
+    CUresult r;
+    char last[512] = "no ceil_gemm variant built";
+    if (!ha || !hb || !ms) {
+        snprintf(err, errn, "out of host memory for the GEMM inputs");
+        goto out;
+    }
+    uint64_t seed = check_fresh_seed();
+    check_fill_uniform(CHECK_BF16, ha, elems, seed);
+    check_fill_uniform(CHECK_BF16, hb, elems, seed + 1);
+    if ((r = cu->MemAlloc(&g.a, bytes)) || (r = cu->MemAlloc(&g.b, bytes)) || (r = cu->MemAlloc(&g.c, bytes)) ||
+        (r = cu->MemcpyHtoD(g.a, ha, bytes)) || (r = cu->MemcpyHtoD(g.b, hb, bytes))) {
+        cu_err(r, "allocating the GEMM buffers", err, errn);
+        goto out;
+    }
+    for (int v = 0; v < n; v++) {
+        const gen_job *j = &jobs[v];
+        if (j->failed || !j->bin.image) {
+            snprintf(last, sizeof last, "%s: %.400s", j->variant_key, j->err);
+            continue;
+        }
+        rt_module m;
+        rt_kernel_desc k = {"", j->kernels[0].threads, j->kernels[0].smem};
+        snprintf(k.name, sizeof k.name, "%s", j->kernels[0].name);
+        if (rt_module_load(&m, j->bin.image, &k, 1, last, sizeof last))
+            continue;
+        g.m = &m;
+        cu->MemsetD8(g.c, 0xFF, bytes);                   /* poison: NaN in bf16 */
+        double e = NAN, med, spread;
+        int t = time_events(cu, gemm_once, &g, samples, ms, last, sizeof last);
+        if (!t)
+            e = gemm_check(cu, &g, ha, hb);
+        rt_module_unload(&m);
+        if (t)
+            continue;
+        if (!(e <= 1e-2)) {
+            snprintf(last, sizeof last, "%s: sampled outputs off by %.3g (relative)", j->variant_key, e);
+            continue;
+        }
+        stats(ms, samples, &med, &spread);
+        double flops = 2.0 * size * (double)size * size / (med * 1e-3);
+        if (flops > out->value) {
+            out->value = flops;
+            out->median_ms = med;
+            out->spread = spread;
+            out->samples = samples;
+            out->check_err = e;
+            snprintf(out->variant, sizeof out->variant, "%s", j->variant_key);
+        }
+        passed++;
+    }
+    if (passed)
+        rc = 0;
+    else
+        snprintf(err, errn, "no ceil_gemm variant ran correctly (last: %s)", last);
+out:
+    if (g.a)
+        cu->MemFree(g.a);
+    if (g.b)
+        cu->MemFree(g.b);
+    if (g.c)
+        cu->MemFree(g.c);
+    free(ha);
+    free(hb);
+    free(ms);
+    return rc;
+}

@@ -1,0 +1,839 @@
+/* tuner/tune_sweep.c: one tuning worker on one GPU: plan, compile ahead, gate, time, store, pick winners */
+#include "tuner/tune_sweep.h"
+#include "runtime/device.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db/db.h"
+#include "gen/build.h"
+#include "gen/nvrtc.h"
+#include "gen/sweep.h"
+#include "runtime/cuda.h"
+#include "tuner/attn_run.h"
+#include "tuner/tune_enum.h"
+#include "tuner/tune_eta.h"
+#include "tuner/tune_gate.h"
+#include "tuner/tune_select.h"
+#include "tuner/tune_work.h"
+
+/*
+ * Compile ahead: every variant of every shape is planned (rendered and keyed, on this
+ * thread: the Lua host is single-threaded) before anything runs; then one compile thread
+ * builds the binaries shape by shape (gen_build_run on its own database handle, NVRTC on
+ * -j threads, each binary stored as soon as it is built) while this thread gates and times
+ * the shapes whose binaries are ready. A binary shared by several shapes (same fixed values)
+ * is built once, with the first shape that needs it.
+ */
+
+/* The current measurements of one shape, as the selection reads them. */
+typedef struct meas_list {
+    tune_meas *m;
+    int n, cap;
+} meas_list;
+
+typedef struct plan {
+    const gen_kvset *shape;
+    char family[64];
+    char shape_key[512];
+    gen_tmpl *t;
+    tune_space sp;
+    int *todo;                   /* indices into sp.v of the variants this run looks at */
+    int n_todo;
+    tune_attn_case time_case;
+    int use_naive, naive_job;    /* gate against the GPU naive kernel (large cases) */
+    tune_work work;
+    double ceiling;              /* of work.ceiling on this GPU, NaN when not measured */
+    int job_lo, job_hi;          /* the jobs first needed by this shape */
+    int ok;                      /* planned without error */
+    long units;                  /* variants still to measure when planned (ETA) */
+} plan;
+
+typedef struct sweep {
+    const tune_opts *o;
+    tune_stats *st;
+    gen_host *h;
+    gen_target tg;
+    rt_devinfo info;
+    db_store *db;
+    long long run_id;
+    tune_attn_ctx *ctx;
+    gen_job *jobs;
+    int n_jobs, cap_jobs;
+    int *job_last;               /* last plan that needs each job (its binary is freed after) */
+    plan *p;
+    int n;
+    int mutated;
+    /* the compile thread */
+    pthread_t th;
+    int th_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int built;                   /* plans whose binaries are ready */
+    int build_failed;            /* the database write of a binary failed */
+    char build_err[512];
+    volatile int cancel;
+    /* progress */
+    double t0;
+    long units_total, units_done;
+    int tty;
+} sweep;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int stopped(const sweep *w)
+{
+    return w->o->stop && *w->o->stop;
+}
+
+/* ---- measurements of a shape ------------------------------------------------- */
+
+static void meas_free(meas_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free((char *)l->m[i].variant_key);
+    free(l->m);
+    memset(l, 0, sizeof *l);
+}
+
+static int meas_add(meas_list *l, const char *key, int status, int is_control, int n_samples,
+                    double median_ms, double spread_ms, long long id)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        tune_meas *m = realloc(l->m, sizeof *m * (size_t)cap);
+        if (!m)
+            return -1;
+        l->m = m;
+        l->cap = cap;
+    }
+    tune_meas *m = &l->m[l->n];
+    m->variant_key = strdup(key);
+    if (!m->variant_key)
+        return -1;
+    m->status = status;
+    m->is_control = is_control;
+    m->n_samples = n_samples;
+    m->median_ms = median_ms;
+    m->spread_ms = spread_ms;
+    m->id = id;
+    l->n++;
+    return 0;
+}
+
+static int find_variant(const plan *p, const char *key)
+{
+    for (int i = 0; i < p->sp.n; i++)
+        if (!strcmp(p->sp.v[i].key, key))
+            return i;
+    return -1;
+}
+
+struct load_ctx {
+    sweep *w;
+    plan *p;
+    meas_list *l;
+    int rc;
+};
+
+static int load_cb(const db_tune_meas *m, void *arg)
+{
+    struct load_ctx *c = arg;
+    int vi = find_variant(c->p, m->variant_key);
+    /* a measurement of another binary (older template, other options) is not this variant's */
+    if (vi < 0 || !m->cache_key || strcmp(m->cache_key, c->w->jobs[c->p->sp.v[vi].job].cache_key))
+        return 0;
+    if (meas_add(c->l, m->variant_key, tune_status_parse(m->status), m->is_control, m->n_samples,
+                 m->median_ms, m->spread_ms, m->id)) {
+        c->rc = -1;
+        return 1;
+    }
+    return 0;
+}
+
+static int meas_load(sweep *w, plan *p, meas_list *l)
+{
+    meas_free(l);
+    struct load_ctx c = {w, p, l, 0};
+    if (db_tune_meas_each(w->db, w->info.name, p->family, p->shape_key, load_cb, &c) != DB_OK || c.rc)
+        return -1;
+    return 0;
+}
+
+/* ---- planning ------------------------------------------------------------------ */
+
+/* Index of the job building (fixed, params) of t, added when new. -1 with the host's message. */
+static int job_for(sweep *w, gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params)
+{
+    if (w->n_jobs == w->cap_jobs) {
+        int cap = w->cap_jobs ? 2 * w->cap_jobs : 256;
+        gen_job *j = realloc(w->jobs, sizeof *j * (size_t)cap);
+        if (j)
+            w->jobs = j;
+        int *last = j ? realloc(w->job_last, sizeof *last * (size_t)cap) : NULL;
+        if (last)
+            w->job_last = last;
+        if (!j || !last)
+            return gen_host_fail(w->h, "out of memory planning jobs");
+        w->cap_jobs = cap;
+    }
+    gen_job *j = &w->jobs[w->n_jobs];
+    memset(j, 0, sizeof *j);
+    j->tmpl = t;
+    j->fixed = *fixed;
+    j->params = *params;
+    if (gen_build_prepare(j, &w->tg)) {
+        gen_job_free(j);
+        return -1;
+    }
+    if (w->o->mutate && w->o->mutate(j->binary_key, &j->src, w->o->mutate_arg) == 1) {
+        size_t k = strlen(j->cache_key);
+        snprintf(j->cache_key + k, sizeof j->cache_key - k, ".mut%d", ++w->mutated);
+    }
+    for (int i = 0; i < w->n_jobs; i++)
+        if (!strcmp(w->jobs[i].cache_key, j->cache_key)) {
+            gen_job_free(j);
+            return i;
+        }
+    return w->n_jobs++;
+}
+
+static void shape_label(const plan *p, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s %s", p->family, p->shape_key);
+}
+
+/* The variants this run looks at: all, or a seeded random subset under --budget. */
+static int plan_todo(sweep *w, plan *p)
+{
+    p->todo = malloc(sizeof(int) * (size_t)(p->sp.n + 1));
+    if (!p->todo)
+        return -1;
+    const tune_opts *o = w->o;
+    if (o->budget > 0 && o->strategy == TUNE_STRAT_RANDOM)
+        p->n_todo = tune_pick_random(p->sp.n, o->budget, tune_seed_of(p->shape_key, o->seed),
+                                     p->sp.idefault, p->todo);
+    else
+        p->n_todo = tune_pick_random(p->sp.n, p->sp.n, 0, -1, p->todo);
+    return 0;
+}
+
+static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
+{
+    p->shape = shape;
+    p->job_lo = w->n_jobs;
+    p->ceiling = NAN;
+    const char *fam = gen_kv_str(shape, "family");
+    snprintf(p->family, sizeof p->family, "%s", fam ? fam : "");
+    if (gen_shape_key(shape, p->shape_key, sizeof p->shape_key))
+        return gen_host_fail(w->h, "shape key of a %s shape is too long", p->family);
+    if (strcmp(p->family, "attn_decode") && strcmp(p->family, "attn_prefill"))
+        return gen_host_fail(w->h, "the tuner times attn_decode and attn_prefill shapes, not '%s'",
+                             p->family);
+    p->t = gen_tmpl_load(w->h, p->family);
+    if (!p->t || tune_enumerate(p->t, shape, &w->tg.dev, &p->sp) || plan_todo(w, p))
+        return -1;
+    for (int i = 0; i < p->sp.n; i++) {
+        int j = job_for(w, p->t, &p->sp.fixed, &p->sp.v[i].params);
+        if (j < 0)
+            return -1;
+        p->sp.v[i].job = j;
+    }
+    uint64_t seed = tune_seed_of(p->shape_key, 0x6b666f72);
+    int *kvl = malloc(sizeof(int) * (size_t)(gen_kv_int(shape, "b", 1) + 1));
+    tune_attn_case gc;
+    if (!kvl || tune_time_case(shape, seed, &p->time_case) || tune_gate_case(shape, 1, &gc, kvl) < 0) {
+        free(kvl);
+        return gen_host_fail(w->h, "shape '%s' is not a GQA attention shape (b, sq, skv, hq, hkv, d,"
+                             " dtype bf16/fp16)", p->shape_key);
+    }
+    p->use_naive = tune_attn_ref_work(&gc) > TUNE_ATTN_CPU_REF_MAX;
+    p->naive_job = -1;
+    if (p->use_naive) {
+        gen_job nj;
+        memset(&nj, 0, sizeof nj);
+        if (tune_attn_naive_job(w->h, &gc, &w->tg, &nj)) {
+            free(kvl);
+            return -1;
+        }
+        p->naive_job = job_for(w, nj.tmpl, &nj.fixed, &nj.params);
+        gen_job_free(&nj);
+    }
+    free(kvl);
+    if (p->naive_job < 0 && p->use_naive)
+        return -1;
+    tune_work_of(p->family, shape, &p->work);
+    double c;
+    if (db_ceiling_get(w->db, w->info.name, p->work.ceiling, &c) == DB_OK && c > 0)
+        p->ceiling = c;
+    p->job_hi = w->n_jobs;
+    p->ok = 1;
+    return 0;
+}
+
+/* Variants still to measure in a shape (for the ETA): the planned ones without a full
+ * timing or verdict, plus the control. */
+static long plan_units(sweep *w, plan *p)
+{
+    meas_list l = {0};
+    long u = 0;
+    if (meas_load(w, p, &l) == 0) {
+        int samples = w->o->samples;
+        for (int k = 0; k < p->n_todo; k++) {
+            int s = tune_resume_state(l.m, l.n, p->sp.v[p->todo[k]].key, 0, samples, w->o->retry_errors,
+                                      NULL, NULL);
+            u += s == TUNE_TODO || s == TUNE_SCREENED;
+        }
+        u += tune_resume_state(l.m, l.n, p->sp.v[p->sp.idefault].key, 1, samples, 1, NULL, NULL) != TUNE_DONE;
+    }
+    meas_free(&l);
+    return u;
+}
+
+static void plan_free(plan *p)
+{
+    tune_space_free(&p->sp);
+    free(p->todo);
+}
+
+/* ---- the compile thread --------------------------------------------------------- */
+
+static void *compile_main(void *arg)
+{
+    sweep *w = arg;
+    db_store *db = NULL;
+    int threads = w->o->jobs > 0 ? w->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    char err[512] = "";
+    int failed = db_open(&db, w->o->db_path, DB_CREATE) != DB_OK;
+    if (failed)
+        snprintf(err, sizeof err, "%s", db_errmsg(db));
+    for (int i = 0; i < w->n && !failed && !w->cancel; i++) {
+        plan *p = &w->p[i];
+        if (p->ok && p->job_hi > p->job_lo &&
+            gen_build_run(w->jobs + p->job_lo, p->job_hi - p->job_lo, threads, db, &w->tg, NULL, NULL,
+                          err, sizeof err) < 0)
+            failed = 1;
+        pthread_mutex_lock(&w->mu);
+        w->built = i + 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+    db_close(db);
+    pthread_mutex_lock(&w->mu);
+    if (failed) {
+        w->build_failed = 1;
+        snprintf(w->build_err, sizeof w->build_err, "%s", err);
+    }
+    w->built = w->n;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Waits until plan i's binaries are built; -1 when the compile thread failed. */
+static int wait_built(sweep *w, int i)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->built <= i && !w->build_failed)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int rc = w->build_failed ? -1 : 0;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* ---- one measurement -------------------------------------------------------------- */
+
+/* Stores one measurement (and adds it to l); -1 on a database error. */
+static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int status, double error,
+                 const char *msg, const tune_attn_timing *t)
+{
+    tune_variant *v = &p->sp.v[vi];
+    db_measurement m;
+    memset(&m, 0, sizeof m);
+    m.run_id = w->run_id;
+    m.family = p->family;
+    m.shape_key = p->shape_key;
+    m.variant_key = v->key;
+    m.cache_key = w->jobs[v->job].cache_key;
+    m.status = tune_status_str(status);
+    m.error = error;
+    m.message = msg && *msg ? msg : NULL;
+    m.median_ms = m.spread_ms = m.throughput = m.ceiling_frac = NAN;
+    m.throughput_unit = p->work.unit;
+    m.is_control = is_control;
+    if (t) {
+        m.samples_ms = t->samples_ms;
+        m.n_samples = t->samples;
+        m.median_ms = t->median_ms;
+        m.spread_ms = t->p90_ms - t->p10_ms;
+        m.throughput = tune_throughput(&p->work, t->median_ms);
+        m.ceiling_frac = m.throughput / p->ceiling;
+    }
+    long long id = 0;
+    if (db_measure_put(w->db, &m, &id) != DB_OK)
+        return -1;
+    w->st->measured++;
+    w->st->wrong += status == TUNE_WRONG;
+    w->st->errors += status == TUNE_ERROR;
+    return meas_add(l, v->key, status, is_control, m.n_samples, m.median_ms, m.spread_ms, id);
+}
+
+/* Results of a measurement step. */
+enum { M_OK = 0, M_REJECTED = 1, M_BROKEN = 2, M_STOP = 3, M_DBERR = -1 };
+
+/* The correctness gate: fresh inputs on the bounded gate case, poisoned outputs, against
+ * the reference. M_OK when it passed (nothing stored), else the verdict is stored. */
+static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
+{
+    int *kvl = malloc(sizeof(int) * (size_t)(p->time_case.b + 1));
+    tune_attn_case gc;
+    int reduced = tune_gate_case(p->shape, check_fresh_seed(), &gc, kvl);
+    gc.seed = 0;                                        /* fresh inputs */
+    tune_attn_variant nv;
+    tune_attn_result r;
+    memset(&r, 0, sizeof r);
+    int rc;
+    char msg[800], cs[64];
+    tune_case_str(&gc, cs, sizeof cs);
+    if (p->use_naive && tune_attn_variant_from_job(&nv, &w->jobs[p->naive_job])) {
+        snprintf(msg, sizeof msg, "gate: the attn_naive reference did not build: %.600s",
+                 w->jobs[p->naive_job].err);
+        rc = store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
+    } else if (tune_attn_check(w->ctx, tv, &gc, p->use_naive ? &nv : NULL, 0, &r, NULL)) {
+        snprintf(msg, sizeof msg, "gate (%s%s): %s", cs, reduced ? ", reduced" : "", r.msg);
+        rc = store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
+             : tune_attn_broken(w->ctx)                        ? M_BROKEN
+                                                               : M_REJECTED;
+    } else if (!r.pass) {
+        double e = r.o.nonfinite || r.o.unwritten ? NAN : r.o.rel_err;
+        snprintf(msg, sizeof msg, "gate (%s%s): %s", cs, reduced ? ", reduced" : "", r.msg);
+        rc = store(w, p, l, vi, 0, TUNE_WRONG, e, msg, NULL) ? M_DBERR : M_REJECTED;
+    } else {
+        rc = M_OK;
+    }
+    tune_attn_result_free(&r);
+    free(kvl);
+    return rc;
+}
+
+/* Gates (when do_gate) and times variant vi with `samples` samples, storing the result. */
+static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_gate, int is_control,
+                   const char *note)
+{
+    tune_variant *v = &p->sp.v[vi];
+    gen_job *j = &w->jobs[v->job];
+    char msg[2300];
+    if (j->failed) {
+        snprintf(msg, sizeof msg, "compile: %.2200s", j->err);
+        return store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
+    }
+    tune_attn_variant tv;
+    tune_attn_variant_from_job(&tv, j);
+    tv.vp = p->sp.fixed;                                /* this variant's runtime params, not the job's */
+    gen_kv_merge(&tv.vp, &v->params);
+    gen_kv_set_str(&tv.vp, "family", p->family);
+    tv.key = v->key;
+    if (do_gate) {
+        int g = gate(w, p, l, vi, &tv);
+        if (g != M_OK)
+            return g;
+    }
+    tune_attn_timing t;
+    char err[512] = "";
+    if (tune_attn_time(w->ctx, &tv, &p->time_case, samples, &t, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "timing: %s", err);
+        int rc = store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
+                 : tune_attn_broken(w->ctx)                                 ? M_BROKEN
+                                                                            : M_REJECTED;
+        tune_attn_timing_free(&t);
+        return rc;
+    }
+    snprintf(msg, sizeof msg, "%s%sspread %.1f%% (p90-p10)/median, %d samples, L2 flushed",
+             note ? note : "", note ? "; " : "", 100.0 * t.spread, t.samples);
+    int rc = store(w, p, l, vi, is_control, TUNE_OK, NAN, msg, &t) ? M_DBERR : M_OK;
+    tune_attn_timing_free(&t);
+    return rc;
+}
+
+/* ---- progress ----------------------------------------------------------------------- */
+
+static void progress(sweep *w, int pi, const meas_list *l, int done, int total, int final,
+                     const char *tail)
+{
+    if (w->o->quiet || (!final && !w->tty))
+        return;
+    plan *p = &w->p[pi];
+    int best = -1;
+    for (int i = 0; i < l->n; i++)
+        if (l->m[i].status == TUNE_OK && !l->m[i].is_control &&
+            (best < 0 || l->m[i].median_ms < l->m[best].median_ms))
+            best = i;
+    char eta[32], lbl[600];
+    tune_fmt_duration(tune_eta(now_s() - w->t0, w->units_done, w->units_total), eta, sizeof eta);
+    shape_label(p, lbl, sizeof lbl);
+    fprintf(stderr, "%s%s%s[%d/%d] %s  %d/%d variants", w->tty ? "\r\033[K" : "",
+            w->o->label ? w->o->label : "", w->o->label ? " " : "", pi + 1, w->n, lbl, done, total);
+    if (best >= 0)
+        fprintf(stderr, "  best %.4f ms %s", l->m[best].median_ms, l->m[best].variant_key);
+    fprintf(stderr, "  ETA %s%s%s", eta, tail ? "  " : "", tail ? tail : "");
+    if (final)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* ---- a shape ----------------------------------------------------------------------- */
+
+/* Variant vi at `samples` samples: measured unless the database has it. Returns M_*,
+ * *ms (may be NULL) the median of its best timing (NaN when rejected). */
+static int visit(sweep *w, plan *p, meas_list *l, int vi, int samples, int is_control, const char *note,
+                 int *resumed, double *ms)
+{
+    double best;
+    int s = tune_resume_state(l->m, l->n, p->sp.v[vi].key, is_control, samples, w->o->retry_errors,
+                              &best, NULL);
+    if (is_control && s == TUNE_TODO)       /* the control needs no gate: its variant passed it */
+        s = TUNE_SCREENED;
+    int rc = M_OK;
+    if (s == TUNE_DONE || s == TUNE_REJECTED) {
+        (*resumed)++;
+        w->st->resumed++;
+    } else {
+        rc = measure(w, p, l, vi, samples, s == TUNE_TODO, is_control, note);
+        if (rc == M_REJECTED)
+            rc = M_OK;                      /* recorded; the sweep goes on */
+        w->units_done++;
+    }
+    if (ms) {
+        tune_resume_state(l->m, l->n, p->sp.v[vi].key, is_control, 1, 0, &best, NULL);
+        int rej = tune_resume_state(l->m, l->n, p->sp.v[vi].key, is_control, 1, w->o->retry_errors, NULL,
+                                    NULL) == TUNE_REJECTED;
+        *ms = rej ? NAN : best;
+    }
+    return rc;
+}
+
+/* Successive halving over the planned variants down to the budget; leaves the survivors
+ * in p->todo. */
+static int halving(sweep *w, plan *p, meas_list *l, int pi, int *resumed)
+{
+    double *score = malloc(sizeof(double) * (size_t)(p->n_todo + 1));
+    int *keep = malloc(sizeof(int) * (size_t)(p->n_todo + 1));
+    int rc = M_OK;
+    for (int round = 0; p->n_todo > w->o->budget && rc == M_OK; round++) {
+        int samples = tune_screen_samples(round);
+        char note[64];
+        snprintf(note, sizeof note, "screening round %d of successive halving", round);
+        for (int k = 0; k < p->n_todo && rc == M_OK; k++) {
+            if (stopped(w))
+                rc = M_STOP;
+            else
+                rc = visit(w, p, l, p->todo[k], samples, 0, note, resumed, &score[k]);
+            progress(w, pi, l, k + 1, p->n_todo, 0, note);
+        }
+        int want = (p->n_todo + 1) / 2 > w->o->budget ? (p->n_todo + 1) / 2 : w->o->budget;
+        int m = tune_halving_keep(score, p->n_todo, want, keep);
+        for (int k = 0; k < m; k++)
+            keep[k] = p->todo[keep[k]];
+        memcpy(p->todo, keep, sizeof(int) * (size_t)m);
+        int had = p->n_todo;
+        p->n_todo = m;
+        if (m == had)
+            break;                            /* nothing left to drop (rejections) */
+    }
+    /* the default is always timed in full: it is the baseline */
+    int has = 0;
+    for (int k = 0; k < p->n_todo; k++)
+        has |= p->todo[k] == p->sp.idefault;
+    if (!has)
+        p->todo[p->n_todo++] = p->sp.idefault;
+    free(score);
+    free(keep);
+    return rc;
+}
+
+/* One JSON line of a shape's result on stdout. */
+static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas *win, int resumed)
+{
+    printf("{\"gpu\":\"%s\",\"family\":\"%s\",\"shape\":\"%s\",\"variants\":%d,\"resumed\":%d",
+           w->info.name, p->family, p->shape_key, p->n_todo, resumed);
+    if (win) {
+        double thr = tune_throughput(&p->work, win->median_ms);
+        printf(",\"winner\":\"%s\",\"median_ms\":%.6g,\"default_kept\":%s", win->variant_key,
+               win->median_ms, ch->default_kept ? "true" : "false");
+        printf(isnan(ch->speedup) ? ",\"speedup\":null" : ",\"speedup\":%.4f", ch->speedup);
+        printf(isnan(ch->band) ? ",\"band\":null" : ",\"band\":%.4f", ch->band);
+        printf(isnan(thr) ? ",\"throughput\":null" : ",\"throughput\":%.6g", thr);
+        printf(",\"unit\":\"%s\"", p->work.unit);
+        printf(isnan(thr / p->ceiling) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f",
+               thr / p->ceiling);
+    } else {
+        printf(",\"winner\":null");
+    }
+    printf("}\n");
+    fflush(stdout);
+}
+
+/* Picks and stores the winner of a shape from every current measurement. */
+static int pick(sweep *w, plan *p, int pi, meas_list *l, int resumed)
+{
+    if (meas_load(w, p, l))
+        return M_DBERR;
+    double floor = w->o->band_floor > 0 ? w->o->band_floor : TUNE_BAND_FLOOR;
+    tune_choice ch;
+    int k = tune_select(l->m, l->n, p->sp.v[p->sp.idefault].key, TUNE_MIN_SAMPLES, floor, &ch);
+    char tail[256] = "no variant passed the gate";
+    const tune_meas *win = k >= 0 ? &l->m[k] : NULL;
+    if (win) {
+        tune_variant *v = &p->sp.v[find_variant(p, win->variant_key)];
+        db_winner dw = {0};
+        dw.gpu = w->info.name;
+        dw.family = p->family;
+        dw.shape_key = p->shape_key;
+        dw.variant_key = v->key;
+        dw.cache_key = w->jobs[v->job].cache_key;
+        dw.params = v->full;
+        dw.median_ms = win->median_ms;
+        dw.speedup = ch.speedup;
+        dw.band = ch.band;
+        dw.measurement_id = win->id;
+        if (db_winner_put(w->db, &dw) != DB_OK)
+            return M_DBERR;
+        w->st->winners++;
+        w->st->improved += !ch.default_kept && ch.default_ok;
+        if (ch.default_kept)
+            snprintf(tail, sizeof tail, "default kept (best other %.4f ms inside the %.1f%% band)",
+                     ch.best_ms, 100 * ch.band);
+        else if (ch.default_ok)
+            snprintf(tail, sizeof tail, "x%.3f over the default (band %.1f%%)", ch.speedup, 100 * ch.band);
+        else
+            snprintf(tail, sizeof tail, "the default failed: fastest passing variant kept");
+    }
+    progress(w, pi, l, p->n_todo, p->n_todo, 1, tail);
+    if (w->o->json)
+        json_line(w, p, &ch, win, resumed);
+    return M_OK;
+}
+
+/* Measures one shape: planned variants (default first), the control last, then the winner. */
+static int run_plan(sweep *w, int pi)
+{
+    plan *p = &w->p[pi];
+    meas_list l = {0};
+    int resumed = 0, rc = M_OK;
+    if (meas_load(w, p, &l)) {
+        meas_free(&l);
+        return M_DBERR;
+    }
+    if (w->o->budget > 0 && w->o->strategy == TUNE_STRAT_HALVING && p->n_todo > w->o->budget)
+        rc = halving(w, p, &l, pi, &resumed);
+    /* the default first: the baseline, and the first of the two control timings */
+    for (int k = 0; k < p->n_todo; k++)
+        if (p->todo[k] == p->sp.idefault) {
+            p->todo[k] = p->todo[0];
+            p->todo[0] = p->sp.idefault;
+        }
+    for (int k = 0; k < p->n_todo && rc == M_OK; k++) {
+        if (stopped(w)) {
+            rc = M_STOP;
+            break;
+        }
+        rc = visit(w, p, &l, p->todo[k], w->o->samples, 0, NULL, &resumed, NULL);
+        progress(w, pi, &l, k + 1, p->n_todo, 0, NULL);
+    }
+    /* the control: the default timed again, as late as possible after its first timing */
+    if (rc == M_OK && !stopped(w) &&
+        tune_resume_state(l.m, l.n, p->sp.v[p->sp.idefault].key, 0, TUNE_MIN_SAMPLES, 1, NULL, NULL) ==
+            TUNE_DONE)
+        rc = visit(w, p, &l, p->sp.idefault, w->o->samples, 1, "control: the default timed again",
+                   &resumed, NULL);
+    if (stopped(w) && rc == M_OK)
+        rc = M_STOP;
+    if (rc == M_OK)
+        rc = pick(w, p, pi, &l, resumed);
+    if (rc == M_OK)
+        w->st->shapes_done++;
+    meas_free(&l);
+    return rc;
+}
+
+/* Frees the binaries no later shape needs. */
+static void release_jobs(sweep *w, int pi)
+{
+    for (int j = 0; j < w->n_jobs; j++)
+        if (w->job_last[j] == pi)
+            gen_binary_out_free(&w->jobs[j].bin);
+}
+
+/* ---- set-up ------------------------------------------------------------------------- */
+
+static int open_device(sweep *w, char *err, size_t errn)
+{
+    if (rt_device_info(w->o->ordinal, &w->info, err, errn))
+        return -1;
+    gen_device dev;
+    rt_gen_device(&w->info, &dev);
+    const char *arch = w->o->arch ? w->o->arch : w->info.arch;
+    if (gen_target_init(&w->tg, arch, 0, &dev)) {
+        snprintf(err, errn, "unknown arch '%s'", arch);
+        return -1;
+    }
+    w->ctx = tune_attn_open(w->o->ordinal, err, errn);
+    return w->ctx ? 0 : -1;
+}
+
+static int begin_run(sweep *w, char *err, size_t errn)
+{
+    if (db_open(&w->db, w->o->db_path, DB_CREATE) != DB_OK) {
+        snprintf(err, errn, "%s", db_errmsg(w->db));
+        return -1;
+    }
+    char nvrtc[16];
+    gen_nvrtc_version(nvrtc, sizeof nvrtc);
+    db_device d = {0};
+    d.name = w->info.name;
+    d.uuid = w->info.uuid;
+    d.cc_major = w->info.cc_major;
+    d.cc_minor = w->info.cc_minor;
+    d.sms = w->info.sms;
+    d.sm_clock_mhz = w->info.clock_mhz;
+    d.mem_clock_mhz = w->info.mem_clock_mhz;
+    d.driver = w->info.driver;
+    d.nvrtc = nvrtc;
+    d.kforge_rev = w->o->kforge_rev ? w->o->kforge_rev : "unknown";
+    if (db_run_begin(w->db, &d, w->o->command, &w->run_id) != DB_OK) {
+        snprintf(err, errn, "%s", db_errmsg(w->db));
+        return -1;
+    }
+    return 0;
+}
+
+static int plan_all(sweep *w, const gen_kvset *shapes, int n)
+{
+    w->p = calloc((size_t)(n > 0 ? n : 1), sizeof *w->p);
+    if (!w->p)
+        return -1;
+    w->n = n;
+    for (int i = 0; i < n; i++) {
+        plan *p = &w->p[i];
+        if (plan_shape(w, p, &shapes[i])) {
+            char lbl[600];
+            shape_label(p, lbl, sizeof lbl);
+            fprintf(stderr, "error: %s: %s\n", lbl, gen_host_errmsg(w->h));
+            p->ok = 0;
+            p->job_hi = p->job_lo = w->n_jobs;
+            w->st->shapes_failed++;
+            continue;
+        }
+        w->st->variants += p->n_todo;
+        p->units = plan_units(w, p);
+        w->units_total += p->units;
+    }
+    for (int j = 0; j < w->n_jobs; j++)
+        w->job_last[j] = -1;
+    for (int i = 0; i < n; i++) {
+        plan *p = &w->p[i];
+        for (int k = 0; p->ok && k < p->sp.n; k++)
+            w->job_last[p->sp.v[k].job] = i;
+        if (p->ok && p->naive_job >= 0)
+            w->job_last[p->naive_job] = i;
+    }
+    return 0;
+}
+
+static void sweep_free(sweep *w)
+{
+    if (w->th_started) {
+        w->cancel = 1;
+        pthread_join(w->th, NULL);
+    }
+    for (int i = 0; i < w->n; i++)
+        plan_free(&w->p[i]);
+    free(w->p);
+    for (int j = 0; j < w->n_jobs; j++)
+        gen_job_free(&w->jobs[j]);
+    free(w->jobs);
+    free(w->job_last);
+    tune_attn_close(w->ctx);
+    db_close(w->db);
+    gen_host_free(w->h);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_stats *st, char *err,
+                   size_t errn)
+{
+    tune_opts o = *oin;
+    if (o.samples <= 0)
+        o.samples = TUNE_DEFAULT_SAMPLES;
+    if (o.samples < TUNE_MIN_SAMPLES)
+        o.samples = TUNE_MIN_SAMPLES;
+    memset(st, 0, sizeof *st);
+    st->shapes = n;
+    sweep w;
+    memset(&w, 0, sizeof w);
+    w.o = &o;
+    w.st = st;
+    w.tty = isatty(2);
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    int rc = -1;
+    w.h = gen_host_new(o.templates);
+    if (!w.h) {
+        snprintf(err, errn, "cannot start the template host: out of memory");
+        goto out;
+    }
+    if (open_device(&w, err, errn) || begin_run(&w, err, errn))
+        goto out;
+    if (plan_all(&w, shapes, n)) {
+        snprintf(err, errn, "out of memory planning the sweep");
+        goto out;
+    }
+    if (pthread_create(&w.th, NULL, compile_main, &w)) {
+        snprintf(err, errn, "cannot start the compile thread");
+        goto out;
+    }
+    w.th_started = 1;
+    w.t0 = now_s();
+    rc = 0;
+    for (int i = 0; i < w.n && rc == 0; i++) {
+        if (wait_built(&w, i)) {
+            snprintf(err, errn, "%s", w.build_err);
+            rc = -1;
+            break;
+        }
+        if (!w.p[i].ok)
+            continue;
+        int r = run_plan(&w, i);
+        release_jobs(&w, i);
+        if (r == M_DBERR) {
+            snprintf(err, errn, "%s", db_errmsg(w.db));
+            rc = -1;
+        } else if (r == M_BROKEN) {
+            snprintf(err, errn, "a kernel of %s %s left the CUDA context unusable (recorded as"
+                     " 'error'); run again to resume", w.p[i].family, w.p[i].shape_key);
+            rc = TUNE_RC_BROKEN;
+        } else if (r == M_STOP) {
+            st->interrupted = 1;
+            break;
+        }
+    }
+    if (rc == 0 && st->shapes_failed)
+        snprintf(err, errn, "%d shape%s could not be planned", st->shapes_failed,
+                 st->shapes_failed == 1 ? "" : "s");
+out:
+    if (w.tty && !o.quiet)
+        fflush(stderr);
+    sweep_free(&w);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* tuner/tune_work.c: the work of one attention shape: bytes or FLOPs per call, unit, ceiling kind (pure) */
+#include "tuner/tune_work.h"
+
+#include <math.h>
+#include <string.h>
+
+static double esize(const gen_kvset *shape)
+{
+    const char *dt = gen_kv_str(shape, "dtype");
+    return dt && !strcmp(dt, "fp32") ? 4.0 : 2.0;
+}
+
+void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w)
+{
+    double b = (double)gen_kv_int(shape, "b", 1), sq = (double)gen_kv_int(shape, "sq", 1);
+    double skv = (double)gen_kv_int(shape, "skv", 0), hq = (double)gen_kv_int(shape, "hq", 0);
+    double hkv = (double)gen_kv_int(shape, "hkv", 0), d = (double)gen_kv_int(shape, "d", 0);
+    w->amount = NAN;
+    w->unit = "B/s";
+    w->ceiling = "copy";
+    if (family && !strcmp(family, "attn_decode")) {
+        w->amount = 2.0 * b * skv * hkv * d * esize(shape);
+    } else if (family && !strcmp(family, "attn_prefill")) {
+        w->amount = 4.0 * b * hq * sq * skv * d * (gen_kv_int(shape, "causal", 0) ? 0.5 : 1.0);
+        w->unit = "FLOP/s";
+        w->ceiling = "gemm_bf16";
+    }
+}
+
+double tune_throughput(const tune_work *w, double median_ms)
+{
+    if (isnan(w->amount) || !(median_ms > 0))
+        return NAN;
+    return w->amount / (median_ms * 1e-3);
+}
+
+double tune_cost_estimate(const char *family, const gen_kvset *shape)
+{
+    tune_work w;
+    tune_work_of(family, shape, &w);
+    double t = 20e-6;  /* launch and set-up floor */
+    if (!isnan(w.amount))
+        t += w.amount / (strcmp(w.unit, "B/s") ? 4e14 : 3e12);
+    return t;
+}

@@ -1,0 +1,27 @@
+/* tuner/tune_work.h: the work of one attention shape: bytes or FLOPs per call, unit, ceiling kind (pure) */
+#ifndef KF_TUNER_TUNE_WORK_H
+#define KF_TUNER_TUNE_WORK_H
+
+#include "gen/kv.h"
+
+typedef struct tune_work {
+    double amount;          /* bytes (decode: K+V read) or FLOPs (prefill); NaN when unknown */
+    const char *unit;       /* "B/s" or "FLOP/s" (throughput = amount / seconds) */
+    const char *ceiling;    /* ceilings kind to compare with: "copy" or "gemm_bf16" */
+} tune_work;
+
+/*
+ * attn_decode: bytes of K and V read once: 2 * b * skv * hkv * d * element size
+ *   (the memory-bound figure; q and o are negligible).
+ * attn_prefill: 4 * b * hq * sq * skv * d FLOPs (QK^T and PV, 2 per multiply-add),
+ *   halved when causal (the convention of FlashAttention's papers).
+ * Other families: amount NaN.
+ */
+void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w);
+/* Throughput of one call of median_ms, or NaN. */
+double tune_throughput(const tune_work *w, double median_ms);
+/* A rough cost of tuning the shape (seconds per timed call at plausible H200
+ * figures), to balance shards and workers. */
+double tune_cost_estimate(const char *family, const gen_kvset *shape);
+
+#endif

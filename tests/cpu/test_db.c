@@ -19,6 +19,7 @@
 
 #include "db/db.h"
 #include "db/migrate.h"
+#include "db/store.h"
 
 /* ---- fixtures: one mkdtemp directory per test ------------------------------ */
 
@@ -218,6 +219,12 @@ static void test_db__creates_and_migrates_missing_file(void **state)
     assert_int_equal(info.schema_version, DB_SCHEMA_VERSION);
     assert_string_equal(info.journal_mode, "wal");
     assert_int_equal(info.binaries + info.winners + info.runs + info.measurements, 0);
+    /* WAL with synchronous NORMAL: no fsync per commit (the tuner commits per measurement) */
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(s->sql, "PRAGMA synchronous", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
     db_close(s);
     assert_int_equal(raw_int(f->path, "PRAGMA application_id"), DB_APPLICATION_ID);
     char *marker = raw_text(f->path, "SELECT value FROM meta WHERE key = 'application'");

@@ -138,6 +138,12 @@ static int worker(cli_opts *cli, const int *devs, int nd, int w, gen_kvset *shap
                o.label ? o.label : "", o.label ? ": " : "", st.shapes_done, st.shapes_done == 1 ? "" : "s",
                st.shapes_failed, st.variants, st.measured, st.resumed, st.wrong, st.errors, st.winners,
                st.improved, st.interrupted ? " (interrupted: run again to resume)" : "");
+    if (!cli->json && (rc != -1 || st.measured || st.resumed)) {
+        char ph[512];
+        tune_phases_str(&st.phases, ph, sizeof ph);
+        printf("%s%stime: %.1f s (%.2f s a measurement): %s\n", o.label ? o.label : "", o.label ? ": " : "",
+               st.phases.wall, st.measured ? st.phases.wall / (double)st.measured : 0.0, ph);
+    }
     fflush(stdout);
     if (rc == TUNE_RC_BROKEN) {
         fprintf(stderr, "%s%s%s; restarting the worker\n", o.label ? o.label : "", o.label ? ": " : "", err);

@@ -13,6 +13,7 @@
 #include "runtime/cuda.h"
 #include "runtime/module.h"
 #include "tuner/ref_attn.h"
+#include "tuner/tune_phase.h"
 
 struct tune_attn_ctx {
     const rt_cu *cu;
@@ -29,7 +30,15 @@ struct tune_attn_ctx {
     int *tc_kv, *tc_q;
     CUdeviceptr tc_in[6];      /* q, k, v, cu_q, cu_k, kv_len */
     uint64_t time_seed;        /* timing inputs when the case has no seed */
+    /* tune_attn_hold: modules kept loaded between calls, keyed by image address; slot 0 the
+     * variant's, slot 1 the naive reference's */
+    int hold;
+    struct held { const void *image; rt_module m; } held[2];
+    tune_phases *ph;           /* tune_attn_set_phases, or NULL */
 };
+
+/* The phase counter f of ctx, NULL when nobody counts (tune_lap takes NULL). */
+#define PH(f) (ctx->ph ? &ctx->ph->f : NULL)
 
 /* ---- small helpers ------------------------------------------------------------ */
 
@@ -130,10 +139,28 @@ static void time_cache_drop(tune_attn_ctx *c)
     c->tc_valid = 0;
 }
 
+void tune_attn_hold(tune_attn_ctx *c, int on)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < 2; i++) {
+        rt_module_unload(&c->held[i].m);
+        c->held[i].image = NULL;
+    }
+    c->hold = on;
+}
+
+void tune_attn_set_phases(tune_attn_ctx *c, tune_phases *ph)
+{
+    if (c)
+        c->ph = ph;
+}
+
 void tune_attn_close(tune_attn_ctx *c)
 {
     if (!c)
         return;
+    tune_attn_hold(c, 0);
     time_cache_drop(c);
     if (c->flush)
         c->cu->MemFree(c->flush);
@@ -302,9 +329,142 @@ static void host_in_free(host_in *h)
 
 static double rnd_val(check_rng *r, int normal) { return normal ? check_rng_normal(r) : check_rng_uniform(r); }
 
+/* Threads worth using for about work_ns of one core's work in `items` pieces: one per ~2 ms
+ * of work (a thread costs tens of microseconds), at most the cores (and 64). */
+static int threads_for(double work_ns, long long items)
+{
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    long long nt = nproc < 1 ? 1 : nproc > 64 ? 64 : nproc;
+    double want = work_ns / 2e6;
+    if (want < (double)nt)
+        nt = want < 1 ? 1 : (long long)want;
+    if (nt > items)
+        nt = items > 0 ? items : 1;
+    return (int)nt;
+}
+
+typedef struct par_part {
+    void (*fn)(void *arg, int part, int parts);
+    void *arg;
+    int part, parts;
+} par_part;
+
+static void *par_main(void *arg)
+{
+    par_part *p = arg;
+    p->fn(p->arg, p->part, p->parts);
+    return NULL;
+}
+
+/* Runs fn(arg, part, parts) for every part in 0..parts-1 (at most 64), part 0 on this thread.
+ * A part whose thread cannot start runs here. */
+static void par_run(void (*fn)(void *, int, int), void *arg, int parts)
+{
+    par_part p[64];
+    pthread_t th[64];
+    int started[64] = {0};
+    if (parts > 64)
+        parts = 64;
+    if (parts < 1)
+        parts = 1;
+    for (int i = 0; i < parts; i++) {
+        p[i] = (par_part){fn, arg, i, parts};
+        if (i > 0)
+            started[i] = pthread_create(&th[i], NULL, par_main, &p[i]) == 0;
+    }
+    for (int i = 0; i < parts; i++)
+        if (!started[i])
+            fn(arg, i, parts);
+    for (int i = 1; i < parts; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+}
+
+/* [lo, hi) of part `part` of n in `parts` */
+static void part_range(long long n, int part, int parts, long long *lo, long long *hi)
+{
+    *lo = n * part / parts;
+    *hi = n * (part + 1) / parts;
+}
+
+typedef struct fill_job {
+    host_in *h;
+    const geom *g;
+    check_dtype dt;
+    uint64_t seed;
+} fill_job;
+
+/* NaN over every storage element (padding, tails and unused capacity stay NaN). */
+static void fill_nan_part(void *arg, int part, int parts)
+{
+    fill_job *F = arg;
+    void *buf[3] = {F->h->q, F->h->k, F->h->v};
+    size_t n[3] = {F->g->q.elems, F->g->k.elems, F->g->k.elems};
+    for (int t = 0; t < 3; t++) {
+        long long lo, hi;
+        part_range((long long)n[t], part, parts, &lo, &hi);
+        check_fill_nan(F->dt, (char *)buf[t] + (size_t)lo * F->h->esz, (size_t)(hi - lo));
+    }
+}
+
+/* The logical values, rows [lo, hi) of each tensor in the order of one sequential pass
+ * (q: (b, i, head); k then v: (b, j, kv head)), each part's generator skipped to its first
+ * row: the values are those of the sequential pass, whatever the number of parts. */
+static void fill_val_part(void *arg, int part, int parts)
+{
+    fill_job *F = arg;
+    const geom *g = F->g;
+    check_dtype dt = F->dt;
+    check_rng r;
+    long long lo, hi;
+    /* q ~ N(0,1): two draws a value */
+    part_range((long long)g->cu_q[g->B] * g->hq, part, parts, &lo, &hi);
+    check_rng_seed(&r, F->seed ^ 0x9e3779b97f4a7c15ull);
+    check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * 2);
+    int b = 0;
+    for (long long row = lo; row < hi; row++) {
+        long long t = row / g->hq;              /* dense query row over the batch */
+        while (t >= g->cu_q[b + 1])
+            b++;
+        long long off = q_off(g, b, t - g->cu_q[b], (int)(row % g->hq));
+        for (int c = 0; c < g->d; c++) {
+            check_store(dt, F->h->q, (size_t)(off + c), rnd_val(&r, 1));
+            if (check_load(dt, F->h->q, (size_t)(off + c)) == 0.0)
+                check_store(dt, F->h->q, (size_t)(off + c), 0.25);
+        }
+    }
+    /* k ~ N(0,1), v ~ U[-1,1): generated for the logical kv heads, stored to every head that maps to them */
+    int rep = g->hkv / g->hkv_logical;          /* expand_kv: G copies */
+    part_range((long long)g->cu_k[g->B] * g->hkv_logical, part, parts, &lo, &hi);
+    for (int t = 0; t < 2; t++) {
+        void *dst = t ? F->h->v : F->h->k;
+        check_rng_seed(&r, F->seed ^ (t ? 0xd1b54a32d192ed03ull : 0x8cb92ba72f3d8dd7ull));
+        check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * (t ? 1 : 2));
+        b = 0;
+        for (long long row = lo; row < hi; row++) {
+            long long key = row / g->hkv_logical;
+            int kh = (int)(row % g->hkv_logical);
+            while (key >= g->cu_k[b + 1])
+                b++;
+            long long j = key - g->cu_k[b];
+            long long off0 = k_off(g, b, j, kh * rep);
+            for (int c = 0; c < g->d; c++) {
+                double x = rnd_val(&r, !t);
+                for (int e = 0; e < rep; e++) {
+                    long long off = off0 + (long long)e * g->k.sh;
+                    check_store(dt, dst, (size_t)(off + c), x);
+                    if (check_load(dt, dst, (size_t)(off + c)) == 0.0)
+                        check_store(dt, dst, (size_t)(off + c), -0.125);
+                }
+            }
+        }
+    }
+}
+
 /* Logical values from the seed in a fixed order, stored per layout. q ~ N(0,1), k ~ N(0,1),
  * v ~ U[-1,1): scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
- * rounds to 0 is nudged: inputs are never zero. */
+ * rounds to 0 is nudged: inputs are never zero. On every core (fills of the full timing
+ * case reach 10^9 values): the values depend on the seed only, not on the thread count. */
 static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed)
 {
     h->esz = check_dtype_size(dt);
@@ -313,48 +473,16 @@ static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed
     h->v = malloc(g->k.elems * h->esz);
     if (!h->q || !h->k || !h->v)
         return -1;
-    check_fill_nan(dt, h->q, g->q.elems);
-    check_fill_nan(dt, h->k, g->k.elems);
-    check_fill_nan(dt, h->v, g->k.elems);
-    check_rng r;
-    check_rng_seed(&r, seed ^ 0x9e3779b97f4a7c15ull);
-    for (int b = 0; b < g->B; b++)
-        for (long long i = 0; i < g->n_q[b]; i++)
-            for (int hh = 0; hh < g->hq; hh++) {
-                long long off = q_off(g, b, i, hh);
-                for (int c = 0; c < g->d; c++) {
-                    double x = rnd_val(&r, 1);
-                    check_store(dt, h->q, (size_t)(off + c), x);
-                    if (check_load(dt, h->q, (size_t)(off + c)) == 0.0)
-                        check_store(dt, h->q, (size_t)(off + c), 0.25);
-                }
-            }
-    /* k and v: generated for the logical kv heads, stored to every head that maps to them */
-    double *row = malloc(sizeof(double) * (size_t)g->d);
-    for (int t = 0; t < 2; t++) {
-        void *dst = t ? h->v : h->k;
-        check_rng_seed(&r, seed ^ (t ? 0xd1b54a32d192ed03ull : 0x8cb92ba72f3d8dd7ull));
-        for (int b = 0; b < g->B; b++)
-            for (long long j = 0; j < g->n_kv[b]; j++)
-                for (int kh = 0; kh < g->hkv_logical; kh++) {
-                    for (int c = 0; c < g->d; c++)
-                        row[c] = rnd_val(&r, !t);
-                    int rep = g->hkv / g->hkv_logical;   /* expand_kv: G copies */
-                    for (int e = 0; e < rep; e++) {
-                        long long off = k_off(g, b, j, kh * rep + e);
-                        for (int c = 0; c < g->d; c++) {
-                            check_store(dt, dst, (size_t)(off + c), row[c]);
-                            if (check_load(dt, dst, (size_t)(off + c)) == 0.0)
-                                check_store(dt, dst, (size_t)(off + c), -0.125);
-                        }
-                    }
-                }
-    }
-    free(row);
+    fill_job F = {h, g, dt, seed};
+    double elems = (double)g->q.elems + 2.0 * (double)g->k.elems;
+    par_run(fill_nan_part, &F, threads_for(elems * 1.5, (long long)elems));
+    /* about 30 ns a normal value, 6 ns a uniform one (one core, -O2) */
+    double vals = (double)g->cu_q[g->B] * g->hq * g->d + (double)g->cu_k[g->B] * g->hkv_logical * g->d;
+    par_run(fill_val_part, &F, threads_for(vals * 20, (long long)(vals / g->d) + 1));
     return 0;
 }
 
-/* ---- the CPU reference, one thread per (kv group, sequence) -------------------- */
+/* ---- the CPU reference, one work item per (sequence, query head) ------------------ */
 
 typedef struct ref_job {
     const geom *g;
@@ -366,10 +494,12 @@ typedef struct ref_job {
     pthread_mutex_t mu;
 } ref_job;
 
+/* Query head h of sequence b: every (row, head) is computed on its own by ref_attn, so the
+ * result does not depend on how the heads are grouped into items. */
 static void ref_item(ref_job *J, int item)
 {
     const geom *g = J->g;
-    int kh = item % g->hkv, b = item / g->hkv;
+    int h = item % g->hq, b = item / g->hq, kh = h / g->G;
     int nq = g->n_q[b];
     if (nq == 0)
         return;
@@ -377,7 +507,7 @@ static void ref_item(ref_job *J, int item)
     memset(&a, 0, sizeof a);
     size_t es = J->in->esz;
     a.dtype = J->dt;
-    a.q = (const char *)J->in->q + (size_t)q_off(g, b, 0, kh * g->G) * es;
+    a.q = (const char *)J->in->q + (size_t)q_off(g, b, 0, h) * es;
     a.k = (const char *)J->in->k + (size_t)k_off(g, b, 0, kh) * es;
     a.v = (const char *)J->in->v + (size_t)k_off(g, b, 0, kh) * es;
     a.q_ss = g->q.ss, a.q_sh = g->q.sh;
@@ -386,36 +516,33 @@ static void ref_item(ref_job *J, int item)
     a.b = 1;
     a.sq = nq;
     a.skv = g->n_kv[b];
-    a.hq = g->G;
+    a.hq = 1;
     a.hkv = 1;
     a.d = a.dv = g->d;
     a.causal = J->causal;
     a.scale = g->scale;
-    double *o = malloc(sizeof(double) * (size_t)nq * g->G * g->d);
-    double *l = malloc(sizeof(double) * (size_t)nq * g->G);
+    double *o = malloc(sizeof(double) * (size_t)nq * g->d);
+    double *l = malloc(sizeof(double) * (size_t)nq);
     ref_attn(&a, o, l);
     for (int i = 0; i < nq; i++) {
         long long row = q_row(g, b, i);
-        for (int e = 0; e < g->G; e++) {
-            int h = kh * g->G + e;
-            memcpy(J->o + ((size_t)row * g->hq + h) * g->d, o + ((size_t)i * g->G + e) * g->d,
-                   sizeof(double) * (size_t)g->d);
-            J->lse[(size_t)row * g->hq + h] = l[(size_t)i * g->G + e];
-        }
+        memcpy(J->o + ((size_t)row * g->hq + h) * g->d, o + (size_t)i * g->d, sizeof(double) * (size_t)g->d);
+        J->lse[(size_t)row * g->hq + h] = l[i];
     }
     free(o);
     free(l);
 }
 
-static void *ref_worker(void *arg)
+static void ref_worker(void *arg, int part, int parts)
 {
     ref_job *J = arg;
+    (void)part, (void)parts;
     for (;;) {
         pthread_mutex_lock(&J->mu);
         int it = J->next < J->total ? J->next++ : -1;
         pthread_mutex_unlock(&J->mu);
         if (it < 0)
-            return NULL;
+            return;
         ref_item(J, it);
     }
 }
@@ -423,20 +550,12 @@ static void *ref_worker(void *arg)
 static void cpu_reference(const geom *g, const host_in *in, check_dtype dt, int causal, double *o, double *lse)
 {
     ref_job J = {.g = g, .in = in, .dt = dt, .causal = causal, .o = o, .lse = lse};
-    J.total = g->hkv * g->B;
+    J.total = g->hq * g->B;
     pthread_mutex_init(&J.mu, NULL);
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = (int)(nproc < 1 ? 1 : nproc > 64 ? 64 : nproc);
-    if (nt > J.total)
-        nt = J.total;
-    pthread_t th[64];
-    int started = 0;
-    for (int i = 1; i < nt; i++)
-        if (pthread_create(&th[started], NULL, ref_worker, &J) == 0)
-            started++;
-    ref_worker(&J);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
+    double work = 0;               /* multiply-adds, about 3.5e8 a second on one core */
+    for (int b = 0; b < g->B; b++)
+        work += (double)g->n_q[b] * g->n_kv[b] * g->hq * g->d * 3.0 * (causal ? 0.5 : 1.0);
+    par_run(ref_worker, &J, threads_for(work * 2.9, J.total));
     pthread_mutex_destroy(&J.mu);
 }
 
@@ -490,6 +609,25 @@ static int load_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, rt_modul
         return -1;
     }
     return 0;
+}
+
+/* The module of v: the one held in `slot` when tune_attn_hold keeps v's image, else loaded into
+ * *own (then held in `slot` instead when holding; *own stays empty). NULL on error. */
+static const rt_module *module_of(tune_attn_ctx *ctx, const tune_attn_variant *v, int slot, rt_module *own,
+                                  char *msg, size_t msgn)
+{
+    struct held *h = &ctx->held[slot];
+    if (ctx->hold && h->m.mod && h->image == v->image)
+        return &h->m;
+    if (load_variant(ctx, v, own, msg, msgn))
+        return NULL;
+    if (!ctx->hold)
+        return own;
+    rt_module_unload(&h->m);
+    h->m = *own;
+    h->image = v->image;
+    memset(own, 0, sizeof *own);
+    return &h->m;
 }
 
 static int dalloc(tune_attn_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
@@ -683,6 +821,9 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
         snprintf(msg, msgn, "tune_attn_check: family '%s' is not a GQA attention family", v->family);
         return -1;
     }
+    double t = tune_now();
+    if (ctx->ph)
+        ctx->ph->gates++;
     geom g;
     host_in in = {0};
     dev_run d;
@@ -691,6 +832,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     void *o_store = NULL, *o_dense = NULL, *o2_dense = NULL;
     float *lse_store = NULL, *lse_dense = NULL, *lse2_dense = NULL;
     double *ref_o = NULL, *ref_lse = NULL;
+    const rt_module *pm = NULL, *pm_naive = NULL;
     if (geom_init(&g, c, v, msg, msgn))
         goto out;
     if (host_in_fill(&in, &g, c->dtype, r->seed)) {
@@ -698,14 +840,17 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
         goto out;
     }
     size_t es = in.esz;
-    if (dev_setup(ctx, v, c, &g, &in, &d, msg, msgn) || load_variant(ctx, v, &d.mod, msg, msgn))
+    if (dev_setup(ctx, v, c, &g, &in, &d, msg, msgn))
+        goto out;
+    tune_lap(PH(gate_fill), &t);
+    if (!(pm = module_of(ctx, v, 0, &d.mod, msg, msgn)))
         goto out;
     if (d.ws && ctx->cu->MemsetD8(d.ws, 0xFF, d.ws_bytes)) {
         snprintf(msg, msgn, "cuMemsetD8 (poison workspace) failed");
         goto out;
     }
     if (dev_poison(ctx, d.o, g.o.elems * es, d.lse, d.lse_elems, msg, msgn) ||
-        dev_launch(ctx, v, &d.mod, &d.p, msg, msgn))
+        dev_launch(ctx, v, pm, &d.p, msg, msgn))
         goto out;
     CUresult cr = ctx->cu->CtxSynchronize();
     if (cr) {
@@ -732,12 +877,15 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     gather_o(&g, c->dtype, o_store, o_dense, &r->stray);
     gather_lse(&g, c->sq, lse_store, lse_dense);
 
+    tune_lap(PH(gate_run), &t);
     /* timing on the same buffers, before the reference (which may run long on the CPU) */
-    if (timing && timing_run(ctx, v, &d.mod, &d.p, samples, timing, msg, msgn))
+    if (timing && timing_run(ctx, v, pm, &d.p, samples, timing, msg, msgn))
         goto out;
+    tune_lap(PH(time_run), &t);
 
     if (naive) {
-        if (load_variant(ctx, naive, &d.mod_naive, msg, msgn) || dalloc(ctx, &d.o2, g.o.elems * es, msg, msgn) ||
+        if (!(pm_naive = module_of(ctx, naive, 1, &d.mod_naive, msg, msgn)) ||
+            dalloc(ctx, &d.o2, g.o.elems * es, msg, msgn) ||
             dalloc(ctx, &d.lse2, d.lse_elems * 4, msg, msgn) ||
             dev_poison(ctx, d.o2, g.o.elems * es, d.lse2, d.lse_elems, msg, msgn))
             goto out;
@@ -746,7 +894,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
         p2.lse = (float *)(uintptr_t)d.lse2;
         p2.splits = 1;
         p2.ws_o = p2.ws_lse = NULL;
-        if (dev_launch(ctx, naive, &d.mod_naive, &p2, msg, msgn))
+        if (dev_launch(ctx, naive, pm_naive, &p2, msg, msgn))
             goto out;
         cr = ctx->cu->CtxSynchronize();
         if (cr) {
@@ -770,6 +918,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     } else {
         cpu_reference(&g, &in, c->dtype, c->causal, ref_o, ref_lse);
     }
+    tune_lap(PH(gate_ref), &t);
 
     size_t n = (size_t)g.rows * g.hq;
     check_compare(c->dtype, o_dense, ref_o, n * g.d, &r->o);
@@ -803,6 +952,7 @@ out:
     free(ref_lse);
     if (rc && timing)
         tune_attn_timing_free(timing);
+    tune_lap(PH(gate_run), &t);      /* compare, clean-up (or what ran before an error) */
     return rc;
 }
 
@@ -909,10 +1059,14 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
         snprintf(err, errn, "the CUDA context is unusable after an earlier error");
         return -1;
     }
+    double tm = tune_now();
+    if (ctx->ph)
+        ctx->ph->timings++;
     geom g;
     dev_run d;
     memset(&d, 0, sizeof d);
     int rc = -1;
+    const rt_module *pm;
     tune_attn_case cc = *c;
     if (!cc.seed) {
         /* timing needs representative data, not fresh data: one seed per session, so the
@@ -945,14 +1099,18 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
         ctx->tc.q_lens = ctx->tc_q;
         ctx->tc_valid = 1;
     }
-    if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || load_variant(ctx, v, &d.mod, err, errn))
+    tune_lap(PH(time_fill), &tm);
+    if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || !(pm = module_of(ctx, v, 0, &d.mod, err, errn)))
         goto out;
-    rc = timing_run(ctx, v, &d.mod, &d.p, samples, t, err, errn);
+    tune_lap(PH(time_load), &tm);
+    rc = timing_run(ctx, v, pm, &d.p, samples, t, err, errn);
+    tune_lap(PH(time_run), &tm);
 out:
     /* the inputs belong to the cache */
     d.q = d.k = d.v = d.cu_q = d.cu_k = d.kv_len = 0;
     dev_free(ctx, &d);
     geom_free(&g);
+    tune_lap(PH(time_load), &tm);    /* buffers freed (or what ran before an error) */
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include "gen/build.h"
 #include "gen/kv.h"
 #include "tuner/check.h"
+#include "tuner/tune_phase.h"
 
 /*
  * Which reference to use. The CPU fp64 reference (tuner/ref_attn.c) is exact but
@@ -100,6 +101,16 @@ tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn);
 void tune_attn_close(tune_attn_ctx *c);     /* NULL: no-op */
 /* Whether a CUDA error has left the context unusable (an illegal address, say). */
 int tune_attn_broken(const tune_attn_ctx *c);
+
+/* Holding (on): tune_attn_check and tune_attn_time keep the last module of a variant and of
+ * the naive reference loaded, keyed by image address, so a gate then a timing of one variant
+ * (or the naive reference of every gate of a shape) loads it once. Every call unloads what is
+ * held; call it (on or off) before an image passed while holding is freed or reused. */
+void tune_attn_hold(tune_attn_ctx *c, int on);
+
+/* Adds the wall time of tune_attn_check / tune_attn_time's phases (gate_*, time_*, the call
+ * counts) to *ph from now on; NULL stops. ph must outlive its use. */
+void tune_attn_set_phases(tune_attn_ctx *c, tune_phases *ph);
 
 /* Multiply-adds of the CPU reference for a case (see TUNE_ATTN_CPU_REF_MAX). */
 double tune_attn_ref_work(const tune_attn_case *c);

@@ -133,6 +133,11 @@ uint64_t check_rng_next(check_rng *r)  /* splitmix64 */
     return z ^ (z >> 31);
 }
 
+void check_rng_skip(check_rng *r, uint64_t n)
+{
+    r->s += n * 0x9E3779B97F4A7C15ull;     /* wraps mod 2^64, as n calls of check_rng_next do */
+}
+
 double check_rng_uniform(check_rng *r)
 {
     return (double)(check_rng_next(r) >> 11) * 0x1p-52 - 1.0;

@@ -45,6 +45,9 @@ void check_store(check_dtype t, void *buf, size_t i, double x);
 typedef struct check_rng { uint64_t s; } check_rng;
 void check_rng_seed(check_rng *r, uint64_t seed);
 uint64_t check_rng_next(check_rng *r);
+/* Skips n draws of check_rng_next (n draws in O(1): splitmix64 steps its state by a constant);
+ * check_rng_uniform takes 1 draw, check_rng_normal 2. Parallel fills seed each part with it. */
+void check_rng_skip(check_rng *r, uint64_t n);
 double check_rng_uniform(check_rng *r);     /* [-1, 1), 53-bit resolution */
 double check_rng_normal(check_rng *r);      /* N(0, 1), Box-Muller */
 /* A seed that differs on every call (clock, process id and a counter mixed):

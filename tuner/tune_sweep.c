@@ -52,6 +52,8 @@ typedef struct plan {
     int job_lo, job_hi;          /* the jobs first needed by this shape */
     int ok;                      /* planned without error */
     long units;                  /* variants still to measure when planned (ETA) */
+    tune_phases ph;              /* where this shape's time went */
+    double t_start;              /* when the sweep started waiting for it */
 } plan;
 
 typedef struct sweep {
@@ -86,9 +88,7 @@ typedef struct sweep {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return tune_now();
 }
 
 static int stopped(const sweep *w)
@@ -163,11 +163,12 @@ static int load_cb(const db_tune_meas *m, void *arg)
 
 static int meas_load(sweep *w, plan *p, meas_list *l)
 {
+    double t = now_s();
     meas_free(l);
     struct load_ctx c = {w, p, l, 0};
-    if (db_tune_meas_each(w->db, w->info.name, p->family, p->shape_key, load_cb, &c) != DB_OK || c.rc)
-        return -1;
-    return 0;
+    int rc = db_tune_meas_each(w->db, w->info.name, p->family, p->shape_key, load_cb, &c) != DB_OK || c.rc;
+    tune_lap(&p->ph.db, &t);
+    return rc ? -1 : 0;
 }
 
 /* ---- planning ------------------------------------------------------------------ */
@@ -380,7 +381,10 @@ static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int st
         m.ceiling_frac = m.throughput / p->ceiling;
     }
     long long id = 0;
-    if (db_measure_put(w->db, &m, &id) != DB_OK)
+    double t0 = now_s();
+    db_rc dr = db_measure_put(w->db, &m, &id);
+    tune_lap(&p->ph.db, &t0);
+    if (dr != DB_OK)
         return -1;
     w->st->measured++;
     w->st->wrong += status == TUNE_WRONG;
@@ -579,7 +583,9 @@ static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas 
     } else {
         printf(",\"winner\":null");
     }
-    printf("}\n");
+    char ph[600];
+    tune_phases_json(&p->ph, ph, sizeof ph);
+    printf(",\"phases\":{%s}}\n", ph);
     fflush(stdout);
 }
 
@@ -591,7 +597,7 @@ static int pick(sweep *w, plan *p, int pi, meas_list *l, int resumed)
     double floor = w->o->band_floor > 0 ? w->o->band_floor : TUNE_BAND_FLOOR;
     tune_choice ch;
     int k = tune_select(l->m, l->n, p->sp.v[p->sp.idefault].key, TUNE_MIN_SAMPLES, floor, &ch);
-    char tail[256] = "no variant passed the gate";
+    char tail[768] = "no variant passed the gate";
     const tune_meas *win = k >= 0 ? &l->m[k] : NULL;
     if (win) {
         tune_variant *v = &p->sp.v[find_variant(p, win->variant_key)];
@@ -606,7 +612,10 @@ static int pick(sweep *w, plan *p, int pi, meas_list *l, int resumed)
         dw.speedup = ch.speedup;
         dw.band = ch.band;
         dw.measurement_id = win->id;
-        if (db_winner_put(w->db, &dw) != DB_OK)
+        double t0 = now_s();
+        db_rc dr = db_winner_put(w->db, &dw);
+        tune_lap(&p->ph.db, &t0);
+        if (dr != DB_OK)
             return M_DBERR;
         w->st->winners++;
         w->st->improved += !ch.default_kept && ch.default_ok;
@@ -618,6 +627,12 @@ static int pick(sweep *w, plan *p, int pi, meas_list *l, int resumed)
         else
             snprintf(tail, sizeof tail, "the default failed: fastest passing variant kept");
     }
+    p->ph.wall = now_s() - p->t_start;
+    char ph[400];
+    size_t tl = strlen(tail);
+    tune_phases_str(&p->ph, ph, sizeof ph);
+    snprintf(tail + tl, sizeof tail - tl, "  | %.1f s, %ld gates, %ld timings: %s", p->ph.wall, p->ph.gates,
+             p->ph.timings, ph);
     progress(w, pi, l, p->n_todo, p->n_todo, 1, tail);
     if (w->o->json)
         json_line(w, p, &ch, win, resumed);
@@ -780,6 +795,7 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
         o.samples = TUNE_MIN_SAMPLES;
     memset(st, 0, sizeof *st);
     st->shapes = n;
+    double t_begin = now_s();
     sweep w;
     memset(&w, 0, sizeof w);
     w.o = &o;
@@ -805,17 +821,31 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
     }
     w.th_started = 1;
     w.t0 = now_s();
+    st->phases.plan = w.t0 - t_begin;
     rc = 0;
     for (int i = 0; i < w.n && rc == 0; i++) {
-        if (wait_built(&w, i)) {
+        plan *p = &w.p[i];
+        p->t_start = now_s();
+        int built = wait_built(&w, i);
+        p->ph.wait = now_s() - p->t_start;
+        if (built) {
             snprintf(err, errn, "%s", w.build_err);
             rc = -1;
             break;
         }
-        if (!w.p[i].ok)
+        if (!p->ok) {
+            st->phases.wait += p->ph.wait;
             continue;
+        }
+        /* the shape's binaries stay allocated until release_jobs: its modules may stay loaded */
+        tune_attn_set_phases(w.ctx, &p->ph);
+        tune_attn_hold(w.ctx, 1);
         int r = run_plan(&w, i);
+        tune_attn_hold(w.ctx, 0);
+        tune_attn_set_phases(w.ctx, NULL);
         release_jobs(&w, i);
+        p->ph.wall = now_s() - p->t_start;
+        tune_phases_add(&st->phases, &p->ph);
         if (r == M_DBERR) {
             snprintf(err, errn, "%s", db_errmsg(w.db));
             rc = -1;
@@ -831,6 +861,15 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
     if (rc == 0 && st->shapes_failed)
         snprintf(err, errn, "%d shape%s could not be planned", st->shapes_failed,
                  st->shapes_failed == 1 ? "" : "s");
+    st->phases.wall = now_s() - t_begin;
+    if (o.json && w.db) {
+        char ph[600];
+        tune_phases_json(&st->phases, ph, sizeof ph);
+        printf("{\"gpu\":\"%s\",\"total\":true,\"shapes\":%d,\"shapes_done\":%d,\"measured\":%ld,"
+               "\"resumed\":%ld,\"phases\":{%s}}\n", w.info.name, st->shapes, st->shapes_done, st->measured,
+               st->resumed, ph);
+        fflush(stdout);
+    }
 out:
     if (w.tty && !o.quiet)
         fflush(stderr);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "gen/kv.h"
+#include "tuner/tune_phase.h"
 
 /* tune_sweep_run's results besides 0 and -1. */
 #define TUNE_RC_BROKEN 2     /* a kernel left the CUDA context unusable: restart the worker to go on */
@@ -48,6 +49,7 @@ typedef struct tune_stats {
     long wrong, errors;          /* recorded in this run */
     long winners, improved;      /* winners stored; of them, faster than the default by more than the band */
     int interrupted;
+    tune_phases phases;          /* where the sweep's wall time went (plan and every shape) */
 } tune_stats;
 
 /* Tunes shapes (each with "family") on GPU o->ordinal into o->db_path. Returns 0,

@@ -19,6 +19,7 @@
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
 #include "tuner/tune_gate.h"
+#include "tuner/tune_phase.h"
 #include "tuner/tune_select.h"
 #include "tuner/tune_split.h"
 #include "tuner/tune_work.h"
@@ -624,6 +625,55 @@ static void test_tune__gate_case_is_bounded(void **state)
     assert_int_equal(tune_gate_case(&bad, 1, &c, kvl), -1);
 }
 
+/* The parallel input fill seeds each part by skipping draws: skip(n) must be n draws. */
+static void test_tune__rng_skip_is_n_draws(void **state)
+{
+    (void)state;
+    check_rng a, b;
+    check_rng_seed(&a, 42);
+    check_rng_seed(&b, 42);
+    for (int i = 0; i < 1000; i++)
+        check_rng_next(&a);
+    check_rng_skip(&b, 1000);
+    assert_true(check_rng_next(&a) == check_rng_next(&b));
+    check_rng_seed(&a, 7);
+    check_rng_seed(&b, 7);
+    for (int i = 0; i < 10; i++)
+        check_rng_normal(&a);                 /* two draws each */
+    check_rng_skip(&b, 20);
+    assert_true(check_rng_normal(&a) == check_rng_normal(&b));
+    check_rng_skip(&a, 0);
+    assert_true(check_rng_uniform(&a) == check_rng_uniform(&b));
+}
+
+static void test_tune__phases_add_and_print(void **state)
+{
+    (void)state;
+    tune_phases a = {0}, s = {0};
+    a.wall = 10, a.wait = 1, a.gate_fill = 2, a.gate_ref = 3, a.db = 0.5, a.gates = 4, a.timings = 5;
+    assert_true(fabs(tune_phases_accounted(&a) - 6.5) < 1e-12);
+    char buf[600];
+    tune_phases_str(&a, buf, sizeof buf);
+    assert_string_equal(buf, "gate 5.0 s (fill 2.0, ref 3.0, run 0.0), time 0.0 s (fill 0.0, load 0.0, run 0.0),"
+                             " db 0.5 s, compile wait 1.0 s, other 3.5 s");
+    tune_phases_json(&a, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"wall_s\":10.0000,"));
+    assert_non_null(strstr(buf, "\"gate_s\":5.0000,"));
+    assert_non_null(strstr(buf, "\"other_s\":3.5000,"));
+    assert_non_null(strstr(buf, "\"gates\":4,\"timings\":5"));
+    s.plan = 0.25;
+    tune_phases_add(&s, &a);
+    tune_phases_add(&s, &a);
+    assert_true(s.wall == 20 && s.plan == 0.25 && s.gate_ref == 6 && s.gates == 8 && s.timings == 10);
+    tune_phases_str(&s, buf, sizeof buf);
+    assert_true(!strncmp(buf, "plan 0.2 s, gate 10.0 s", 23) || !strncmp(buf, "plan 0.3 s, gate 10.0 s", 23));
+    double acc = 0, t = tune_now() - 1.0;
+    tune_lap(&acc, &t);
+    assert_true(acc >= 1.0 && acc < 60.0);
+    tune_lap(NULL, &t);                       /* no counter: restarts the lap only */
+    assert_true(tune_now() - t < 60.0);
+}
+
 int main(void)
 {
     unsetenv("KFORGE_TEMPLATE_DIR");
@@ -646,6 +696,8 @@ int main(void)
         cmocka_unit_test(test_tune__eta),
         cmocka_unit_test(test_tune__work_of_decode_and_prefill),
         cmocka_unit_test(test_tune__gate_case_is_bounded),
+        cmocka_unit_test(test_tune__rng_skip_is_n_draws),
+        cmocka_unit_test(test_tune__phases_add_and_print),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

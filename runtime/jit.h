@@ -27,6 +27,9 @@ int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen
 /* Variant key and binary cache key of vp on dev (no compile). */
 int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *variant, size_t vn,
                 char *cache_key, size_t cn, char *err, size_t errn);
+/* Templates rendered so far (the answers of rt_jit_default and rt_jit_keys are kept
+ * for the last questions, so a warm plan renders nothing): for tests and diagnostics. */
+long rt_jit_renders(const rt_jit *j);
 /* Compiles vp for dev, stores it in db when db != NULL. */
 int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
                    rt_binary *out, char *err, size_t errn);

@@ -8,9 +8,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Plans ask the same questions again and again (the default of a shape, the keys of a
+ * variant); each answer costs Lua calls and a render, so the last answers are kept. */
+#define RT_JIT_MEMO 64
+typedef struct rt_memo {
+    char in[1200];             /* the question: formatted kvset and the device facts used */
+    gen_kvset vp;              /* rt_jit_default's answer */
+    char variant[512], key[600];  /* rt_jit_keys' answer */
+} rt_memo;
+
+typedef struct rt_memos {
+    rt_memo v[RT_JIT_MEMO];
+    int n, next;               /* filled entries; the one replaced next (round robin) */
+} rt_memos;
+
 struct rt_jit {
     gen_host *host;
+    rt_memos dflt, keys;
+    long renders;
 };
+
+static const rt_memo *memo_find(const rt_memos *m, const char *in)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->v[i].in, in))
+            return &m->v[i];
+    return NULL;
+}
+
+static rt_memo *memo_slot(rt_memos *m, const char *in)
+{
+    rt_memo *e = &m->v[m->next];
+    m->next = (m->next + 1) % RT_JIT_MEMO;
+    if (m->n < RT_JIT_MEMO)
+        m->n++;
+    memset(e, 0, sizeof *e);
+    snprintf(e->in, sizeof e->in, "%s", in);
+    return e;
+}
+
+/* The question's text; -1 when it does not fit (then it is not memoised). */
+static int memo_text(const gen_kvset *set, const rt_devinfo *dev, char *buf, size_t n)
+{
+    int w = gen_kv_format(set, buf, n);
+    if (w < 0)
+        return -1;
+    int x = snprintf(buf + w, n - (size_t)w, "|%s|%d|%d|%d|%lld", dev->arch, dev->sms, dev->smem_optin,
+                     dev->regs_sm, dev->l2);
+    return x < 0 || (size_t)x >= n - (size_t)w ? -1 : 0;
+}
+
+long rt_jit_renders(const rt_jit *j) { return j ? j->renders : 0; }
 
 rt_jit *rt_jit_new(const char *template_dir, char *err, size_t errn)
 {
@@ -65,6 +113,13 @@ static gen_tmpl *split(rt_jit *j, const gen_kvset *vp, gen_kvset *fixed, gen_kvs
 int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen_kvset *vp,
                    char *err, size_t errn)
 {
+    char q[1200];
+    int memo = memo_text(shape, dev, q, sizeof q) == 0;
+    const rt_memo *hit = memo ? memo_find(&j->dflt, q) : NULL;
+    if (hit) {
+        *vp = hit->vp;
+        return 0;
+    }
     const char *family = gen_kv_str(shape, "family");
     gen_tmpl *t = family ? gen_tmpl_load(j->host, family) : NULL;
     gen_device g;
@@ -84,6 +139,8 @@ int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen
     *vp = fixed;
     gen_kv_merge(vp, &params);
     gen_kv_set_str(vp, "family", family);
+    if (memo)
+        memo_slot(&j->dflt, q)->vp = *vp;
     return 0;
 }
 
@@ -100,6 +157,7 @@ static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_jo
         snprintf(err, errn, "kforge cannot compile for %s", dev->arch);
         return -1;
     }
+    j->renders++;
     if (gen_build_prepare(job, tg)) {
         snprintf(err, errn, "%s", gen_host_errmsg(j->host));
         gen_job_free(job);
@@ -111,12 +169,25 @@ static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_jo
 int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *variant, size_t vn,
                 char *cache_key, size_t cn, char *err, size_t errn)
 {
+    char q[1200];
+    int memo = memo_text(vp, dev, q, sizeof q) == 0;
+    const rt_memo *hit = memo ? memo_find(&j->keys, q) : NULL;
+    if (hit) {
+        snprintf(variant, vn, "%s", hit->variant);
+        snprintf(cache_key, cn, "%s", hit->key);
+        return 0;
+    }
     gen_job job;
     gen_target tg;
     if (prepare(j, vp, dev, &job, &tg, err, errn))
         return -1;
     snprintf(variant, vn, "%s", job.variant_key);
     snprintf(cache_key, cn, "%s", job.cache_key);
+    if (memo) {
+        rt_memo *e = memo_slot(&j->keys, q);
+        snprintf(e->variant, sizeof e->variant, "%s", job.variant_key);
+        snprintf(e->key, sizeof e->key, "%s", job.cache_key);
+    }
     gen_job_free(&job);
     return 0;
 }

@@ -1,0 +1,122 @@
+/* tests/cpu/test_jit.c: the runtime's generator: defaults and keys are those of the templates, answered once */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gen/build.h"
+#include "gen/template.h"
+#include "runtime/jit.h"
+
+static rt_devinfo h200(void)
+{
+    rt_devinfo d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "NVIDIA H200");
+    snprintf(d.arch, sizeof d.arch, "sm_90a");
+    d.cc_major = 9, d.sms = 132, d.smem_optin = 232448, d.smem_sm = 233472, d.regs_sm = 65536;
+    d.l2 = 62914560;
+    return d;
+}
+
+static gen_kvset shape_of(const char *text)
+{
+    gen_kvset s;
+    char err[128];
+    gen_kv_clear(&s);
+    assert_int_equal(gen_kv_parse(&s, text, err, sizeof err), 0);
+    return s;
+}
+
+static void test_jit__default_and_keys_match_the_template_and_are_kept(void **state)
+{
+    char err[512];
+    rt_jit *j = rt_jit_new(NULL, err, sizeof err);
+    assert_non_null(j);
+    rt_devinfo dev = h200();
+    gen_kvset shape = shape_of("family=attn_decode,dtype=bf16,b=32,sq=1,skv=8192,hq=32,hkv=8,d=128,causal=0");
+    gen_kvset vp1, vp2;
+    assert_int_equal(rt_jit_default(j, &shape, &dev, &vp1, err, sizeof err), 0);
+    assert_int_equal(rt_jit_default(j, &shape, &dev, &vp2, err, sizeof err), 0);
+    assert_memory_equal(&vp1, &vp2, sizeof vp1);
+    assert_string_equal(gen_kv_str(&vp1, "family"), "attn_decode");
+    assert_int_equal(gen_kv_int(&vp1, "g", 0), 4);
+
+    /* the same answer as the generator gives directly */
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_decode");
+    gen_device g;
+    assert_int_equal(gen_device_for_arch(&g, "sm_90a"), 0);
+    gen_kvset fixed, params;
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), 0);
+    assert_int_equal(gen_tmpl_default(t, &shape, &g, &params), 0);
+    gen_job job;
+    memset(&job, 0, sizeof job);
+    job.tmpl = t, job.fixed = fixed, job.params = params;
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, &g), 0);
+    assert_int_equal(gen_build_prepare(&job, &tg), 0);
+
+    char variant[512], key[600];
+    long before = rt_jit_renders(j);
+    assert_int_equal(rt_jit_keys(j, &vp1, &dev, variant, sizeof variant, key, sizeof key, err, sizeof err), 0);
+    assert_int_equal(rt_jit_renders(j), before + 1);
+    assert_string_equal(variant, job.variant_key);
+    assert_string_equal(key, job.cache_key);
+    /* asked again: the kept answer, no render */
+    char variant2[512], key2[600];
+    assert_int_equal(rt_jit_keys(j, &vp1, &dev, variant2, sizeof variant2, key2, sizeof key2, err, sizeof err), 0);
+    assert_int_equal(rt_jit_renders(j), before + 1);
+    assert_string_equal(variant2, variant);
+    assert_string_equal(key2, key);
+    /* another device's facts are another question */
+    rt_devinfo a100 = dev;
+    snprintf(a100.arch, sizeof a100.arch, "sm_80");
+    a100.sms = 108, a100.smem_optin = 166912;
+    assert_int_equal(rt_jit_keys(j, &vp1, &a100, variant2, sizeof variant2, key2, sizeof key2, err, sizeof err), 0);
+    assert_int_equal(rt_jit_renders(j), before + 2);
+    assert_string_not_equal(key2, key);
+    gen_job_free(&job);
+    gen_host_free(h);
+    rt_jit_free(j);
+}
+
+static void test_jit__more_questions_than_kept_answers(void **state)
+{
+    char err[512];
+    rt_jit *j = rt_jit_new(NULL, err, sizeof err);
+    rt_devinfo dev = h200();
+    char first[600] = "";
+    for (int g = 1; g <= 80; g++) {  /* more variants (one group size each) than the 64 kept answers */
+        char text[256], variant[512], key[600];
+        snprintf(text, sizeof text, "family=attn_decode,dtype=bf16,b=1,sq=1,skv=8192,hq=%d,hkv=1,d=128,causal=0", g);
+        gen_kvset shape = shape_of(text), vp;
+        assert_int_equal(rt_jit_default(j, &shape, &dev, &vp, err, sizeof err), 0);
+        assert_int_equal(rt_jit_keys(j, &vp, &dev, variant, sizeof variant, key, sizeof key, err, sizeof err), 0);
+        if (g == 1)
+            snprintf(first, sizeof first, "%s", key);
+    }
+    /* g=1 was the first of 80 answers kept 64 at a time: it was replaced, so asking again
+     * renders again and gives the same key */
+    gen_kvset shape = shape_of("family=attn_decode,dtype=bf16,b=1,sq=1,skv=8192,hq=1,hkv=1,d=128,causal=0"), vp;
+    char variant[512], key[600];
+    assert_int_equal(rt_jit_default(j, &shape, &dev, &vp, err, sizeof err), 0);
+    long before = rt_jit_renders(j);
+    assert_int_equal(rt_jit_keys(j, &vp, &dev, variant, sizeof variant, key, sizeof key, err, sizeof err), 0);
+    assert_string_equal(key, first);
+    assert_int_equal(rt_jit_renders(j), before + 1);  /* evicted: asked anew */
+    rt_jit_free(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jit__default_and_keys_match_the_template_and_are_kept),
+        cmocka_unit_test(test_jit__more_questions_than_kept_answers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -19,6 +19,7 @@ typedef struct db_bundle_binary {
     char *cache_key, *variant_key, *family, *nvrtc, *params, *kernels;
     void *image;
     size_t size;
+    char sha256[65];           /* as stored; checked against the image when loaded */
 } db_bundle_binary;
 
 /* Writes the winners of gpu (and family, when not NULL) with their binaries from s
@@ -30,10 +31,11 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
  * added when absent, winners replacing those of the same (gpu, family, shape). */
 db_rc db_bundle_import(db_store *s, const char *path, int *n_winners, int *n_binaries);
 
-/* Opens and verifies a bundle: SQLite integrity, the kforge marker, the format
+/* Opens and verifies a bundle: the kforge marker, the format
  * version, want_arch (when not NULL), the content checksum and each image's
- * SHA-256; the whole content is then held in memory. 0, or -1 with err
- * "cannot load bundle 'path': why". Never crashes on a damaged file. */
+ * SHA-256 (a damaged b-tree fails SQLite's reads); the whole content is then held in
+ * memory. 0, or -1 with err "cannot load bundle 'path': why". Never crashes on a
+ * damaged file. */
 int db_bundle_load(const char *path, const char *want_arch, db_bundle **out, char *err, size_t errn);
 void db_bundle_free(db_bundle *b);
 const char *db_bundle_gpu(const db_bundle *b);

@@ -48,14 +48,16 @@ return {
   end,
   default  = function(shape, dev)
     local tokens = shape.n * shape.t
-    -- small calls: one launch, short chunks; long ones: 64-token chunks, enough state blocks
+    -- small calls: one launch, short chunks; long ones: 32-token chunks (the preparation of a
+    -- chunk grows as C^2..C^3 and dominates: chunk 32 measured twice as fast as 64 on an H200
+    -- at T 8192, H 16; bench/NOTES.md), enough state blocks
     if tokens * shape.hv <= 4096 then
       return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 1, mma = 1 }
     end
     local vs = 64
     if shape.n * shape.hv * (shape.dv // 64) < dev.sms then vs = 32 end
     if shape.n * shape.hv * (shape.dv // 32) < dev.sms then vs = 16 end
-    return { chunk = 64, vs = vs, w = 4, tr = 1, fused = 0, mma = 1 }
+    return { chunk = 32, vs = vs, w = 4, tr = 1, fused = 0, mma = 1 }
   end,
   render   = function(p, f)
     local hdr = subst([[

@@ -1,4 +1,4 @@
-/* tests/cpu/test_compile_all.c: every valid variant of the default sweep compiles with NVRTC for sm_90a and sm_80 */
+/* tests/cpu/test_compile_all.c: every valid variant of the default sweep (sm_90a, sm_80) and of the KDA families (sm_90a) compiles with NVRTC */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -142,6 +142,45 @@ static void compile_arch(const char *arch)
 }
 
 static void test_compile__every_default_sweep_variant_sm_90a(void **state) { compile_arch("sm_90a"); }
+
+/* Every valid variant of the KDA families for K = V = 128 (and 64), sm_90a. */
+static void test_compile__every_kda_variant_sm_90a(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    g_host = h;
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    jobs l = {0};
+    const char *fams[] = {"kda_prefill", "kda_decode", "kda_naive"};
+    int dims[] = {128, 64};
+    for (int f = 0; f < 3; f++)
+        for (int d = 0; d < 2; d++) {
+            gen_kvset s;
+            gen_kv_clear(&s);
+            gen_kv_set_str(&s, "family", fams[f]);
+            gen_kv_set_int(&s, "n", 4);
+            gen_kv_set_int(&s, "t", 4096);
+            gen_kv_set_int(&s, "h", 16);
+            gen_kv_set_int(&s, "hv", 32);
+            gen_kv_set_int(&s, "dk", dims[d]);
+            gen_kv_set_int(&s, "dv", dims[d]);
+            add_shape(h, &l, &s, 1, &tg);
+        }
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    time_t t0 = time(NULL);
+    char err[256];
+    int failed = gen_build_run(l.v, l.n, threads, NULL, &tg, NULL, NULL, err, sizeof err);
+    for (int i = 0; i < l.n; i++)
+        if (l.v[i].failed)
+            print_error("%s\n", l.v[i].err);
+    print_message("kda sm_90a: %d distinct binaries compiled in %ld s on %d threads, %d failed\n", l.n,
+                  (long)(time(NULL) - t0), threads, failed);
+    for (int i = 0; i < l.n; i++)
+        gen_job_free(&l.v[i]);
+    free(l.v);
+    gen_host_free(h);
+    assert_int_equal(failed, 0);
+}
 static void test_compile__every_default_sweep_variant_sm_80(void **state) { compile_arch("sm_80"); }
 
 int main(void)
@@ -150,6 +189,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compile__every_default_sweep_variant_sm_90a),
         cmocka_unit_test(test_compile__every_default_sweep_variant_sm_80),
+        cmocka_unit_test(test_compile__every_kda_variant_sm_90a),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

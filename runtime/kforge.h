@@ -1,4 +1,4 @@
-/* kforge.h: the public C API of kforge: plan an attention call once, launch it many times */
+/* kforge.h: the public C API of kforge: plan an attention or KDA call once, launch it many times */
 #ifndef KFORGE_H
 #define KFORGE_H
 
@@ -135,6 +135,87 @@ const char *kf_plan_variant(const kf_plan *p);
 const char *kf_plan_source(const kf_plan *p);
 /* Frees the plan and its workspace. NULL is a no-op. */
 void kf_plan_free(kf_plan *p);
+
+/* ---- Kimi Delta Attention (KDA) ------------------------------------------------
+ *
+ * Per value head, a state S [dk, dv] fp32. Per token t (g_t in log space, g <= 0):
+ *   S <- diag(exp g_t) S;  u = beta_t (v_t - S^T k_t);  S <- S + k_t u^T;  o_t = S^T (scale q_t)
+ * q/k head of value head hv: hv / (hv / h). Plans are kf_plan: kf_plan_variant, kf_plan_source,
+ * kf_plan_workspace and kf_plan_free work for them; kf_attn_run refuses a KDA plan and
+ * kf_kda_run an attention plan.
+ *
+ * Tensors (element strides {sequence, token, head}; the last dimension contiguous):
+ *   q, k [T, H, dk] bf16 packed with cu_seqlens (or [N, T, H, dk] padded: every sequence T tokens),
+ *   v, o [T, HV, dv] bf16, g [T, HV, dk] fp32, beta [T, HV] fp32 (beta's head stride is free),
+ *   states [N, HV, dk, dv] fp32 (KF_KDA_STATE_KV) or [N, HV, dv, dk] (KF_KDA_STATE_VK),
+ *   element strides {sequence, value head, row}; initial and final state share the layout.
+ * Strides of 0 mean contiguous: token H*dk (q, k), HV*dv (v, o), HV*dk (g), HV (beta); head the
+ * row length (beta 1); sequence (padded only) T times the token stride of the call;
+ * state {HV*dk*dv, dk*dv, dv (KV) or dk (VK)}. bf16 strides must be multiples of 8 elements and
+ * fp32 state/g strides multiples of 4 (16-byte rows); q, k, v, o, g and the states 16-byte aligned.
+ */
+typedef enum {
+    KF_KDA_PREFILL = 1,            /* chunked: any number of tokens per sequence */
+    KF_KDA_DECODE = 2,             /* one token per sequence, the state read and written once
+                                      (longer sequences are correct, token by token) */
+} kf_kda_mode;
+
+typedef enum {
+    KF_KDA_GATE_LOG = 0,           /* g is the log-space gate (g <= 0) */
+    KF_KDA_GATE_SIGMOID = 1,       /* g is raw: lower_bound * sigmoid(exp(a_log[hv]) * (g + dt_bias[hv, :])) */
+} kf_kda_gate;
+
+typedef enum {
+    KF_KDA_STATE_KV = 0,           /* S [dk, dv] per (sequence, value head) */
+    KF_KDA_STATE_VK = 1,           /* S^T [dv, dk] */
+} kf_kda_state_layout;
+
+typedef struct kf_kda_desc {
+    kf_kda_mode mode;
+    int max_seqs;                  /* sequences of a call, up to this (1..65535) */
+    int max_tokens;                /* tokens of a call, all sequences together, up to this */
+    int h, hv;                     /* q/k heads, value heads; hv % h == 0 */
+    int dk, dv;                    /* 64 or 128, dk == dv */
+    kf_kda_gate gate;
+    float lower_bound;             /* KF_KDA_GATE_SIGMOID: in [-5, 0) (-5 in production) */
+    int l2norm;                    /* q, k <- x / sqrt(sum x^2 + 1e-6) in the kernel (before scale) */
+    int beta_sigmoid;              /* beta <- sigmoid(beta) in the kernel */
+    kf_kda_state_layout state_layout;
+    int has_initial_state;         /* 0: the initial state is zero */
+    int wants_final_state;         /* 1: the final state is written */
+    float scale;                   /* 0: 1/sqrt(dk) */
+    long long q_strides[3], k_strides[3], v_strides[3], g_strides[3], beta_strides[3], o_strides[3];
+    long long state_strides[3];    /* sequence, value head, row */
+} kf_kda_desc;
+#define KF_KDA_DESC_INIT {KF_KDA_PREFILL, 0, 0, 0, 0, 0, 0, KF_KDA_GATE_LOG, -5.0f, 0, 0, KF_KDA_STATE_KV, \
+                          0, 0, 0.0f, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}
+
+/* Device pointers of one KDA call. */
+typedef struct kf_kda_tensors {
+    const void *q, *k, *v;         /* bf16 */
+    const float *g, *beta;         /* fp32 */
+    const float *a_log;            /* [HV] fp32; KF_KDA_GATE_SIGMOID only (else NULL) */
+    const float *dt_bias;          /* [HV, dk] fp32 contiguous or NULL (no bias); KF_KDA_GATE_SIGMOID only */
+    const float *initial_state;    /* required when has_initial_state, else NULL */
+    float *final_state;            /* required when wants_final_state, else NULL; may be initial_state (in place) */
+    void *o;                       /* bf16 */
+    const int32_t *cu_seqlens;     /* [n + 1] token offsets (packed), or NULL */
+    const int64_t *cu_seqlens64;   /* the same as int64; at most one of the two; both NULL: padded */
+    int n;                         /* sequences, 0..max_seqs (0: nothing is launched) */
+    int total;                     /* tokens: cu_seqlens[n] packed, n * T padded; <= max_tokens */
+    void *workspace;               /* kf_plan_workspace() bytes, 16-byte aligned, or NULL to use the plan's own */
+} kf_kda_tensors;
+
+/* KF_OK when a kernel exists for d on this context's device, else the status and message
+ * kf_kda_plan would give. Never compiles. */
+kf_status kf_kda_supported(kf_ctx *ctx, const kf_kda_desc *d);
+/* Resolves the variant (bundle winner, database winner, template default), loads its binary
+ * (cache, database, bundle, or an NVRTC compile when JIT is allowed) and allocates the plan's
+ * workspace for the maxima. Free the plan with kf_plan_free. */
+kf_status kf_kda_plan(kf_ctx *ctx, const kf_kda_desc *d, kf_plan **out);
+/* Checks the call against the plan (pointers, alignment, n and total within the maxima) and
+ * enqueues the kernels on stream. No allocation, no synchronisation: capturable in a CUDA graph. */
+kf_status kf_kda_run(kf_plan *p, const kf_kda_tensors *t, void *stream);
 
 #ifdef __cplusplus
 }

@@ -85,9 +85,8 @@ static void shape_of(const kf_attn_desc *d, gen_kvset *s)
     gen_kv_set_int(s, "causal", d->causal);
 }
 
-static int same_kernel_class(const gen_kvset *a, const gen_kvset *b)
+static int same_kernel_class(const gen_kvset *a, const gen_kvset *b, const char *const *keys)
 {
-    static const char *const keys[] = {"family", "dtype", "hq", "hkv", "d", "causal", NULL};
     for (const char *const *k = keys; *k; k++) {
         const gen_kv *x = gen_kv_find(a, *k), *y = gen_kv_find(b, *k);
         if (!x || !y || x->is_str != y->is_str || (x->is_str ? strcmp(x->s, y->s) : x->i != y->i))
@@ -96,37 +95,38 @@ static int same_kernel_class(const gen_kvset *a, const gen_kvset *b)
     return 1;
 }
 
-static double log_dist(const gen_kvset *a, const gen_kvset *b)
+static double log_dist(const gen_kvset *a, const gen_kvset *b, const char *const *keys)
 {
-    static const char *const keys[] = {"b", "sq", "skv", NULL};
     double s = 0;
     for (const char *const *k = keys; *k; k++)
         s += fabs(log2(1.0 + (double)gen_kv_int(a, *k, 0)) - log2(1.0 + (double)gen_kv_int(b, *k, 0)));
     return s;
 }
 
-kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table *t,
-                    rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn)
+const rt_winner *rt_select_nearest(const rt_table *t, const gen_kvset *shape, const char *const *class_keys,
+                                   const char *const *dist_keys)
 {
-    memset(out, 0, sizeof *out);
-    msg[0] = 0;
-    kf_status st = check_desc(d, dev, msg, msgn);
-    if (st)
-        return st;
-    shape_of(d, &out->shape);
     const rt_winner *best = NULL;
     double best_d = 1e30;
     for (int i = 0; t && i < t->n; i++) {
         const rt_winner *w = &t->v[i];
-        if (!same_kernel_class(&w->shape, &out->shape))
+        if (!same_kernel_class(&w->shape, shape, class_keys))
             continue;
-        double dist = log_dist(&w->shape, &out->shape);
+        double dist = log_dist(&w->shape, shape, dist_keys);
         /* ties: a bundle beats the database, then the earlier entry */
         if (dist < best_d - 1e-12 || (fabs(dist - best_d) <= 1e-12 && w->from_bundle && best && !best->from_bundle)) {
             best = w;
             best_d = dist;
         }
     }
+    return best;
+}
+
+kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char *const *class_keys,
+                            const char *const *dist_keys, rt_default_fn dflt, void *arg, rt_choice *out,
+                            char *msg, size_t msgn)
+{
+    const rt_winner *best = rt_select_nearest(t, &out->shape, class_keys, dist_keys);
     if (best) {
         out->winner = best;
         out->vp = best->vp;
@@ -141,6 +141,23 @@ kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table
     } else if (dflt(arg, &out->shape, &out->vp, msg, msgn)) {
         return KF_ERR_UNSUPPORTED;
     }
+    return KF_OK;
+}
+
+kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table *t,
+                    rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn)
+{
+    memset(out, 0, sizeof *out);
+    msg[0] = 0;
+    kf_status st = check_desc(d, dev, msg, msgn);
+    if (st)
+        return st;
+    shape_of(d, &out->shape);
+    static const char *const class_keys[] = {"family", "dtype", "hq", "hkv", "d", "causal", NULL};
+    static const char *const dist_keys[] = {"b", "sq", "skv", NULL};
+    st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
+    if (st)
+        return st;
     kf_attn_params p;
     rt_attn_base_params(d, &out->vp, &p);
     out->workspace = rt_attn_workspace_bytes(&out->vp, &p);

@@ -42,6 +42,31 @@ kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table
 /* The attention params of a call of the plan's shape maxima (strides resolved). */
 void rt_attn_base_params(const kf_attn_desc *d, const gen_kvset *vp, void *params_out);
 
+/* The nearest winner of t for shape: same values under class_keys (NULL-terminated), least sum of
+ * |log2(1 + a) - log2(1 + b)| over dist_keys; ties go to a bundle, then to the earlier entry. NULL: none. */
+const rt_winner *rt_select_nearest(const rt_table *t, const gen_kvset *shape, const char *const *class_keys,
+                                   const char *const *dist_keys);
+
+/* The variant for out->shape (already set): the nearest winner, else dflt's default (its failure is
+ * KF_ERR_UNSUPPORTED), else (dflt NULL) KF_ERR_NOT_TUNED naming the shape and device. Sets out->vp
+ * and out->winner. */
+kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char *const *class_keys,
+                            const char *const *dist_keys, rt_default_fn dflt, void *arg, rt_choice *out,
+                            char *msg, size_t msgn);
+
+/* KDA: checks d (KF_ERR_ARG / KF_ERR_UNSUPPORTED with a message naming the field and its value),
+ * then picks the variant of kda_prefill or kda_decode for the shape {n = max_seqs,
+ * t = ceil(max_tokens / max_seqs), h, hv, dk, dv}: the exact winner, else the nearest winner with
+ * the same family, heads and dims (log distance in n and t), else the default (dflt NULL:
+ * KF_ERR_NOT_TUNED naming the shape). out->workspace covers the maxima. Same inputs, same answer. */
+kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_table *t,
+                        rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn);
+
+/* The KDA params (a kf_kda_params) of the plan's maxima: strides resolved (a sequence stride of 0
+ * stays 0: it depends on the call's tokens per sequence), dims, heads, gate form, flags, scale;
+ * no pointers. */
+void rt_kda_base_params(const kf_kda_desc *d, void *params_out);
+
 int rt_table_add(rt_table *t, const rt_winner *w);
 void rt_table_free(rt_table *t);
 

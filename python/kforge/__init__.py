@@ -3,26 +3,33 @@
     import torch, kforge
     ctx = kforge.Context(device=0, db="kforge.db")
     o = kforge.attention(q, k, v, causal=True, ctx=ctx)        # q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D]
+    o, s = kforge.kda(q, k, v, g, beta, initial_state=s0, final_state=True, ctx=ctx)  # Kimi Delta Attention
 
 libkforge is found through $KFORGE_LIB, else next to this package, else
 ../build/libkforge.so relative to the repository. Any non-KF_OK status raises
-kforge.Error with .status and kforge's message. KDA is not bound: the C API
-(runtime/kforge.h) does not expose it yet.
+kforge.Error with .status and kforge's message.
 """
 from ._lib import (KF_OK, KF_ERR_ARG, KF_ERR_UNSUPPORTED, KF_ERR_NOT_TUNED, KF_ERR_CUDA,
                    KF_ERR_NVRTC, KF_ERR_DB, KF_ERR_BUNDLE, KF_ERR_NOMEM, KF_BF16, KF_FP16,
                    KF_ATTN_PREFILL, KF_ATTN_DECODE, KF_JIT_ALLOW, KF_JIT_FORBID, STATUS_NAMES,
-                   kf_config, kf_attn_desc, kf_attn_tensors, candidate_paths)
+                   KF_KDA_PREFILL, KF_KDA_DECODE, KF_KDA_GATE_LOG, KF_KDA_GATE_SIGMOID, KF_KDA_STATE_KV,
+                   KF_KDA_STATE_VK, kf_config, kf_attn_desc, kf_attn_tensors, kf_kda_desc, kf_kda_tensors,
+                   candidate_paths)
 from .api import (Error, ArgumentError, LibraryNotFound, Context, Plan, Call, attention, prepare,
                   default_context, version, version_number, status_str, library_path)
+from ._kda import KdaCall, kda, prepare_kda
 
 __version__ = "0.1.0"  # of this package; version() is the library's
 
 __all__ = [
     "Error", "ArgumentError", "LibraryNotFound", "Context", "Plan", "Call", "attention", "prepare",
     "default_context", "version", "version_number", "status_str", "library_path",
-    "candidate_paths", "kf_config", "kf_attn_desc", "kf_attn_tensors", "STATUS_NAMES",
+    "KdaCall", "kda", "prepare_kda",
+    "candidate_paths", "kf_config", "kf_attn_desc", "kf_attn_tensors", "kf_kda_desc", "kf_kda_tensors",
+    "STATUS_NAMES",
     "KF_OK", "KF_ERR_ARG", "KF_ERR_UNSUPPORTED", "KF_ERR_NOT_TUNED", "KF_ERR_CUDA",
     "KF_ERR_NVRTC", "KF_ERR_DB", "KF_ERR_BUNDLE", "KF_ERR_NOMEM", "KF_BF16", "KF_FP16",
     "KF_ATTN_PREFILL", "KF_ATTN_DECODE", "KF_JIT_ALLOW", "KF_JIT_FORBID",
+    "KF_KDA_PREFILL", "KF_KDA_DECODE", "KF_KDA_GATE_LOG", "KF_KDA_GATE_SIGMOID", "KF_KDA_STATE_KV",
+    "KF_KDA_STATE_VK",
 ]

@@ -37,6 +37,12 @@ KF_JIT_ALLOW = 0
 KF_JIT_FORBID = 1
 KF_ATTN_PREFILL = 1
 KF_ATTN_DECODE = 2
+KF_KDA_PREFILL = 1
+KF_KDA_DECODE = 2
+KF_KDA_GATE_LOG = 0
+KF_KDA_GATE_SIGMOID = 1
+KF_KDA_STATE_KV = 0
+KF_KDA_STATE_VK = 1
 
 # C enums are int-sized on every ABI kforge targets (x86-64 and aarch64 Linux).
 c_enum = ctypes.c_int
@@ -91,6 +97,53 @@ class kf_attn_tensors(ctypes.Structure):
     ]
 
 
+class kf_kda_desc(ctypes.Structure):
+    _fields_ = [
+        ("mode", c_enum),
+        ("max_seqs", ctypes.c_int),
+        ("max_tokens", ctypes.c_int),
+        ("h", ctypes.c_int),
+        ("hv", ctypes.c_int),
+        ("dk", ctypes.c_int),
+        ("dv", ctypes.c_int),
+        ("gate", c_enum),
+        ("lower_bound", ctypes.c_float),
+        ("l2norm", ctypes.c_int),
+        ("beta_sigmoid", ctypes.c_int),
+        ("state_layout", c_enum),
+        ("has_initial_state", ctypes.c_int),
+        ("wants_final_state", ctypes.c_int),
+        ("scale", ctypes.c_float),
+        ("q_strides", Strides3),
+        ("k_strides", Strides3),
+        ("v_strides", Strides3),
+        ("g_strides", Strides3),
+        ("beta_strides", Strides3),
+        ("o_strides", Strides3),
+        ("state_strides", Strides3),
+    ]
+
+
+class kf_kda_tensors(ctypes.Structure):
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("g", ctypes.c_void_p),              # const float *
+        ("beta", ctypes.c_void_p),           # const float *
+        ("a_log", ctypes.c_void_p),          # const float *
+        ("dt_bias", ctypes.c_void_p),        # const float *
+        ("initial_state", ctypes.c_void_p),  # const float *
+        ("final_state", ctypes.c_void_p),    # float *
+        ("o", ctypes.c_void_p),
+        ("cu_seqlens", ctypes.c_void_p),     # const int32_t *
+        ("cu_seqlens64", ctypes.c_void_p),   # const int64_t *
+        ("n", ctypes.c_int),
+        ("total", ctypes.c_int),
+        ("workspace", ctypes.c_void_p),
+    ]
+
+
 def config_init():
     """KF_CONFIG_INIT"""
     c = kf_config()
@@ -111,6 +164,16 @@ def desc_init():
     return d
 
 
+def kda_desc_init():
+    """KF_KDA_DESC_INIT (ctypes zero-fills; mode and lower_bound are non-zero)."""
+    d = kf_kda_desc()
+    d.mode = KF_KDA_PREFILL
+    d.gate = KF_KDA_GATE_LOG
+    d.lower_bound = -5.0
+    d.state_layout = KF_KDA_STATE_KV
+    return d
+
+
 # ---- prototypes --------------------------------------------------------------------
 _ctx_p = ctypes.c_void_p
 _plan_p = ctypes.c_void_p
@@ -125,6 +188,9 @@ _PROTOTYPES = {
     "kf_attn_supported": (c_enum, [_ctx_p, ctypes.POINTER(kf_attn_desc)]),
     "kf_attn_plan": (c_enum, [_ctx_p, ctypes.POINTER(kf_attn_desc), ctypes.POINTER(_plan_p)]),
     "kf_attn_run": (c_enum, [_plan_p, ctypes.POINTER(kf_attn_tensors), ctypes.c_void_p]),
+    "kf_kda_supported": (c_enum, [_ctx_p, ctypes.POINTER(kf_kda_desc)]),
+    "kf_kda_plan": (c_enum, [_ctx_p, ctypes.POINTER(kf_kda_desc), ctypes.POINTER(_plan_p)]),
+    "kf_kda_run": (c_enum, [_plan_p, ctypes.POINTER(kf_kda_tensors), ctypes.c_void_p]),
     "kf_plan_workspace": (ctypes.c_size_t, [_plan_p]),
     "kf_plan_variant": (ctypes.c_char_p, [_plan_p]),
     "kf_plan_source": (ctypes.c_char_p, [_plan_p]),

@@ -12,7 +12,7 @@ class TensorInfo:
         self.ptr = int(ptr)
         self.shape = tuple(int(s) for s in shape)
         self.strides = tuple(int(s) for s in strides)
-        self.dtype = dtype          # "bf16", "fp16", "fp32", "int32", or a description of another type
+        self.dtype = dtype          # "bf16", "fp16", "fp32", "int32", "int64", or a description of another type
         self.device = device        # CUDA ordinal, or None when unknown
         self.obj = obj              # keeps the memory alive
         self.is_torch = is_torch
@@ -45,9 +45,9 @@ def _is_torch_tensor(x):
     return t is not None and isinstance(x, t.Tensor)
 
 
-_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "int32": "int32"}
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "int32": "int32", "int64": "int64"}
 
-_TYPESTR = {"f2": "fp16", "f4": "fp32", "i4": "int32"}
+_TYPESTR = {"f2": "fp16", "f4": "fp32", "i4": "int32", "i8": "int64"}
 
 
 class InterfaceError(ValueError):

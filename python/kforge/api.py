@@ -88,10 +88,14 @@ class Plan:
         return self._h
 
     def run(self, tensors, stream=None):
-        """kf_attn_run with a kf_attn_tensors struct; stream a CUstream handle (int) or None."""
-        st = self._ctx._lib.kf_attn_run(self.handle, ctypes.byref(tensors), stream)
+        """kf_attn_run with a kf_attn_tensors struct (kf_kda_run with a kf_kda_tensors); stream a
+        CUstream handle (int) or None."""
+        lib = self._ctx._lib
+        fn, name = ((lib.kf_kda_run, "kf_kda_run") if isinstance(tensors, _lib.kf_kda_tensors)
+                    else (lib.kf_attn_run, "kf_attn_run"))
+        st = fn(self.handle, ctypes.byref(tensors), stream)
         if st != KF_OK:
-            self._ctx._raise(st, "kf_attn_run")
+            self._ctx._raise(st, name)
 
     def free(self):
         if self._h is not None:
@@ -103,6 +107,9 @@ class Plan:
 
 
 def _desc_key(d):
+    if isinstance(d, _lib.kf_kda_desc):
+        vals = (getattr(d, f) for f, _ in d._fields_)
+        return ("kda",) + tuple(tuple(v) if isinstance(v, ctypes.Array) else v for v in vals)
     return (d.kind, d.dtype, d.hq, d.hkv, d.d, d.causal, float(d.scale), d.max_batch, d.max_q,
             d.max_kv, d.packed_q, tuple(d.q_strides), tuple(d.k_strides), tuple(d.v_strides),
             tuple(d.o_strides))
@@ -183,20 +190,26 @@ class Context:
 
     # -- plans -----------------------------------------------------------------------
     def supported(self, desc):
-        """(True, "") or (False, message) for a kf_attn_desc. Never compiles."""
-        st = self._lib.kf_attn_supported(self.handle, ctypes.byref(desc))
+        """(True, "") or (False, message) for a kf_attn_desc or kf_kda_desc. Never compiles."""
+        fn = (self._lib.kf_kda_supported if isinstance(desc, _lib.kf_kda_desc)
+              else self._lib.kf_attn_supported)
+        st = fn(self.handle, ctypes.byref(desc))
         return (True, "") if st == KF_OK else (False, f"{STATUS_NAMES.get(st, st)}: {self.errmsg()}")
 
     def plan(self, desc):
-        """The cached Plan for a kf_attn_desc (kf_attn_plan on first use; may compile)."""
+        """The cached Plan for a kf_attn_desc or kf_kda_desc (kf_attn_plan / kf_kda_plan on
+        first use; may compile)."""
         key = _desc_key(desc)
+        kda = isinstance(desc, _lib.kf_kda_desc)
         with self._lock:
             p = self._plans.get(key)
             if p is None:
                 h = ctypes.c_void_p()
-                st = self._lib.kf_attn_plan(self.handle, ctypes.byref(desc), ctypes.byref(h))
+                fn, name = ((self._lib.kf_kda_plan, "kf_kda_plan") if kda
+                            else (self._lib.kf_attn_plan, "kf_attn_plan"))
+                st = fn(self.handle, ctypes.byref(desc), ctypes.byref(h))
                 if st != KF_OK:
-                    self._raise(st, "kf_attn_plan")
+                    self._raise(st, name)
                 p = Plan(self, h, key)
                 self._plans[key] = p
             return p
@@ -215,6 +228,17 @@ class Context:
 
     def attention(self, q, k, v, **kw):
         return attention(q, k, v, ctx=self, **kw)
+
+    def bind_kda(self, q, k, v, g, beta, **kw):
+        """A checked KDA call with its plan made (see kforge.kda); call.run() only enqueues."""
+        from ._kda import prepare_kda
+        call = prepare_kda(q, k, v, g, beta, **kw)
+        call.attach(self)
+        return call
+
+    def kda(self, q, k, v, g, beta, **kw):
+        from ._kda import kda
+        return kda(q, k, v, g, beta, ctx=self, **kw)
 
     def __repr__(self):
         return f"Context(device={self.device}, db={self.db!r}, jit={self.jit})"

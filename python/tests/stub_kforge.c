@@ -5,6 +5,8 @@
  *   kf_attn_supported / kf_attn_plan: KF_ERR_UNSUPPORTED with every desc field in the message,
  *     unless desc->hq == 7777 (then a plan is made).
  *   kf_attn_run: KF_ERR_ARG with every tensors field and the stream in the message.
+ *   kf_kda_supported / kf_kda_plan: KF_ERR_UNSUPPORTED with every desc field in the message,
+ *     unless desc->h == 7777 (then a plan is made); kf_kda_run: KF_ERR_ARG with every field.
  *   kfstub_layout: sizes and offsets of the public structs, as this compiler lays them out. */
 #include <stddef.h>
 #include <stdio.h>
@@ -81,6 +83,43 @@ const char *kf_plan_variant(const kf_plan *p) { return "attn_decode.stub"; }
 const char *kf_plan_source(const kf_plan *p) { return "cache"; }
 void kf_plan_free(kf_plan *p) { free(p); }
 
+static void put_kda_desc(kf_ctx *ctx, const char *what, const kf_kda_desc *d) {
+    snprintf(ctx->msg, sizeof ctx->msg,
+             "%s: mode=%d max_seqs=%d max_tokens=%d h=%d hv=%d dk=%d dv=%d gate=%d lower_bound=%g l2norm=%d "
+             "beta_sigmoid=%d state_layout=%d h0=%d ht=%d scale=%g q=%lld,%lld,%lld k=%lld,%lld,%lld "
+             "v=%lld,%lld,%lld g=%lld,%lld,%lld beta=%lld,%lld,%lld o=%lld,%lld,%lld state=%lld,%lld,%lld",
+             what, (int)d->mode, d->max_seqs, d->max_tokens, d->h, d->hv, d->dk, d->dv, (int)d->gate,
+             (double)d->lower_bound, d->l2norm, d->beta_sigmoid, (int)d->state_layout, d->has_initial_state,
+             d->wants_final_state, (double)d->scale, d->q_strides[0], d->q_strides[1], d->q_strides[2],
+             d->k_strides[0], d->k_strides[1], d->k_strides[2], d->v_strides[0], d->v_strides[1], d->v_strides[2],
+             d->g_strides[0], d->g_strides[1], d->g_strides[2], d->beta_strides[0], d->beta_strides[1],
+             d->beta_strides[2], d->o_strides[0], d->o_strides[1], d->o_strides[2], d->state_strides[0],
+             d->state_strides[1], d->state_strides[2]);
+}
+kf_status kf_kda_supported(kf_ctx *ctx, const kf_kda_desc *d) {
+    put_kda_desc(ctx, "supported", d);
+    return d->h == 7777 ? KF_OK : KF_ERR_UNSUPPORTED;
+}
+kf_status kf_kda_plan(kf_ctx *ctx, const kf_kda_desc *d, kf_plan **out) {
+    *out = NULL;
+    put_kda_desc(ctx, "plan", d);
+    if (d->h != 7777) return KF_ERR_UNSUPPORTED;
+    kf_plan *p = calloc(1, sizeof *p);
+    if (!p) return KF_ERR_NOMEM;
+    p->ctx = ctx;
+    *out = p;
+    return KF_OK;
+}
+kf_status kf_kda_run(kf_plan *p, const kf_kda_tensors *t, void *stream) {
+    snprintf(p->ctx->msg, sizeof p->ctx->msg,
+             "run: q=%p k=%p v=%p g=%p beta=%p a_log=%p dt_bias=%p h0=%p ht=%p o=%p cu=%p cu64=%p n=%d total=%d "
+             "ws=%p stream=%p",
+             t->q, t->k, t->v, (const void *)t->g, (const void *)t->beta, (const void *)t->a_log,
+             (const void *)t->dt_bias, (const void *)t->initial_state, (void *)t->final_state, t->o,
+             (const void *)t->cu_seqlens, (const void *)t->cu_seqlens64, t->n, t->total, t->workspace, stream);
+    return KF_ERR_ARG;
+}
+
 #define OFF(T, f) (long)offsetof(T, f)
 /* "name size off..." lines */
 void kfstub_layout(char *buf, size_t n) {
@@ -99,4 +138,26 @@ void kfstub_layout(char *buf, size_t n) {
              OFF(kf_attn_tensors, o), OFF(kf_attn_tensors, lse), OFF(kf_attn_tensors, cu_seqlens_q),
              OFF(kf_attn_tensors, kv_len), OFF(kf_attn_tensors, batch), OFF(kf_attn_tensors, q_len),
              OFF(kf_attn_tensors, kv_len_all), OFF(kf_attn_tensors, workspace));
+    size_t w = strlen(buf);
+    snprintf(buf + w, n - w,
+             "kf_kda_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"
+             "kf_kda_tensors %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n",
+             (long)sizeof(kf_kda_desc), OFF(kf_kda_desc, mode), OFF(kf_kda_desc, max_seqs),
+             OFF(kf_kda_desc, max_tokens), OFF(kf_kda_desc, h), OFF(kf_kda_desc, hv), OFF(kf_kda_desc, dk),
+             OFF(kf_kda_desc, dv), OFF(kf_kda_desc, gate), OFF(kf_kda_desc, lower_bound), OFF(kf_kda_desc, l2norm),
+             OFF(kf_kda_desc, beta_sigmoid), OFF(kf_kda_desc, state_layout), OFF(kf_kda_desc, has_initial_state),
+             OFF(kf_kda_desc, wants_final_state), OFF(kf_kda_desc, scale), OFF(kf_kda_desc, q_strides),
+             OFF(kf_kda_desc, k_strides), OFF(kf_kda_desc, v_strides), OFF(kf_kda_desc, g_strides),
+             OFF(kf_kda_desc, beta_strides), OFF(kf_kda_desc, o_strides), OFF(kf_kda_desc, state_strides),
+             (long)sizeof(kf_kda_tensors), OFF(kf_kda_tensors, q), OFF(kf_kda_tensors, k), OFF(kf_kda_tensors, v),
+             OFF(kf_kda_tensors, g), OFF(kf_kda_tensors, beta), OFF(kf_kda_tensors, a_log),
+             OFF(kf_kda_tensors, dt_bias), OFF(kf_kda_tensors, initial_state), OFF(kf_kda_tensors, final_state),
+             OFF(kf_kda_tensors, o), OFF(kf_kda_tensors, cu_seqlens), OFF(kf_kda_tensors, cu_seqlens64),
+             OFF(kf_kda_tensors, n), OFF(kf_kda_tensors, total), OFF(kf_kda_tensors, workspace));
+}
+
+/* KF_KDA_DESC_INIT as this compiler reads it */
+void kfstub_kda_desc_init(kf_kda_desc *d) {
+    kf_kda_desc x = KF_KDA_DESC_INIT;
+    *d = x;
 }

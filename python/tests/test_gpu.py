@@ -85,5 +85,68 @@ class TestGpu(unittest.TestCase):
             kforge.attention(q, k, k, ctx=self.ctx)
 
 
+def ref_kda(q, k, v, g, beta, cu, h0, scale, l2norm):
+    """fp64 token recurrence; q, k [T, H, K], v [T, HV, V], g [T, HV, K] log space, beta [T, HV],
+    h0 [N, HV, K, V]. Returns o [T, HV, V] and the final state."""
+    q, k, v, g, beta = (x.double() for x in (q, k, v, g, beta))
+    if l2norm:
+        q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+        k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+    HV, G = v.shape[1], v.shape[1] // q.shape[1]
+    q = q.repeat_interleave(G, dim=1) * scale
+    k = k.repeat_interleave(G, dim=1)
+    o = torch.zeros_like(v)
+    S = h0.double().clone()
+    for n in range(len(cu) - 1):
+        for t in range(cu[n], cu[n + 1]):
+            S[n] = S[n] * torch.exp(g[t])[:, :, None]
+            u = beta[t][:, None] * (v[t] - torch.einsum("hkv,hk->hv", S[n], k[t]))
+            S[n] = S[n] + k[t][:, :, None] * u[:, None, :]
+            o[t] = torch.einsum("hkv,hk->hv", S[n], q[t])
+    return o, S
+
+
+@unittest.skipUnless(HAVE_CUDA, "skipped: needs torch with a CUDA device")
+class TestKdaGpu(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if _util.real_lib() is None:
+            raise unittest.SkipTest("skipped: build/libkforge.so not built")
+        cls.ctx = kforge.Context(device=0, lib=_util.real_lib())
+
+    def test_packed_prefill_and_decode(self):
+        lens, H, HV, K = [17, 0, 16], 2, 4, 128
+        T, N = sum(lens), len(lens)
+        cu = [0]
+        for n in lens:
+            cu.append(cu[-1] + n)
+        dev = "cuda"
+        q = torch.randn(T, H, K, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(T, H, K, device=dev, dtype=torch.bfloat16)
+        v = torch.rand(T, HV, K, device=dev, dtype=torch.bfloat16) * 2 - 1
+        g_raw = torch.randn(T, HV, K, device=dev)
+        beta_raw = torch.randn(T, HV, device=dev)
+        A_log = torch.rand(HV, device=dev) * 2 - 1
+        dt_bias = torch.rand(HV, K, device=dev) * 2.5 + 1.5
+        h0 = torch.rand(N, HV, K, K, device=dev) * 2 - 1
+        cu_t = torch.tensor(cu, dtype=torch.int32, device=dev)
+        g = -5.0 * torch.sigmoid(torch.exp(A_log)[None, :, None] * (g_raw + dt_bias[None]))
+        ro, rs = ref_kda(q, k, v, g, torch.sigmoid(beta_raw), cu, h0, K ** -0.5, True)
+        for mode in ("prefill", "decode"):
+            o, s = kforge.kda(q, k, v, g_raw, beta_raw, initial_state=h0, final_state=True, cu_seqlens=cu_t,
+                              gate="sigmoid", A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0, l2norm=True,
+                              beta_sigmoid=True, mode=mode, ctx=self.ctx)
+            torch.cuda.synchronize()
+            self.assertLess(rel(o, ro), 1e-2, mode)
+            self.assertLess(rel(s, rs), 5e-3, mode)
+        # log-space gate, state updated in place, V-first
+        s = h0.transpose(-1, -2).contiguous()
+        o = kforge.kda(q, k, v, g, torch.sigmoid(beta_raw), initial_state=s, final_state=s, cu_seqlens=cu_t,
+                       l2norm=True, state_layout="vk", ctx=self.ctx)[0]
+        torch.cuda.synchronize()
+        self.assertLess(rel(o, ro), 1e-2)
+        self.assertLess(rel(s.transpose(-1, -2), rs), 5e-3)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -18,9 +18,18 @@ EXPECTED = {
     "kf_attn_tensors": (80, {"q": 0, "k": 8, "v": 16, "o": 24, "lse": 32, "cu_seqlens_q": 40,
                              "kv_len": 48, "batch": 56, "q_len": 60, "kv_len_all": 64,
                              "workspace": 72}),
+    "kf_kda_desc": (232, {"mode": 0, "max_seqs": 4, "max_tokens": 8, "h": 12, "hv": 16, "dk": 20, "dv": 24,
+                          "gate": 28, "lower_bound": 32, "l2norm": 36, "beta_sigmoid": 40, "state_layout": 44,
+                          "has_initial_state": 48, "wants_final_state": 52, "scale": 56, "q_strides": 64,
+                          "k_strides": 88, "v_strides": 112, "g_strides": 136, "beta_strides": 160,
+                          "o_strides": 184, "state_strides": 208}),
+    "kf_kda_tensors": (112, {"q": 0, "k": 8, "v": 16, "g": 24, "beta": 32, "a_log": 40, "dt_bias": 48,
+                             "initial_state": 56, "final_state": 64, "o": 72, "cu_seqlens": 80,
+                             "cu_seqlens64": 88, "n": 96, "total": 100, "workspace": 104}),
 }
 STRUCTS = {"kf_config": _lib.kf_config, "kf_attn_desc": _lib.kf_attn_desc,
-           "kf_attn_tensors": _lib.kf_attn_tensors}
+           "kf_attn_tensors": _lib.kf_attn_tensors, "kf_kda_desc": _lib.kf_kda_desc,
+           "kf_kda_tensors": _lib.kf_kda_tensors}
 
 
 class TestLayout(unittest.TestCase):
@@ -41,6 +50,7 @@ class TestLayout(unittest.TestCase):
         lib = ctypes.CDLL(stub)
         buf = ctypes.create_string_buffer(4096)
         lib.kfstub_layout(buf, ctypes.c_size_t(4096))
+        seen = set()
         for line in buf.value.decode().splitlines():
             name, *nums = line.split()
             nums = [int(x) for x in nums]
@@ -48,6 +58,8 @@ class TestLayout(unittest.TestCase):
             self.assertEqual(ctypes.sizeof(st), nums[0], f"sizeof({name})")
             got = [getattr(st, f[0]).offset for f in st._fields_]
             self.assertEqual(got, nums[1:], f"offsets of {name}")
+            seen.add(name)
+        self.assertEqual(seen, set(STRUCTS), "every public struct is laid out by the compiler")
 
     def test_init_values(self):
         c = _lib.config_init()
@@ -56,6 +68,26 @@ class TestLayout(unittest.TestCase):
         d = _lib.desc_init()
         self.assertEqual((d.kind, d.dtype, d.hq, d.scale, list(d.q_strides)),
                          (kforge.KF_ATTN_DECODE, kforge.KF_BF16, 0, 0.0, [0, 0, 0]))
+        k = _lib.kda_desc_init()
+        self.assertEqual((k.mode, k.max_seqs, k.gate, k.lower_bound, k.state_layout, k.scale,
+                          list(k.state_strides)),
+                         (kforge.KF_KDA_PREFILL, 0, kforge.KF_KDA_GATE_LOG, -5.0, kforge.KF_KDA_STATE_KV, 0.0,
+                          [0, 0, 0]))
+
+    def test_kda_desc_init_matches_header(self):
+        stub = _util.build_stub()
+        if stub is None:
+            self.skipTest("skipped: no C compiler to read KF_KDA_DESC_INIT")
+        lib = ctypes.CDLL(stub)
+        c = _lib.kf_kda_desc()
+        ctypes.memset(ctypes.byref(c), 0x5A, ctypes.sizeof(c))
+        lib.kfstub_kda_desc_init(ctypes.byref(c))
+        mine = _lib.kda_desc_init()
+        for f, _ in _lib.kf_kda_desc._fields_:
+            a, b = getattr(c, f), getattr(mine, f)
+            if isinstance(a, ctypes.Array):
+                a, b = list(a), list(b)
+            self.assertEqual(a, b, f"KF_KDA_DESC_INIT.{f}")
 
     def test_status_numbers(self):
         # kf_status is append-only in the header; these must never move
@@ -76,7 +108,9 @@ class TestLayout(unittest.TestCase):
         m = re.search(r"typedef enum \{(.*?)\} kf_status;", text, re.S)
         names = re.findall(r"\b(KF_[A-Z_]+)\b", re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S))
         self.assertEqual(names, [kforge.STATUS_NAMES[i] for i in range(len(names))])
-        for name, val in (("KF_BF16", 1), ("KF_FP16", 2), ("KF_ATTN_PREFILL", 1), ("KF_ATTN_DECODE", 2)):
+        for name, val in (("KF_BF16", 1), ("KF_FP16", 2), ("KF_ATTN_PREFILL", 1), ("KF_ATTN_DECODE", 2),
+                          ("KF_KDA_PREFILL", 1), ("KF_KDA_DECODE", 2), ("KF_KDA_GATE_LOG", 0),
+                          ("KF_KDA_GATE_SIGMOID", 1), ("KF_KDA_STATE_KV", 0), ("KF_KDA_STATE_VK", 1)):
             self.assertRegex(text, rf"{name}\s*=\s*{val}\b")
             self.assertEqual(getattr(kforge, name), val)
 

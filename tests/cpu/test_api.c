@@ -1,15 +1,18 @@
-/* tests/cpu/test_api.c: the public API without a GPU: status text, open errors, and selection's argument checks */
+/* tests/cpu/test_api.c: the public API without a GPU: status text, open errors, selection's and KDA runs' argument checks */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/jit.h"
 #include "runtime/kforge.h"
+#include "runtime/plan.h"
 #include "runtime/select.h"
 
 static rt_devinfo h200(void)
@@ -151,6 +154,308 @@ static void test_api__status_text_and_version(void **state)
     kf_close(c);
 }
 
+
+/* ---- KDA ------------------------------------------------------------------------- */
+
+static kf_kda_desc kda_prefill(void)
+{
+    kf_kda_desc d = KF_KDA_DESC_INIT;
+    d.mode = KF_KDA_PREFILL;
+    d.max_seqs = 3, d.max_tokens = 33;
+    d.h = 2, d.hv = 4, d.dk = 128, d.dv = 128;
+    d.gate = KF_KDA_GATE_SIGMOID, d.lower_bound = -5.0f;
+    d.l2norm = 1, d.beta_sigmoid = 1;
+    d.has_initial_state = 1, d.wants_final_state = 1;
+    return d;
+}
+
+/* The templates' defaults as data: fused small prefill, or the split one (fused=0) when asked. */
+static int kda_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+{
+    const char *family = gen_kv_str(shape, "family");
+    char e[64];
+    gen_kv_clear(vp);
+    if (!strcmp(family, "kda_decode"))
+        gen_kv_parse(vp, "vsplit=2,w=4", e, sizeof e);
+    else if (arg)
+        gen_kv_parse(vp, "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1", e, sizeof e);
+    else
+        gen_kv_parse(vp, "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1", e, sizeof e);
+    gen_kv_set_str(vp, "family", family);
+    gen_kv_set_int(vp, "dk", gen_kv_int(shape, "dk", 0));
+    gen_kv_set_int(vp, "dv", gen_kv_int(shape, "dv", 0));
+    return 0;
+}
+
+static void expect_kda(kf_kda_desc d, kf_status want, const char *needle)
+{
+    rt_devinfo dev = h200();
+    rt_choice ch;
+    char msg[512];
+    kf_status st = rt_kda_select(&d, &dev, NULL, kda_default, NULL, &ch, msg, sizeof msg);
+    if (st != want || !strstr(msg, needle))
+        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg, kf_status_str(want), needle);
+}
+
+static void test_api__every_kda_field_is_checked(void **state)
+{
+    kf_kda_desc d;
+    expect_kda(kda_prefill(), KF_OK, "");
+    d = kda_prefill(), d.mode = KF_KDA_DECODE, d.max_tokens = 3, expect_kda(d, KF_OK, "");
+    d = kda_prefill(), d.mode = 0, expect_kda(d, KF_ERR_ARG, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got 0");
+    d = kda_prefill(), d.max_seqs = 0, expect_kda(d, KF_ERR_ARG, "desc.max_seqs must be positive, got 0");
+    d = kda_prefill(), d.max_seqs = 70000, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.max_seqs = 70000");
+    d = kda_prefill(), d.max_tokens = -1, expect_kda(d, KF_ERR_ARG, "desc.max_tokens must be >= 0, got -1");
+    d = kda_prefill(), d.h = 0, expect_kda(d, KF_ERR_ARG, "desc.h must be positive, got 0");
+    d = kda_prefill(), d.hv = -2, expect_kda(d, KF_ERR_ARG, "desc.hv must be positive, got -2");
+    d = kda_prefill(), d.hv = 6, d.h = 4, expect_kda(d, KF_ERR_ARG, "desc.hv (6) must be a multiple of desc.h (4)");
+    d = kda_prefill(), d.hv = 70000, d.h = 1, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.hv = 70000");
+    d = kda_prefill(), d.dk = 0, expect_kda(d, KF_ERR_ARG, "desc.dk must be positive, got 0");
+    d = kda_prefill(), d.dv = -64, expect_kda(d, KF_ERR_ARG, "desc.dv must be positive, got -64");
+    d = kda_prefill(), d.dk = 96, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.dk = 96 is not supported (64 or 128)");
+    d = kda_prefill(), d.dk = d.dv = 256, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.dk = 256");
+    d = kda_prefill(), d.dv = 32, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.dv = 32 is not supported (64 or 128)");
+    d = kda_prefill(), d.dv = 64, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.dk = 128 and desc.dv = 64 differ");
+    d = kda_prefill(), d.dk = d.dv = 64, expect_kda(d, KF_OK, "");
+    d = kda_prefill(), d.gate = 2, expect_kda(d, KF_ERR_ARG, "desc.gate must be KF_KDA_GATE_LOG or KF_KDA_GATE_SIGMOID, got 2");
+    d = kda_prefill(), d.lower_bound = -6.0f, expect_kda(d, KF_ERR_ARG, "desc.lower_bound = -6 is outside [-5, 0)");
+    d = kda_prefill(), d.lower_bound = 0.0f, expect_kda(d, KF_ERR_ARG, "desc.lower_bound = 0 is outside [-5, 0)");
+    d = kda_prefill(), d.lower_bound = NAN, expect_kda(d, KF_ERR_ARG, "desc.lower_bound = nan");
+    d = kda_prefill(), d.gate = KF_KDA_GATE_LOG, d.lower_bound = 3.0f, expect_kda(d, KF_OK, "");  /* unused */
+    d = kda_prefill(), d.l2norm = 2, expect_kda(d, KF_ERR_ARG, "desc.l2norm must be 0 or 1, got 2");
+    d = kda_prefill(), d.beta_sigmoid = -1, expect_kda(d, KF_ERR_ARG, "desc.beta_sigmoid must be 0 or 1, got -1");
+    d = kda_prefill(), d.state_layout = 2, expect_kda(d, KF_ERR_ARG, "desc.state_layout must be KF_KDA_STATE_KV or KF_KDA_STATE_VK, got 2");
+    d = kda_prefill(), d.has_initial_state = 3, expect_kda(d, KF_ERR_ARG, "desc.has_initial_state must be 0 or 1, got 3");
+    d = kda_prefill(), d.wants_final_state = 5, expect_kda(d, KF_ERR_ARG, "desc.wants_final_state must be 0 or 1, got 5");
+    d = kda_prefill(), d.scale = -0.5f, expect_kda(d, KF_ERR_ARG, "desc.scale must be finite and >= 0 (0: 1/sqrt(dk)), got -0.5");
+    d = kda_prefill(), d.scale = INFINITY, expect_kda(d, KF_ERR_ARG, "desc.scale must be finite");
+    d = kda_prefill(), d.q_strides[1] = 1028, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.q_strides[1] = 1028 breaks 16-byte row alignment (must be a multiple of 8 elements)");
+    d = kda_prefill(), d.k_strides[2] = 132, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.k_strides[2] = 132");
+    d = kda_prefill(), d.v_strides[0] = -8, expect_kda(d, KF_ERR_ARG, "desc.v_strides[0] must be >= 0, got -8");
+    d = kda_prefill(), d.o_strides[1] = 7, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.o_strides[1] = 7");
+    d = kda_prefill(), d.g_strides[1] = 514, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.g_strides[1] = 514 breaks 16-byte row alignment (must be a multiple of 4 elements)");
+    d = kda_prefill(), d.g_strides[2] = 132, expect_kda(d, KF_OK, "");  /* fp32: 4 elements are 16 bytes */
+    d = kda_prefill(), d.beta_strides[2] = 1, d.beta_strides[1] = 5, expect_kda(d, KF_OK, "");  /* scalars: any stride */
+    d = kda_prefill(), d.beta_strides[1] = -1, expect_kda(d, KF_ERR_ARG, "desc.beta_strides[1] must be >= 0, got -1");
+    d = kda_prefill(), d.state_strides[2] = 130, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.state_strides[2] = 130");
+    d = kda_prefill(), d.state_strides[0] = -4, expect_kda(d, KF_ERR_ARG, "desc.state_strides[0] must be >= 0, got -4");
+    rt_devinfo old = h200();
+    old.cc_major = 7;
+    rt_choice ch;
+    char msg[256];
+    d = kda_prefill();
+    assert_int_equal(rt_kda_select(&d, &old, NULL, kda_default, NULL, &ch, msg, sizeof msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "sm_80"));
+    assert_int_equal(rt_kda_select(NULL, &old, NULL, kda_default, NULL, &ch, msg, sizeof msg), KF_ERR_ARG);
+    assert_string_equal(msg, "desc is NULL");
+}
+
+static void test_api__kda_selection_is_pure_and_prefers_winners(void **state)
+{
+    rt_devinfo dev = h200();
+    kf_kda_desc d = kda_prefill();
+    rt_choice a, b;
+    char msg[256];
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &b, msg, sizeof msg), KF_OK);
+    assert_null(a.winner);
+    assert_memory_equal(&a.vp, &b.vp, sizeof a.vp);
+    assert_memory_equal(&a.shape, &b.shape, sizeof a.shape);
+    assert_string_equal(gen_kv_str(&a.shape, "family"), "kda_prefill");
+    assert_int_equal(gen_kv_int(&a.shape, "n", 0), 3);
+    assert_int_equal(gen_kv_int(&a.shape, "t", 0), 11);  /* ceil(33 / 3) */
+    assert_int_equal(a.workspace, 0);                    /* fused: no workspace */
+    /* the split prefill: workspace for the maxima, (total / chunk + n) * hv * slot */
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, (void *)1, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(a.workspace, (33 / 32 + 3) * 4 * (2 * (3 * 32 * 128 + 32 * 32 + 32 * 128) + 4 * 128));
+    d.mode = KF_KDA_DECODE, d.max_tokens = 3;
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_string_equal(gen_kv_str(&a.vp, "family"), "kda_decode");
+    assert_int_equal(gen_kv_int(&a.shape, "t", 0), 1);
+    /* no default and no winner: not tuned, naming the shape */
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, NULL, NULL, &a, msg, sizeof msg), KF_ERR_NOT_TUNED);
+    assert_non_null(strstr(msg, "kda_decode"));
+    assert_non_null(strstr(msg, "n3"));
+    assert_non_null(strstr(msg, "hv4"));
+    /* a winner of the same family, heads and dims wins, the nearest in n and t; attention winners never */
+    rt_table t = {0};
+    rt_winner w;
+    char err[64];
+    memset(&w, 0, sizeof w);
+    gen_kv_parse(&w.shape, "family=kda_decode,n=1024,t=1,h=2,hv=4,dk=128,dv=128", err, sizeof err);
+    gen_kv_parse(&w.vp, "family=kda_decode,dk=128,dv=128,vsplit=1,w=8", err, sizeof err);
+    snprintf(w.variant, sizeof w.variant, "far");
+    rt_table_add(&t, &w);
+    gen_kv_parse(&w.shape, "family=kda_decode,n=4,t=1,h=2,hv=4,dk=128,dv=128", err, sizeof err);
+    gen_kv_parse(&w.vp, "family=kda_decode,dk=128,dv=128,vsplit=4,w=4", err, sizeof err);
+    snprintf(w.variant, sizeof w.variant, "near");
+    rt_table_add(&t, &w);
+    gen_kv_parse(&w.shape, "family=kda_decode,n=3,t=1,h=2,hv=8,dk=128,dv=128", err, sizeof err);
+    snprintf(w.variant, sizeof w.variant, "other heads");
+    rt_table_add(&t, &w);
+    gen_kv_parse(&w.shape, "family=kda_prefill,n=3,t=1,h=2,hv=4,dk=128,dv=128", err, sizeof err);
+    snprintf(w.variant, sizeof w.variant, "other family");
+    rt_table_add(&t, &w);
+    assert_int_equal(rt_kda_select(&d, &dev, &t, NULL, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_non_null(a.winner);
+    assert_string_equal(a.winner->variant, "near");
+    assert_int_equal(gen_kv_int(&a.vp, "vsplit", 0), 4);
+    /* an attention description never takes a KDA winner */
+    kf_attn_desc ad = decode();
+    assert_int_equal(rt_select(&ad, &dev, &t, NULL, NULL, &a, msg, sizeof msg), KF_ERR_NOT_TUNED);
+    rt_table_free(&t);
+}
+
+static void test_api__kda_strides_resolve(void **state)
+{
+    kf_kda_desc d = kda_prefill();
+    kf_kda_params p;
+    rt_kda_base_params(&d, &p);
+    assert_int_equal(p.q_st, 2 * 128), assert_int_equal(p.q_sh, 128), assert_int_equal(p.q_sb, 0);
+    assert_int_equal(p.v_st, 4 * 128), assert_int_equal(p.o_sh, 128);
+    assert_int_equal(p.g_st, 4 * 128), assert_int_equal(p.b_st, 4), assert_int_equal(p.b_sh, 1);
+    assert_int_equal(p.h0_sn, 4 * 128 * 128), assert_int_equal(p.ht_sh, 128 * 128), assert_int_equal(p.h0_sr, 128);
+    assert_int_equal(p.h0_vfirst, 0), assert_int_equal(p.gate, 1), assert_int_equal(p.dt_sh, 128);
+    assert_true(fabsf(p.scale - 0.08838834764f) < 1e-7f);
+    d.state_layout = KF_KDA_STATE_VK, d.dk = d.dv = 64, d.state_strides[2] = 68, d.q_strides[1] = 4096, d.scale = 0.5f;
+    rt_kda_base_params(&d, &p);
+    assert_int_equal(p.ht_vfirst, 1), assert_int_equal(p.h0_sr, 68), assert_int_equal(p.q_st, 4096);
+    assert_true(p.scale == 0.5f);
+}
+
+static int jit_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+{
+    rt_devinfo dev = h200();
+    return rt_jit_default(arg, shape, &dev, vp, err, n);
+}
+
+/* The real templates' defaults (embedded, through the runtime's JIT host): valid for the plan's maxima,
+ * keyed, and with workspace exactly when the split prefill is chosen. */
+static void test_api__kda_selection_through_the_templates(void **state)
+{
+    char err[512], variant[512], key[600];
+    rt_jit *j = rt_jit_new(NULL, err, sizeof err);
+    if (!j)
+        fail_msg("rt_jit_new: %s", err);
+    rt_devinfo dev = h200();
+    dev.smem_sm = 233472, dev.regs_sm = 65536, dev.l2 = 62914560;
+    static const struct { kf_kda_mode mode; int n, tokens, h, hv, d; const char *family; int ws; } cs[] = {
+        {KF_KDA_PREFILL, 3, 33, 2, 4, 128, "kda_prefill", 0},        /* small: fused, no workspace */
+        {KF_KDA_PREFILL, 3, 1055, 2, 4, 128, "kda_prefill", 1},      /* long: split, workspace */
+        {KF_KDA_PREFILL, 1, 8192, 16, 16, 64, "kda_prefill", 1},
+        {KF_KDA_DECODE, 64, 64, 4, 8, 128, "kda_decode", 0},
+        {KF_KDA_DECODE, 1024, 1024, 32, 32, 64, "kda_decode", 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        kf_kda_desc d = kda_prefill();
+        d.mode = cs[i].mode, d.max_seqs = cs[i].n, d.max_tokens = cs[i].tokens;
+        d.h = cs[i].h, d.hv = cs[i].hv, d.dk = d.dv = cs[i].d;
+        rt_choice ch;
+        char msg[512];
+        kf_status st = rt_kda_select(&d, &dev, NULL, jit_default, j, &ch, msg, sizeof msg);
+        if (st)
+            fail_msg("case %zu: %s: %s", i, kf_status_str(st), msg);
+        assert_string_equal(gen_kv_str(&ch.vp, "family"), cs[i].family);
+        assert_int_equal(gen_kv_int(&ch.vp, "dk", 0), cs[i].d);
+        assert_int_equal(ch.workspace > 0, cs[i].ws);
+        assert_int_equal(rt_jit_keys(j, &ch.vp, &dev, variant, sizeof variant, key, sizeof key, err, sizeof err), 0);
+        assert_non_null(strstr(variant, cs[i].family));
+    }
+    rt_jit_free(j);
+}
+
+/* rt_kda_bind: the checks of kf_kda_run, without a device. */
+static kf_status bind(const kf_kda_desc *d, const kf_kda_tensors *t, kf_kda_params *a, char *msg, size_t n)
+{
+    rt_devinfo dev = h200();
+    rt_choice ch;
+    kf_kda_params base;
+    assert_int_equal(rt_kda_select(d, &dev, NULL, kda_default, NULL, &ch, msg, n), KF_OK);
+    rt_kda_base_params(d, &base);
+    return rt_kda_bind(d, &base, &ch.vp, ch.workspace, NULL, t, a, msg, n);
+}
+
+#define P(x) ((void *)(uintptr_t)(x))
+
+static kf_kda_tensors kda_tensors(void)
+{
+    kf_kda_tensors t;
+    memset(&t, 0, sizeof t);
+    t.q = P(0x10000), t.k = P(0x20000), t.v = P(0x30000), t.g = P(0x40000), t.beta = P(0x50000);
+    t.a_log = P(0x60000), t.dt_bias = P(0x61000), t.initial_state = P(0x70000), t.final_state = P(0x80000);
+    t.o = P(0x90000), t.cu_seqlens = P(0xa0000);
+    t.n = 3, t.total = 33;
+    return t;
+}
+
+static void expect_bind(const kf_kda_desc *d, kf_kda_tensors t, kf_status want, const char *needle)
+{
+    kf_kda_params a;
+    char msg[512];
+    kf_status st = bind(d, &t, &a, msg, sizeof msg);
+    if (st != want || !strstr(msg, needle))
+        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg, kf_status_str(want), needle);
+}
+
+static void test_api__every_kda_tensor_is_checked(void **state)
+{
+    kf_kda_desc d = kda_prefill();
+    kf_kda_tensors t;
+    kf_kda_params a;
+    char msg[512];
+    expect_bind(&d, kda_tensors(), KF_OK, "");
+    assert_int_equal(bind(&d, NULL, &a, msg, sizeof msg), KF_ERR_ARG);
+    assert_string_equal(msg, "tensors is NULL");
+    t = kda_tensors(), t.n = 4, expect_bind(&d, t, KF_ERR_ARG, "tensors.n = 4 is outside 0..3 (the plan's max_seqs)");
+    t = kda_tensors(), t.n = -1, expect_bind(&d, t, KF_ERR_ARG, "tensors.n = -1");
+    t = kda_tensors(), t.total = 34, expect_bind(&d, t, KF_ERR_ARG, "tensors.total = 34 is outside 0..33 (the plan's max_tokens)");
+    t = kda_tensors(), t.cu_seqlens64 = P(0xb0000), expect_bind(&d, t, KF_ERR_ARG, "both set");
+    t = kda_tensors(), t.cu_seqlens = NULL, t.total = 32, expect_bind(&d, t, KF_ERR_ARG, "tensors.total = 32 is not a multiple of tensors.n = 3");
+    t = kda_tensors(), t.q = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.q is NULL");
+    t = kda_tensors(), t.k = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.k is NULL");
+    t = kda_tensors(), t.v = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.v is NULL");
+    t = kda_tensors(), t.g = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.g is NULL");
+    t = kda_tensors(), t.beta = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.beta is NULL");
+    t = kda_tensors(), t.o = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.o is NULL");
+    t = kda_tensors(), t.a_log = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.a_log is NULL");
+    t = kda_tensors(), t.dt_bias = NULL, expect_bind(&d, t, KF_OK, "");  /* no bias */
+    t = kda_tensors(), t.initial_state = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.initial_state is NULL");
+    t = kda_tensors(), t.final_state = NULL, expect_bind(&d, t, KF_ERR_ARG, "tensors.final_state is NULL");
+    t = kda_tensors(), t.q = P(0x10008), expect_bind(&d, t, KF_ERR_UNSUPPORTED, "tensors.q = 0x10008 is not 16-byte aligned");
+    t = kda_tensors(), t.o = P(0x90004), expect_bind(&d, t, KF_ERR_UNSUPPORTED, "tensors.o = 0x90004 is not 16-byte aligned");
+    t = kda_tensors(), t.final_state = P(0x80004), expect_bind(&d, t, KF_ERR_UNSUPPORTED, "tensors.final_state = 0x80004 is not 16-byte aligned");
+    t = kda_tensors(), t.beta = P(0x50002), expect_bind(&d, t, KF_ERR_ARG, "tensors.beta = 0x50002 is not 4-byte aligned");
+    t = kda_tensors(), t.cu_seqlens = NULL, t.cu_seqlens64 = P(0xb0004), expect_bind(&d, t, KF_ERR_ARG, "tensors.cu_seqlens64 = 0xb0004 is not 8-byte aligned");
+    t = kda_tensors(), t.workspace = P(0xc0008), expect_bind(&d, t, KF_ERR_UNSUPPORTED, "tensors.workspace = 0xc0008");
+    kf_kda_desc lg = d;
+    lg.gate = KF_KDA_GATE_LOG, lg.has_initial_state = 0, lg.wants_final_state = 0;
+    t = kda_tensors(), t.initial_state = t.final_state = NULL;
+    expect_bind(&lg, t, KF_ERR_ARG, "tensors.a_log = 0x60000 is set but the plan's gate is KF_KDA_GATE_LOG");
+    t.a_log = NULL, expect_bind(&lg, t, KF_ERR_ARG, "tensors.dt_bias = 0x61000 is set but the plan's gate is KF_KDA_GATE_LOG");
+    t.dt_bias = NULL, expect_bind(&lg, t, KF_OK, "");
+    t.initial_state = P(0x70000), expect_bind(&lg, t, KF_ERR_ARG, "tensors.initial_state = 0x70000 is set but the plan has has_initial_state = 0");
+    t.initial_state = NULL, t.final_state = P(0x80000), expect_bind(&lg, t, KF_ERR_ARG, "tensors.final_state = 0x80000 is set but the plan has wants_final_state = 0");
+    /* what reaches the kernel: packed (int64), and padded with the sequence strides of this call */
+    t = kda_tensors(), t.cu_seqlens = NULL, t.cu_seqlens64 = P(0xb0000), t.n = 2, t.total = 20;
+    assert_int_equal(bind(&d, &t, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(a.cu64, 1), assert_ptr_equal(a.cu_seqlens, P(0xb0000)), assert_int_equal(a.nseq, 2);
+    assert_int_equal(a.total, 20), assert_ptr_equal(a.ht, P(0x80000)), assert_ptr_equal(a.a_log, P(0x60000));
+    t = kda_tensors(), t.cu_seqlens = NULL, t.n = 3, t.total = 30;
+    d.v_strides[0] = 99 * 8;
+    assert_int_equal(bind(&d, &t, &a, msg, sizeof msg), KF_OK);
+    assert_null(a.cu_seqlens), assert_int_equal(a.t, 10);
+    assert_int_equal(a.q_sb, 10 * 2 * 128), assert_int_equal(a.g_sb, 10 * 4 * 128), assert_int_equal(a.b_sb, 10 * 4);
+    assert_int_equal(a.v_sb, 99 * 8);  /* declared */
+    t.n = 0, t.total = 0;  /* nothing to do */
+    assert_int_equal(bind(&d, &t, &a, msg, sizeof msg), KF_OK);
+    /* decode plans bind alike; their maxima hold too */
+    kf_kda_desc dd = kda_prefill();
+    dd.mode = KF_KDA_DECODE, dd.max_tokens = 3;
+    t = kda_tensors(), t.total = 3;
+    expect_bind(&dd, t, KF_OK, "");
+    t.total = 4, expect_bind(&dd, t, KF_ERR_ARG, "tensors.total = 4 is outside 0..3");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,6 +463,11 @@ int main(void)
         cmocka_unit_test(test_api__selection_is_pure_and_prefers_winners),
         cmocka_unit_test(test_api__open_without_gpu_says_so),
         cmocka_unit_test(test_api__status_text_and_version),
+        cmocka_unit_test(test_api__every_kda_field_is_checked),
+        cmocka_unit_test(test_api__kda_selection_is_pure_and_prefers_winners),
+        cmocka_unit_test(test_api__kda_strides_resolve),
+        cmocka_unit_test(test_api__kda_selection_through_the_templates),
+        cmocka_unit_test(test_api__every_kda_tensor_is_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,229 @@
+/* runtime/ctx.c: contexts: open (device, bundles, database winners, JIT host), close, messages, module cache */
+#include "runtime/ctx.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef KF_VERSION_STR
+#define KF_VERSION_STR "0.1.0"
+#endif
+
+const char *kf_version(void) { return KF_VERSION_STR; }
+int kf_version_number(void) { return KF_VERSION_NUMBER; }
+
+const char *kf_status_str(kf_status s)
+{
+    switch (s) {
+    case KF_OK: return "ok";
+    case KF_ERR_ARG: return "invalid argument";
+    case KF_ERR_UNSUPPORTED: return "unsupported";
+    case KF_ERR_NOT_TUNED: return "not tuned";
+    case KF_ERR_CUDA: return "CUDA error";
+    case KF_ERR_NVRTC: return "compilation failed";
+    case KF_ERR_DB: return "database error";
+    case KF_ERR_BUNDLE: return "bad bundle";
+    case KF_ERR_NOMEM: return "out of memory";
+    }
+    return "unknown status";
+}
+
+kf_status rt_ctx_err(kf_ctx *c, kf_status st, const char *fmt, ...)
+{
+    char buf[sizeof c->err];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    memcpy(c->err, buf, sizeof buf);
+    return st;
+}
+
+const char *kf_errmsg(const kf_ctx *ctx) { return ctx ? ctx->err : "out of memory"; }
+
+/* ---- context ---------------------------------------------------------------- */
+
+/* A winner row (shape key "b1.causal0.d128.dtype-bf16...", params "name=value,...")
+ * as the selection table holds it. */
+static int winner_of(const char *family, const char *shape_key, const char *params, const char *variant,
+                     const char *cache_key, int from_bundle, rt_winner *r)
+{
+    char err[128], shape[512], conv[1024] = "";
+    memset(r, 0, sizeof *r);
+    if (gen_kv_parse(&r->vp, params, err, sizeof err) || gen_kv_set_str(&r->vp, "family", family))
+        return -1;
+    snprintf(shape, sizeof shape, "%s", shape_key);
+    size_t n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(shape, ".", &save); tok; tok = strtok_r(NULL, ".", &save)) {
+        char *dash = strchr(tok, '-');
+        size_t k = 0;
+        if (dash)
+            k = (size_t)(dash - tok);
+        else
+            while (tok[k] && (tok[k] < '0' || tok[k] > '9'))
+                k++;
+        n += (size_t)snprintf(conv + n, sizeof conv - n, "%s%.*s=%s", n ? "," : "", (int)k, tok,
+                              tok + k + (dash ? 1 : 0));
+        if (n >= sizeof conv)
+            return -1;
+    }
+    if (gen_kv_parse(&r->shape, conv, err, sizeof err) || gen_kv_set_str(&r->shape, "family", family))
+        return -1;
+    snprintf(r->variant, sizeof r->variant, "%s", variant);
+    snprintf(r->cache_key, sizeof r->cache_key, "%s", cache_key ? cache_key : "");
+    r->from_bundle = from_bundle;
+    return 0;
+}
+
+struct load_ctx {
+    kf_ctx *c;
+    int bad;
+};
+
+static int winner_cb(const db_winner *w, void *arg)
+{
+    struct load_ctx *l = arg;
+    rt_winner r;
+    if (winner_of(w->family, w->shape_key, w->params, w->variant_key, w->cache_key, 0, &r) ||
+        rt_table_add(&l->c->table, &r))
+        l->bad++;
+    return 0;
+}
+
+static kf_status load_bundle(kf_ctx *c, const char *path)
+{
+    char err[1024];
+    db_bundle *b;
+    if (!path)
+        return rt_ctx_err(c, KF_ERR_ARG, "config.bundles has a NULL path");
+    if (db_bundle_load(path, c->dev.arch, &b, err, sizeof err))
+        return rt_ctx_err(c, KF_ERR_BUNDLE, "%s", err);
+    if (strcmp(db_bundle_gpu(b), c->dev.name)) {
+        rt_ctx_err(c, KF_ERR_BUNDLE, "cannot load bundle '%s': it was tuned on '%s' and device %d is '%s'", path,
+                   db_bundle_gpu(b), c->device, c->dev.name);
+        db_bundle_free(b);
+        return KF_ERR_BUNDLE;
+    }
+    db_bundle **v = realloc(c->bundles, (size_t)(c->n_bundles + 1) * sizeof *v);
+    if (!v) {
+        db_bundle_free(b);
+        return rt_ctx_err(c, KF_ERR_NOMEM, "out of memory");
+    }
+    c->bundles = v;
+    c->bundles[c->n_bundles++] = b;
+    for (int i = 0; i < db_bundle_n_winners(b); i++) {
+        const db_bundle_winner *w = db_bundle_winner_at(b, i);
+        rt_winner r;
+        if (winner_of(w->family, w->shape_key, w->params, w->variant_key, w->cache_key, 1, &r) ||
+            rt_table_add(&c->table, &r))
+            return rt_ctx_err(c, KF_ERR_BUNDLE, "cannot load bundle '%s': winner '%s' is malformed", path,
+                              w->variant_key);
+    }
+    return KF_OK;
+}
+
+kf_status kf_open(kf_ctx **out, const kf_config *cfg)
+{
+    kf_config dflt = KF_CONFIG_INIT;
+    if (!cfg)
+        cfg = &dflt;
+    kf_ctx *c = calloc(1, sizeof *c);
+    *out = c;
+    if (!c)
+        return KF_ERR_NOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    c->device = cfg->device;
+    if (cfg->jit != KF_JIT_ALLOW && cfg->jit != KF_JIT_FORBID)
+        return rt_ctx_err(c, KF_ERR_ARG, "config.jit must be KF_JIT_ALLOW or KF_JIT_FORBID, got %d", cfg->jit);
+    if (cfg->n_bundles < 0 || (cfg->n_bundles > 0 && !cfg->bundles))
+        return rt_ctx_err(c, KF_ERR_ARG, "config.bundles is NULL with config.n_bundles = %d", cfg->n_bundles);
+    char err[1024];
+    c->cu = rt_cuda(err, sizeof err);
+    if (!c->cu)
+        return rt_ctx_err(c, KF_ERR_CUDA, "%s", err);
+    if (rt_device_info(cfg->device, &c->dev, err, sizeof err) ||
+        rt_module_context(cfg->device, err, sizeof err))
+        return rt_ctx_err(c, KF_ERR_CUDA, "config.device = %d: %s", cfg->device, err);
+    for (int i = 0; i < cfg->n_bundles; i++) {
+        kf_status st = load_bundle(c, cfg->bundles[i]);
+        if (st)
+            return st;
+    }
+    if (cfg->db_path) {
+        if (db_open(&c->db, cfg->db_path, DB_CREATE) != DB_OK)
+            return rt_ctx_err(c, KF_ERR_DB, "%s", db_errmsg(c->db));
+        struct load_ctx l = {c, 0};
+        if (db_winner_each(c->db, c->dev.name, NULL, winner_cb, &l) != DB_OK)
+            return rt_ctx_err(c, KF_ERR_DB, "%s", db_errmsg(c->db));
+    }
+    if (cfg->jit == KF_JIT_ALLOW) {
+        c->jit = rt_jit_new(cfg->template_dir, err, sizeof err);  /* NULL in libkforge_rt */
+    }
+    return KF_OK;
+}
+
+void kf_close(kf_ctx *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_mods; i++)
+        rt_module_unload(&c->mods[i].mod);
+    free(c->mods);
+    rt_table_free(&c->table);
+    for (int i = 0; i < c->n_bundles; i++)
+        db_bundle_free(c->bundles[i]);
+    free(c->bundles);
+    rt_jit_free(c->jit);
+    db_close(c->db);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* ---- module cache ------------------------------------------------------------ */
+
+int rt_ctx_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t errn)
+{
+    kf_ctx *c = arg;
+    return rt_jit_default(c->jit, shape, &c->dev, vp, err, errn);
+}
+
+const rt_module *rt_ctx_find_module(kf_ctx *c, const char *key)
+{
+    for (int i = 0; i < c->n_mods; i++)
+        if (!strcmp(c->mods[i].cache_key, key))
+            return &c->mods[i].mod;
+    return NULL;
+}
+
+/* Loads image under key into the context's module cache. */
+kf_status rt_ctx_add_module(kf_ctx *c, const char *key, const void *image, const gen_kernel *k, int n,
+                            const rt_module **out)
+{
+    if (c->n_mods == c->cap_mods) {
+        int cap = c->cap_mods ? 2 * c->cap_mods : 16;
+        rt_loaded *v = realloc(c->mods, (size_t)cap * sizeof *v);
+        if (!v)
+            return rt_ctx_err(c, KF_ERR_NOMEM, "out of memory");
+        c->mods = v;
+        c->cap_mods = cap;
+    }
+    rt_kernel_desc kd[RT_MODULE_MAX_KERNELS];
+    if (n > RT_MODULE_MAX_KERNELS)
+        return rt_ctx_err(c, KF_ERR_ARG, "binary '%s' lists %d kernels (at most %d)", key, n, RT_MODULE_MAX_KERNELS);
+    for (int i = 0; i < n; i++) {
+        snprintf(kd[i].name, sizeof kd[i].name, "%s", k[i].name);
+        kd[i].threads = k[i].threads;
+        kd[i].smem = k[i].smem;
+    }
+    char err[1024];
+    rt_loaded *l = &c->mods[c->n_mods];
+    memset(l, 0, sizeof *l);
+    if (rt_module_context(c->device, err, sizeof err) || rt_module_load(&l->mod, image, kd, n, err, sizeof err))
+        return rt_ctx_err(c, KF_ERR_CUDA, "loading '%s': %s", key, err);
+    snprintf(l->cache_key, sizeof l->cache_key, "%s", key);
+    c->n_mods++;
+    *out = &l->mod;
+    return KF_OK;
+}

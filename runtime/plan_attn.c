@@ -1,0 +1,101 @@
+/* runtime/plan_attn.c: attention plans (kf_attn_supported, kf_attn_plan) and graph-safe runs (kf_attn_run) */
+#include "runtime/attn_launch.h"
+#include "runtime/plan.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static kf_status attn_select(const void *desc, const rt_devinfo *dev, const rt_table *t, rt_default_fn dflt,
+                             void *arg, rt_choice *out, char *msg, size_t msgn)
+{
+    return rt_select(desc, dev, t, dflt, arg, out, msg, msgn);
+}
+
+static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, char *msg, size_t msgn)
+{
+    (void)ch, (void)msg, (void)msgn;
+    const kf_attn_desc *d = desc;
+    p->d.attn = *d;
+    rt_attn_base_params(d, &p->vp, &p->base.attn);
+    const char *family = gen_kv_str(&p->vp, "family");
+    p->n_launch = p->mod.n;
+    if (family && !strcmp(family, "attn_decode") && p->base.attn.splits <= 1)
+        p->n_launch = 1;  /* the combine kernel runs only for split variants */
+    return KF_OK;
+}
+
+static const rt_plan_ops attn_ops = {RT_PLAN_ATTN, attn_select, attn_finish};
+
+kf_status kf_attn_supported(kf_ctx *c, const kf_attn_desc *d) { return rt_plan_supported(c, &attn_ops, d); }
+
+kf_status kf_attn_plan(kf_ctx *c, const kf_attn_desc *d, kf_plan **out) { return rt_plan_new(c, &attn_ops, d, out); }
+
+static int misaligned(const void *ptr) { return ((uintptr_t)ptr & 15u) != 0; }
+
+kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
+{
+    if (!p)
+        return KF_ERR_ARG;
+    if (!t)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors is NULL");
+    if (p->family != RT_PLAN_ATTN)
+        return rt_plan_err(p, KF_ERR_ARG, "the plan is a KDA plan '%s': run it with kf_kda_run", p->variant);
+    const kf_attn_desc *d = &p->d.attn;
+    static const char *const names[4] = {"q", "k", "v", "o"};
+    const void *ptrs[4] = {t->q, t->k, t->v, t->o};
+    for (int i = 0; i < 4; i++) {
+        if (!ptrs[i])
+            return rt_plan_err(p, KF_ERR_ARG, "tensors.%s is NULL", names[i]);
+        if (misaligned(ptrs[i]))
+            return rt_plan_err(p, KF_ERR_UNSUPPORTED, "tensors.%s = %p is not 16-byte aligned", names[i], ptrs[i]);
+    }
+    if (t->lse && ((uintptr_t)t->lse & 3u))
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.lse = %p is not 4-byte aligned", (void *)t->lse);
+    if (t->batch < 0 || t->batch > d->max_batch)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.batch = %d is outside 0..%d (the plan's max_batch)", t->batch,
+                              d->max_batch);
+    if (t->q_len < 1 || t->q_len > d->max_q)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.q_len = %d is outside 1..%d (the plan's max_q)", t->q_len, d->max_q);
+    if (!t->kv_len && (t->kv_len_all < 0 || t->kv_len_all > d->max_kv))
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.kv_len_all = %d is outside 0..%d (the plan's max_kv)",
+                              t->kv_len_all, d->max_kv);
+    if (d->packed_q && !t->cu_seqlens_q)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.cu_seqlens_q is NULL but the plan has packed_q");
+    if (d->packed_q && (t->total_q < 0 || t->total_q > (long long)d->max_batch * d->max_q))
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.total_q = %d is outside 0..%lld", t->total_q,
+                              (long long)d->max_batch * d->max_q);
+    if (t->workspace && misaligned(t->workspace))
+        return rt_plan_err(p, KF_ERR_UNSUPPORTED, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
+    if (t->batch == 0)
+        return KF_OK;
+    kf_attn_params a = p->base.attn;
+    a.q = t->q, a.k = t->k, a.v = t->v, a.o = t->o, a.lse = t->lse;
+    a.cu_seqlens_q = d->packed_q ? t->cu_seqlens_q : NULL;
+    a.kv_len = t->kv_len;
+    a.b = t->batch;
+    a.sq = t->q_len;
+    a.skv = t->kv_len ? d->max_kv : t->kv_len_all;
+    a.ws_rows = d->packed_q ? t->total_q : t->batch * t->q_len;
+    /* lse [B, Hq, Sq] for this call's Sq, or [Hq, total] packed */
+    a.lse_sh = d->packed_q ? t->total_q : t->q_len;
+    a.lse_sb = (long long)d->hq * t->q_len;
+    if (p->ws_bytes) {
+        char *ws = t->workspace ? t->workspace : (char *)(uintptr_t)p->ws;
+        a.ws_o = (float *)ws;
+        a.ws_lse = (float *)(ws + (size_t)a.splits * a.ws_rows * a.hq * d->d * sizeof(float));
+    }
+    void *args[] = {&a};
+    for (int i = 0; i < p->n_launch; i++) {
+        unsigned grid[3];
+        char err[512];
+        if (rt_attn_grid(&p->vp, &a, i, grid))
+            return rt_plan_err(p, KF_ERR_ARG, "no launch grid for kernel %d of '%s' (batch %d, q_len %d)", i,
+                           p->variant, t->batch, t->q_len);
+        if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+            continue;
+        if (rt_module_launch(&p->mod, i, grid, args, (CUstream)stream, err, sizeof err))
+            return rt_plan_err(p, KF_ERR_CUDA, "%s", err);
+    }
+    return KF_OK;
+}

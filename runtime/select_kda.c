@@ -1,0 +1,208 @@
+/* runtime/select_kda.c: KDA selection: one pure function of (description, device, tuned table), and the plan's resolved params */
+#include "runtime/kda_launch.h"
+#include "runtime/select.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define KDA_MAX_GRID_YZ 65535  /* sequences and value heads go on grid y/z */
+
+static kf_status say(kf_status st, char *msg, size_t n, const char *fmt, long long v)
+{
+    snprintf(msg, n, fmt, v);
+    return st;
+}
+
+static kf_status check_flag(const char *field, int v, char *msg, size_t n)
+{
+    if (v == 0 || v == 1)
+        return KF_OK;
+    snprintf(msg, n, "desc.%s must be 0 or 1, got %d", field, v);
+    return KF_ERR_ARG;
+}
+
+/* Strides >= 0; rows 16-byte aligned: a multiple of `mult` elements (0: no alignment rule). */
+static kf_status check_strides(const char *name, const long long s[3], int mult, char *msg, size_t n)
+{
+    for (int i = 0; i < 3; i++) {
+        if (s[i] < 0) {
+            snprintf(msg, n, "desc.%s_strides[%d] must be >= 0, got %lld", name, i, s[i]);
+            return KF_ERR_ARG;
+        }
+        if (mult && s[i] % mult) {
+            snprintf(msg, n, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment (must be a multiple of %d elements)",
+                     name, i, s[i], mult);
+            return KF_ERR_UNSUPPORTED;
+        }
+    }
+    return KF_OK;
+}
+
+static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, char *msg, size_t n)
+{
+    kf_status st;
+    if (!d)
+        return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
+    if (d->mode != KF_KDA_PREFILL && d->mode != KF_KDA_DECODE)
+        return say(KF_ERR_ARG, msg, n, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got %lld", d->mode);
+    if (d->max_seqs <= 0)
+        return say(KF_ERR_ARG, msg, n, "desc.max_seqs must be positive, got %lld", d->max_seqs);
+    if (d->max_tokens < 0)
+        return say(KF_ERR_ARG, msg, n, "desc.max_tokens must be >= 0, got %lld", d->max_tokens);
+    if (d->h <= 0)
+        return say(KF_ERR_ARG, msg, n, "desc.h must be positive, got %lld", d->h);
+    if (d->hv <= 0)
+        return say(KF_ERR_ARG, msg, n, "desc.hv must be positive, got %lld", d->hv);
+    if (d->hv % d->h)
+        return snprintf(msg, n, "desc.hv (%d) must be a multiple of desc.h (%d)", d->hv, d->h), KF_ERR_ARG;
+    if (d->dk <= 0)
+        return say(KF_ERR_ARG, msg, n, "desc.dk must be positive, got %lld", d->dk);
+    if (d->dv <= 0)
+        return say(KF_ERR_ARG, msg, n, "desc.dv must be positive, got %lld", d->dv);
+    if (d->gate != KF_KDA_GATE_LOG && d->gate != KF_KDA_GATE_SIGMOID)
+        return say(KF_ERR_ARG, msg, n, "desc.gate must be KF_KDA_GATE_LOG or KF_KDA_GATE_SIGMOID, got %lld", d->gate);
+    if (d->gate == KF_KDA_GATE_SIGMOID && !(d->lower_bound >= -5.0f && d->lower_bound < 0.0f))
+        return snprintf(msg, n, "desc.lower_bound = %g is outside [-5, 0) (the sigmoid gate's lower bound)",
+                        (double)d->lower_bound),
+               KF_ERR_ARG;
+    if ((st = check_flag("l2norm", d->l2norm, msg, n)) || (st = check_flag("beta_sigmoid", d->beta_sigmoid, msg, n)) ||
+        (st = check_flag("has_initial_state", d->has_initial_state, msg, n)) ||
+        (st = check_flag("wants_final_state", d->wants_final_state, msg, n)))
+        return st;
+    if (d->state_layout != KF_KDA_STATE_KV && d->state_layout != KF_KDA_STATE_VK)
+        return say(KF_ERR_ARG, msg, n, "desc.state_layout must be KF_KDA_STATE_KV or KF_KDA_STATE_VK, got %lld",
+                   d->state_layout);
+    if (!(d->scale >= 0.0f) || isinf(d->scale))
+        return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(dk)), got %g", (double)d->scale),
+               KF_ERR_ARG;
+    /* bf16 rows: multiples of 8 elements; fp32 g and state rows: multiples of 4; beta is a scalar per row */
+    if ((st = check_strides("q", d->q_strides, 8, msg, n)) || (st = check_strides("k", d->k_strides, 8, msg, n)) ||
+        (st = check_strides("v", d->v_strides, 8, msg, n)) || (st = check_strides("o", d->o_strides, 8, msg, n)) ||
+        (st = check_strides("g", d->g_strides, 4, msg, n)) || (st = check_strides("beta", d->beta_strides, 0, msg, n)) ||
+        (st = check_strides("state", d->state_strides, 4, msg, n)))
+        return st;
+    if (d->dk != 64 && d->dk != 128)
+        return say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dk = %lld is not supported (64 or 128)", d->dk);
+    if (d->dv != 64 && d->dv != 128)
+        return say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dv = %lld is not supported (64 or 128)", d->dv);
+    if (d->dk != d->dv)
+        return snprintf(msg, n, "desc.dk = %d and desc.dv = %d differ: the KDA kernels are verified for dk = dv only",
+                        d->dk, d->dv),
+               KF_ERR_UNSUPPORTED;
+    if (d->max_seqs > KDA_MAX_GRID_YZ)
+        return say(KF_ERR_UNSUPPORTED, msg, n, "desc.max_seqs = %lld: at most 65535 sequences a call", d->max_seqs);
+    if (d->hv > KDA_MAX_GRID_YZ)
+        return say(KF_ERR_UNSUPPORTED, msg, n, "desc.hv = %lld: at most 65535 value heads", d->hv);
+    if (dev->cc_major < 8)
+        return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
+                        dev->name, dev->cc_major, dev->cc_minor),
+               KF_ERR_UNSUPPORTED;
+    return KF_OK;
+}
+
+static int tokens_per_seq(const kf_kda_desc *d)
+{
+    long long t = ((long long)d->max_tokens + d->max_seqs - 1) / d->max_seqs;
+    return t < 1 ? 1 : (int)t;
+}
+
+static void shape_of(const kf_kda_desc *d, gen_kvset *s)
+{
+    gen_kv_clear(s);
+    gen_kv_set_str(s, "family", d->mode == KF_KDA_DECODE ? "kda_decode" : "kda_prefill");
+    gen_kv_set_int(s, "n", d->max_seqs);
+    gen_kv_set_int(s, "t", tokens_per_seq(d));
+    gen_kv_set_int(s, "h", d->h);
+    gen_kv_set_int(s, "hv", d->hv);
+    gen_kv_set_int(s, "dk", d->dk);
+    gen_kv_set_int(s, "dv", d->dv);
+}
+
+static long long or_default(long long v, long long dflt) { return v ? v : dflt; }
+
+void rt_kda_base_params(const kf_kda_desc *d, void *params_out)
+{
+    kf_kda_params *p = params_out;
+    memset(p, 0, sizeof *p);
+    const long long h = d->h, hv = d->hv, dk = d->dk, dv = d->dv;
+    p->q_sb = d->q_strides[0], p->q_st = or_default(d->q_strides[1], h * dk), p->q_sh = or_default(d->q_strides[2], dk);
+    p->k_sb = d->k_strides[0], p->k_st = or_default(d->k_strides[1], h * dk), p->k_sh = or_default(d->k_strides[2], dk);
+    p->v_sb = d->v_strides[0], p->v_st = or_default(d->v_strides[1], hv * dv), p->v_sh = or_default(d->v_strides[2], dv);
+    p->o_sb = d->o_strides[0], p->o_st = or_default(d->o_strides[1], hv * dv), p->o_sh = or_default(d->o_strides[2], dv);
+    p->g_sb = d->g_strides[0], p->g_st = or_default(d->g_strides[1], hv * dk), p->g_sh = or_default(d->g_strides[2], dk);
+    p->b_sb = d->beta_strides[0], p->b_st = or_default(d->beta_strides[1], hv), p->b_sh = or_default(d->beta_strides[2], 1);
+    const int vk = d->state_layout == KF_KDA_STATE_VK;
+    p->h0_sn = p->ht_sn = or_default(d->state_strides[0], hv * dk * dv);
+    p->h0_sh = p->ht_sh = or_default(d->state_strides[1], dk * dv);
+    p->h0_sr = p->ht_sr = or_default(d->state_strides[2], vk ? dk : dv);
+    p->h0_vfirst = p->ht_vfirst = vk;
+    p->dt_sh = dk;
+    p->nseq = d->max_seqs;
+    p->t = d->max_seqs > 0 ? tokens_per_seq(d) : 0;
+    p->total = d->max_tokens;
+    p->h_heads = d->h;
+    p->hv_heads = d->hv;
+    p->dk = d->dk;
+    p->dv = d->dv;
+    p->gate = d->gate == KF_KDA_GATE_SIGMOID;
+    p->l2norm = d->l2norm;
+    p->beta_sigmoid = d->beta_sigmoid;
+    p->scale = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)d->dk);
+    p->lower_bound = d->lower_bound;
+}
+
+/* The variant against the plan's maxima: what rt_kda_check and the grids say of the largest call
+ * (pointers stand in, 16-byte aligned). */
+static kf_status check_variant(const kf_kda_desc *d, const rt_choice *ch, char *msg, size_t n)
+{
+    kf_kda_params p;
+    rt_kda_base_params(d, &p);
+    static _Alignas(16) float stand_in[4];  /* never read or written: only its address */
+    p.q = p.k = p.v = p.o = stand_in;
+    p.g = p.beta = stand_in;
+    p.cu_seqlens = stand_in;  /* packed: any total */
+    if (p.gate)
+        p.a_log = stand_in;
+    p.h0 = d->has_initial_state ? stand_in : NULL;
+    p.ht = d->wants_final_state ? stand_in : NULL;
+    p.ws = (void *)(uintptr_t)stand_in;
+    char err[512];
+    const char *family = gen_kv_str(&ch->vp, "family");
+    if (rt_kda_check(&ch->vp, &p, err, sizeof err))
+        return snprintf(msg, n, "%s variant refuses the description: %s", family ? family : "KDA", err),
+               KF_ERR_UNSUPPORTED;
+    int nk = rt_kda_kernel_count(&ch->vp);
+    for (int i = 0; i < nk; i++) {
+        unsigned grid[3];
+        if (rt_kda_grid(&ch->vp, &p, i, grid))
+            return snprintf(msg, n, "no launch grid for kernel %d of %s at desc.max_seqs = %d, desc.max_tokens = %d",
+                            i, family ? family : "KDA", d->max_seqs, d->max_tokens),
+                   KF_ERR_UNSUPPORTED;
+    }
+    return nk < 1 ? (snprintf(msg, n, "'%s' is not a KDA family", family ? family : "?"), KF_ERR_UNSUPPORTED) : KF_OK;
+}
+
+kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_table *t,
+                        rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn)
+{
+    memset(out, 0, sizeof *out);
+    msg[0] = 0;
+    kf_status st = check_desc(d, dev, msg, msgn);
+    if (st)
+        return st;
+    shape_of(d, &out->shape);
+    static const char *const class_keys[] = {"family", "h", "hv", "dk", "dv", NULL};
+    static const char *const dist_keys[] = {"n", "t", NULL};
+    st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
+    if (st)
+        return st;
+    st = check_variant(d, out, msg, msgn);
+    if (st)
+        return st;
+    kf_kda_params p;
+    rt_kda_base_params(d, &p);
+    out->workspace = rt_kda_workspace_bytes(&out->vp, &p);
+    return KF_OK;
+}

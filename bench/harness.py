@@ -9,6 +9,9 @@ Results JSON (schema kforge-bench/1):
            contenders[{name, label, role, status ok|wrong|unsupported|error, message, rel_err,
                        setup_s, variant, source, rounds[[ms, ...] per round]}]}],
    incomplete (a reason, when shapes were skipped)}
+KDA shapes (shape.kind "kda", bench/sets/kda.json) add per contender state_err (the final
+state's relative error) and the status skipped (with the reason); reference{dtype, tol,
+tol_state, oracle}.
 """
 import json
 import math
@@ -228,6 +231,187 @@ class FlexContender(Contender):
         return fn
 
 
+# ---- KDA (design.md, KDA): inputs, the oracle, the contenders ---------------------------------
+KDA_TOL_O, KDA_TOL_STATE = 1e-2, 5e-3
+KDA_NAIVE_MAX_STEPS = 256    # the token-by-token peer runs only up to this many serial steps
+KDA_REF_FP64_LIMIT = 1 << 34  # oracle in fp64 while state elements x serial steps stay under this
+GQA_CONTENDER_NAMES = ("kforge-tuned", "kforge-default", "kforge-default#2", "sdpa-cudnn", "sdpa-flash", "flex",
+                       "sdpa-math")
+KDA_CONTENDER_NAMES = ("kforge-tuned", "kforge-default", "kforge-default#2", "torch-chunked",
+                       "torch-chunked-graph", "torch-naive")
+
+
+class Skipped(Exception):
+    """A contender is not run on this shape on purpose (recorded as skipped with the reason)."""
+
+
+class KdaCase:
+    """Inputs of one KDA shape on the device: bf16 q, k, v; fp32 g (raw for the sigmoid gate, log
+    space otherwise), beta (raw with beta_sigmoid), A_log, dt_bias, initial state; cu_seqlens int32
+    on the device and as a host list (packed shapes)."""
+
+    def __init__(self, shape, device, seed):
+        s = shape
+        self.shape = shape
+        self.device = device
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        lead = (s.tokens,) if s.packed else (s.n, s.t)
+        bf = torch.bfloat16
+
+        def randn(*shape_):
+            return torch.randn(shape_, generator=gen, device=device, dtype=torch.float32)
+
+        qk_scale = 1.0 if s.l2norm else s.dk ** -0.5  # without the in-kernel norm keep |k| ~ 1 (stable)
+        self.q = (randn(*lead, s.h, s.dk) * qk_scale).to(bf)
+        self.k = (randn(*lead, s.h, s.dk) * qk_scale).to(bf)
+        self.v = randn(*lead, s.hv, s.dv).to(bf)
+        g_raw = randn(*lead, s.hv, s.dk)
+        a_log = torch.log(1.0 + 15.0 * torch.rand((s.hv,), generator=gen, device=device))  # A in [1, 16)
+        dt_bias = 0.5 * randn(s.hv, s.dk)
+        if s.gate == "sigmoid":
+            self.g, self.A_log, self.dt_bias = g_raw, a_log, dt_bias
+        else:  # log space, values of the production gate
+            self.g = s.lower_bound * torch.sigmoid(torch.exp(a_log)[:, None] * (g_raw + dt_bias))
+            self.A_log = self.dt_bias = None
+        b_raw = randn(*lead, s.hv)
+        self.beta = b_raw if s.beta_sigmoid else torch.sigmoid(b_raw)
+        self.h0 = 0.5 * randn(s.n, s.hv, s.dk, s.dv) if s.initial_state else None
+        self.cu_host = self.cu = None
+        if s.packed:
+            cu = [0]
+            for x in s.lens:
+                cu.append(cu[-1] + x)
+            self.cu_host = cu
+            self.cu = torch.tensor(cu, dtype=torch.int32, device=device)
+
+    def torch_kwargs(self):
+        s = self.shape
+        return {"initial_state": self.h0, "cu_seqlens": self.cu_host, "gate": s.gate, "A_log": self.A_log,
+                "dt_bias": self.dt_bias, "lower_bound": s.lower_bound, "l2norm": s.l2norm,
+                "beta_sigmoid": s.beta_sigmoid}
+
+
+def kda_reference(case):
+    """The oracle: the token-by-token recurrence (bench/kda_torch.py) in fp64, or in fp32 when
+    state elements x serial steps exceed KDA_REF_FP64_LIMIT. Returns (o, final state, dtype)."""
+    from . import kda_torch
+    s = case.shape
+    work = s.n * s.hv * s.dk * s.dv * max(1, s.max_len)
+    dt = torch.float64 if work <= KDA_REF_FP64_LIMIT else torch.float32
+    o, st = kda_torch.naive(case.q, case.k, case.v, case.g, case.beta, dtype=dt, **case.torch_kwargs())
+    return o, st, dt
+
+
+class KdaKforgeContender(Contender):
+    """kforge.kda through the binding, bound once (Context.bind_kda): plan made, tensors struct
+    built; the timed call is one kf_kda_run. Final state written to its own buffer."""
+
+    def __init__(self, name, label, ctx_factory, role="kforge"):
+        super().__init__(name, label, role)
+        self._factory = ctx_factory
+
+    def setup(self, case):
+        import kforge
+        ctx = self._factory()  # raises Unsupported when the context could not be opened
+        s = case.shape
+        out = torch.empty_like(case.v)
+        fin = torch.empty((s.n, s.hv, s.dk, s.dv), dtype=torch.float32, device=case.device)
+        kw = {}
+        if s.gate == "sigmoid":
+            kw = {"A_log": case.A_log, "dt_bias": case.dt_bias}
+        try:
+            call = ctx.bind_kda(case.q, case.k, case.v, case.g, case.beta, initial_state=case.h0,
+                                final_state=fin, cu_seqlens=case.cu, gate=s.gate, lower_bound=s.lower_bound,
+                                l2norm=s.l2norm, beta_sigmoid=s.beta_sigmoid, out=out, mode=s.mode, **kw)
+        except kforge.Error as e:
+            raise Unsupported(str(e)) from None
+        self.info = {"variant": call.plan.variant, "source": call.plan.source,
+                     "workspace_bytes": call.plan.workspace_bytes}
+
+        def fn():
+            call.run()
+            return out, fin
+
+        def poison():
+            out.fill_(float("nan"))
+            fin.fill_(float("nan"))
+
+        fn.poison = poison
+        return fn
+
+
+class KdaTorchContender(Contender):
+    """bench/kda_torch.py: 'chunked' (chunk 64, fp32, eager), 'graph' (the same captured once in a
+    CUDA graph outside the timing and replayed: no host launch cost), 'naive' (the token-by-token
+    recurrence, fp32 state; skipped above KDA_NAIVE_MAX_STEPS serial steps)."""
+
+    def __init__(self, name, label, impl, chunk=64):
+        super().__init__(name, label, "peer")
+        self.impl, self.chunk = impl, chunk
+
+    def setup(self, case):
+        from . import kda_torch
+        s = case.shape
+        args = (case.q, case.k, case.v, case.g, case.beta)
+        kw = dict(case.torch_kwargs(), dtype=torch.float32, out_dtype=torch.bfloat16)
+        if self.impl == "naive":
+            if s.max_len > KDA_NAIVE_MAX_STEPS:
+                raise Skipped(f"{s.max_len} serial token steps > {KDA_NAIVE_MAX_STEPS} (about 6 launches per "
+                              f"token: seconds per call; the oracle runs it once, in "
+                              f"{'fp64' if s.n * s.hv * s.dk * s.dv * s.max_len <= KDA_REF_FP64_LIMIT else 'fp32'})")
+            self.info = {"variant": "token by token, fp32 state, eager"}
+            return kda_torch.Naive(*args, **kw)
+        bound = kda_torch.Chunked(*args, chunk=self.chunk, **kw)
+        self.info = {"variant": f"chunk {bound.chunk}, fp32, " + ("CUDA graph" if self.impl == "graph" else "eager")}
+        if self.impl == "chunked":
+            return bound
+        if _DRY or not torch.cuda.is_available():
+            raise Unsupported("CUDA graphs need a CUDA device")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # warm-up outside the capture (cuBLAS handles, workspaces)
+                bound()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            res = bound()
+
+        def fn():
+            graph.replay()
+            return res
+
+        fn.graph = graph  # keep it alive with the callable
+        return fn
+
+
+def make_kda_contenders(kctx, names=None):
+    all_ = [
+        KdaKforgeContender("kforge-tuned", "kforge tuned", lambda: kctx.get("tuned")),
+        KdaKforgeContender("kforge-default", "kforge default", lambda: kctx.get("default")),
+        KdaKforgeContender("kforge-default#2", "kforge default (control)", lambda: kctx.get("default"),
+                           role="control"),
+        KdaTorchContender("torch-chunked", "torch chunked (C64, fp32)", "chunked"),
+        KdaTorchContender("torch-chunked-graph", "torch chunked (C64, fp32, CUDA graph)", "graph"),
+        KdaTorchContender("torch-naive", "torch token recurrence (fp32 state)", "naive"),
+    ]
+    if names:
+        keep = set(names)
+        unknown = keep - set(KDA_CONTENDER_NAMES) - set(GQA_CONTENDER_NAMES)
+        if unknown:
+            raise SystemExit(f"unknown contenders: {sorted(unknown)}; known: GQA {list(GQA_CONTENDER_NAMES)}, "
+                             f"KDA {list(KDA_CONTENDER_NAMES)}")
+        all_ = [c for c in all_ if c.name in keep]
+    return all_
+
+
+def kda_errors(out, ref_o, ref_s):
+    """(o relative error, final state relative error) of a contender's (o, state)."""
+    o, st = out
+    return rel_err(o, ref_o), rel_err(st, ref_s)
+
+
 # ---- timing ----------------------------------------------------------------------------------
 class Timer:
     def __init__(self, device, flush_bytes, cushion_cycles):
@@ -366,7 +550,7 @@ def make_contenders(kctx, names=None):
         all_.append(SdpaContender("sdpa-math", "SDPA math (dry run)", SDPBackend.MATH))
     if names:
         keep = set(names)
-        unknown = keep - {c.name for c in all_}
+        unknown = keep - {c.name for c in all_} - set(KDA_CONTENDER_NAMES)
         if unknown:
             raise SystemExit(f"unknown contenders: {sorted(unknown)}; known: {[c.name for c in all_]}")
         all_ = [c for c in all_ if c.name in keep]
@@ -429,7 +613,16 @@ def run_shape(shape, contenders, timer, cfg, device):
             + (f"err {rec['rel_err']:.2e} " if rec["rel_err"] is not None else "")
             + (rec["message"][:160] if rec["message"] else ""))
     del ref
-    # timed rounds: contenders interleaved in a shuffled order each round
+    _timed_rounds(shape, ok, timer, cfg)
+    entry["seconds"] = round(time.time() - t0, 2)
+    del case
+    empty_cache()
+    return entry
+
+
+def _timed_rounds(shape, ok, timer, cfg):
+    """The timed rounds of the contenders that passed the check: interleaved, in a freshly
+    shuffled order each round."""
     rng = random.Random(cfg["seed"] * 7919 + len(shape.id))
     for r in range(cfg["rounds"]):
         order = [x for x in ok if x[2]["status"] == "ok"]
@@ -452,8 +645,77 @@ def run_shape(shape, contenders, timer, cfg, device):
             samples.sort()
             if samples:
                 log(f"  {c.name:18s} median {samples[len(samples) // 2]:.4f} ms over {len(samples)} samples")
+
+
+def run_kda_shape(shape, contenders, timer, cfg, device):
+    """One KDA shape: the oracle once, every contender checked against it (o and final state),
+    then the timed rounds; a contender that raises is unsupported, one not run on purpose
+    skipped."""
+    entry = {"shape": shape.to_dict(),
+             "control": {"of": "kforge-default", "duplicate": "kforge-default#2"},
+             "contenders": []}
+    t0 = time.time()
+    case = KdaCase(shape, device, cfg["seed"] + zlib.crc32(shape.id.encode()) % 100000)
+    ref_o, ref_s, rdt = kda_reference(case)
+    sync()
+    entry["reference"] = {"dtype": str(rdt).replace("torch.", ""), "tol": KDA_TOL_O, "tol_state": KDA_TOL_STATE,
+                          "oracle": "token-by-token recurrence (bench/kda_torch.py naive)",
+                          "seconds": round(time.time() - t0, 2)}
+    ok = []
+    for c in contenders:
+        rec = {"name": c.name, "label": c.label, "role": c.role, "status": None, "message": None,
+               "rel_err": None, "state_err": None, "rounds": []}
+        entry["contenders"].append(rec)
+        ts = time.time()
+        try:
+            c.info = {}
+            fn = c.setup(case)
+            rec.update(c.info)
+            if hasattr(fn, "poison"):
+                fn.poison()
+            out = fn()
+            sync()
+            eo, es = kda_errors(out, ref_o, ref_s)
+            rec["rel_err"] = eo if math.isfinite(eo) else None
+            rec["state_err"] = es if math.isfinite(es) else None
+            bad = []
+            if not (eo <= KDA_TOL_O):
+                bad.append(f"o rel err {eo:.3e} > {KDA_TOL_O:g}" if math.isfinite(eo)
+                           else "o has NaN/Inf (unwritten or overflow)")
+            if not (es <= KDA_TOL_STATE):
+                bad.append(f"final state rel err {es:.3e} > {KDA_TOL_STATE:g}" if math.isfinite(es)
+                           else "final state has NaN/Inf (unwritten or overflow)")
+            if bad:
+                rec["status"], rec["message"] = "wrong", "; ".join(bad)
+            else:
+                for _ in range(cfg["warmup"]):
+                    fn()
+                sync()
+                rec["status"] = "ok"
+                ok.append((c, fn, rec))
+            del out
+        except Skipped as e:
+            rec["status"], rec["message"] = "skipped", str(e)
+        except Unsupported as e:
+            rec["status"], rec["message"] = "unsupported", str(e)
+        except Exception as e:  # the library refusing or raising, a capture failure, ...
+            rec["status"] = "unsupported"
+            rec["message"] = f"{type(e).__name__}: {e}".strip()
+            if cfg.get("verbose"):
+                traceback.print_exc()
+            try:
+                sync()
+            except Exception as e2:
+                rec["message"] += f" (and the device reported: {e2})"
+        rec["setup_s"] = round(time.time() - ts, 2)
+        log(f"  {c.name:20s} {rec['status']:11s} "
+            + (f"err o {rec['rel_err']:.2e} " if rec["rel_err"] is not None else "")
+            + (f"state {rec['state_err']:.2e} " if rec["state_err"] is not None else "")
+            + (rec["message"][:160] if rec["message"] else ""))
+    del ref_o, ref_s
+    _timed_rounds(shape, ok, timer, cfg)
     entry["seconds"] = round(time.time() - t0, 2)
-    del case
+    del case, ok
     empty_cache()
     return entry
 
@@ -523,7 +785,9 @@ def run(shapes, args, command):
     res["ceilings"] = (measure_ceilings(device, 5, 1 << 24, 256) if _DRY else measure_ceilings(device))
     write_json(jpath, res)
     kctx = KforgeContexts(args.device, args.db)
-    contenders = make_contenders(kctx, args.contenders)
+    is_kda = [getattr(sh, "kind", None) == "kda" for sh in shapes]
+    contenders = make_contenders(kctx, args.contenders) if not all(is_kda) or not shapes else []
+    kda_contenders = make_kda_contenders(kctx, args.contenders) if any(is_kda) else []
     timer = Timer(device, flush, args.cushion_cycles)
     for i, sh in enumerate(shapes):
         el = time.time() - started
@@ -534,7 +798,10 @@ def run(shapes, args, command):
             break
         log(f"[{i + 1}/{len(shapes)}] {sh.label}  ({el:.0f} s elapsed)")
         try:
-            res["shapes"].append(run_shape(sh, contenders, timer, cfg, device))
+            if is_kda[i]:
+                res["shapes"].append(run_kda_shape(sh, kda_contenders, timer, cfg, device))
+            else:
+                res["shapes"].append(run_shape(sh, contenders, timer, cfg, device))
         except Exception as e:  # the reference or the inputs failed (out of memory, ...): go on
             log(f"  shape failed: {type(e).__name__}: {e}")
             traceback.print_exc()

@@ -3,7 +3,7 @@ markdown table appended to bench/RESULTS.md. Pure Python: runs without torch or 
 import json
 
 from . import stats
-from .sets import Shape
+from .sets import shape_from_dict
 
 SCHEMA = "kforge-bench/1"
 ROLE_ORDER = {"kforge": 0, "control": 1, "peer": 2}
@@ -34,16 +34,22 @@ def ceilings(res):
 
 def analyze_shape(entry, ceil, band_floor=stats.DEFAULT_BAND_FLOOR):
     """Rows of one shape: medians, throughput, % of ceiling, ratio to the best peer, verdict."""
-    shape = Shape.from_dict(entry["shape"])
+    shape = shape_from_dict(entry["shape"])
+    kda = shape.kind == "kda"
     rows = []
     for c in entry["contenders"]:
         samples = stats.flatten(c.get("rounds"))
         s = stats.summary(samples) if c.get("status") == "ok" else stats.summary([])
         med = s["median"]
-        tput = pct = None
+        tput = pct = bps = None
         if med:
             sec = med * 1e-3
-            if shape.kind == "decode":
+            if kda:  # tokens/s; bytes moved per second against the copy ceiling
+                tput = shape.tokens / sec
+                bps = shape.bytes_moved() / sec
+                if ceil.get("copy"):
+                    pct = 100.0 * bps / ceil["copy"]
+            elif shape.kind == "decode":
                 tput = shape.kv_bytes() / sec
                 if ceil.get("copy"):
                     pct = 100.0 * tput / ceil["copy"]
@@ -55,6 +61,8 @@ def analyze_shape(entry, ceil, band_floor=stats.DEFAULT_BAND_FLOOR):
                      "status": c.get("status"), "message": c.get("message"), "rel_err": c.get("rel_err"),
                      "variant": c.get("variant"), "source": c.get("source"), "summary": s,
                      "median_ms": med, "throughput": tput, "pct_ceiling": pct})
+        if kda:
+            rows[-1].update({"tokens_per_s": tput, "bytes_per_s": bps, "state_err": c.get("state_err")})
     by = {r["name"]: r for r in rows}
     ctl = entry.get("control") or {}
     a, b = by.get(ctl.get("of")), by.get(ctl.get("duplicate"))
@@ -104,6 +112,28 @@ def fmt_tput(kind, x):
     if x >= 1e14:
         return f"{x / 1e12:.0f} TFLOP/s"
     return f"{x / 1e12:.1f} TFLOP/s" if x >= 1e12 else f"{x / 1e9:.2f} GFLOP/s"
+
+
+def fmt_tokens(x):
+    if x is None:
+        return "—"
+    if x >= 1e9:
+        return f"{x / 1e9:.2f} G tok/s"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M tok/s"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f} K tok/s"
+    return f"{x:.0f} tok/s"
+
+
+def fmt_bytes(n):
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:.2f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f} KB"
+    return f"{n} B"
 
 
 def fmt_pct(x):
@@ -210,13 +240,72 @@ def markdown(res, json_path=None):
             f"- method: {cfg.get('rounds', '?')} rounds × {cfg.get('samples_per_round', '?')} samples per "
             f"contender, contenders shuffled each round, L2 flushed"
             + (f" ({fl / 2**20:.0f} MiB write)" if fl else "")
-            + " before each sample, CUDA events, median; outputs checked against an fp32 reference "
-              "first; time / best peer < 1 is faster; band = |control ratio − 1|, at least "
+            + " before each sample, CUDA events, median; "
+            + ("outputs checked against an fp32 reference first; "
+               if any(sa["shape"].kind != "kda" for sa in shapes) or not shapes else "")
+            + "time / best peer < 1 is faster; band = |control ratio − 1|, at least "
             + f"{100 * cfg.get('band_floor', stats.DEFAULT_BAND_FLOOR):.0f}%")
     if json_path:
         out.append(f"- raw samples: `{json_path}`")
+    kda_shapes = [sa for sa in shapes if sa["shape"].kind == "kda"]
+    shapes = [sa for sa in shapes if sa["shape"].kind != "kda"]
+    if kda_shapes:
+        out.append("- KDA: every contender's o and final state checked first against the token-by-token "
+                   "recurrence (fp64 on these sizes, else fp32): relative error ≤ 1e-2 (o) and ≤ 5e-3 (state); "
+                   "bytes moved = q, k, v, g, beta read and o written once + the state read and written once, "
+                   "% of the device-copy ceiling; tokens/s = all sequences' tokens per call / median")
     if res.get("incomplete"):
         out.append(f"- **incomplete run**: {res['incomplete']}")
+    if shapes or not kda_shapes:
+        _gqa_table(out, shapes)
+    if kda_shapes:
+        _kda_table(out, kda_shapes)
+    return "\n".join(out) + "\n"
+
+
+def _tally(shapes):
+    tally = {}
+    for sa in shapes:
+        for r in sa["rows"]:
+            if r["name"] == "kforge-tuned" and r["status"] == "ok" and r.get("verdict"):
+                tally[r["verdict"]] = tally.get(r["verdict"], 0) + 1
+    return ", ".join(f"{tally.get(k, 0)} {k}" for k in ("win", "tie", "loss")) if tally else None
+
+
+def _kda_table(out, shapes):
+    """The KDA rows: median, tokens/s, bytes moved per second and % of the copy ceiling; the
+    shape cell carries the bytes one call moves."""
+    out += ["", "| KDA shape | contender | median ms | tokens/s | moved/s | % copy ceiling | time / best peer | verdict |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for sa in shapes:
+        sh = sa["shape"]
+        head = f"{sh.label} · {fmt_bytes(sh.bytes_moved())} moved"
+        if sa.get("error"):
+            out.append(f"| {cell(head, 240)} | — | — | — | — | — | — | {cell('error: ' + sa['error'])} |")
+        first = True
+        rows = sorted(sa["rows"], key=lambda r: (ROLE_ORDER.get(r["role"], 9)))
+        default_variant = next((r["variant"] for r in rows if r["name"] == "kforge-default"), None)
+        for r in rows:
+            label = r["label"]
+            if r["name"] == "kforge-tuned" and r.get("variant") and r["variant"] == default_variant:
+                label += " (= default variant)"
+            sc = ""
+            if first:
+                sc = cell(head, 240)
+                if sa["band"] is not None:
+                    sc += f" (band ±{100 * sa['band']:.1f}%)"
+                first = False
+            ratio = r.get("ratio_best_peer")
+            out.append("| " + " | ".join([
+                sc, cell(label), fmt_ms(r["median_ms"]), fmt_tokens(r.get("tokens_per_s")),
+                fmt_tput("decode", r.get("bytes_per_s")), fmt_pct(r["pct_ceiling"]),
+                "—" if ratio is None else f"{ratio:.3f}", _verdict_cell(r, sa["band"])]) + " |")
+    t = _tally(shapes)
+    if t:
+        out += ["", "KDA: kforge tuned vs the best peer: " + t]
+
+
+def _gqa_table(out, shapes):
     out += ["", "| shape | contender | median ms | throughput | % ceiling | time / best peer | verdict |",
             "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
     for sa in shapes:
@@ -242,15 +331,9 @@ def markdown(res, json_path=None):
                 fmt_pct(r["pct_ceiling"]), "—" if ratio is None else f"{ratio:.3f}",
                 _verdict_cell(r, sa["band"])]) + " |")
     # a one-line tally of kforge tuned against the best peer
-    tally = {}
-    for sa in shapes:
-        for r in sa["rows"]:
-            if r["name"] == "kforge-tuned" and r["status"] == "ok" and r.get("verdict"):
-                tally[r["verdict"]] = tally.get(r["verdict"], 0) + 1
-    if tally:
-        out += ["", "kforge tuned vs the best peer: " + ", ".join(
-            f"{tally.get(k, 0)} {k}" for k in ("win", "tie", "loss"))]
-    return "\n".join(out) + "\n"
+    t = _tally(shapes)
+    if t:
+        out += ["", "kforge tuned vs the best peer: " + t]
 
 
 def append(results_md, text):

@@ -5,6 +5,12 @@ A shape entry: kind decode|prefill, b, hq, hkv, d, then sq and skv (decode) or s
 meaning Sq = Skv); causal (default false); table (a design.md reference row); series (the
 plot line it belongs to). Any of sq, skv, s may be a list: one shape per value. Lengths
 accept a K suffix (x1024).
+
+A KDA entry (kind "kda", see KdaShape): n and t (padded [N, T, ...] inputs, every sequence T
+tokens) or lens (packed with cu_seqlens, one length per sequence); h (a list: one shape per
+value), hv (default h, or hv_per_h times h), d (K = V) or dk and dv; gate "log" | "sigmoid",
+lower_bound, l2norm, beta_sigmoid, initial_state (bools); mode (default: decode when there are
+no more tokens than sequences, as kforge.kda picks); table.
 """
 import json
 import os
@@ -81,6 +87,140 @@ class Shape:
         return f"Shape({self.id})"
 
 
+class KdaShape:
+    """One KDA call (design.md, KDA): N sequences of lens tokens (packed with cu_seqlens) or N x T
+    (padded), H q/k heads, HV value heads, K = dk, V = dv; bf16 q, k, v, o; fp32 g, beta, state."""
+    FIELDS = ("kind", "mode", "n", "t", "lens", "h", "hv", "dk", "dv", "gate", "lower_bound", "l2norm",
+              "beta_sigmoid", "initial_state", "dtype", "table", "series", "set")
+    kind = "kda"
+
+    def __init__(self, kind="kda", mode=None, n=None, t=None, lens=None, h=16, hv=None, dk=128, dv=None,
+                 gate="sigmoid", lower_bound=-5.0, l2norm=True, beta_sigmoid=True, initial_state=True,
+                 dtype="bf16", table=False, series=None, set=None):
+        if kind != "kda":
+            raise ValueError(f"KdaShape kind must be kda, got {kind!r}")
+        if lens is not None:
+            self.lens = [int(x) for x in lens]
+            if not self.lens or any(x < 0 for x in self.lens):
+                raise ValueError(f"lens must be a non-empty list of lengths >= 0, got {lens!r}")
+            self.n, self.t = len(self.lens), None
+        else:
+            if n is None or t is None:
+                raise ValueError("a KDA shape needs n and t (padded) or lens (packed)")
+            self.lens, self.n, self.t = None, int(n), int(t)
+            if self.n < 1 or self.t < 1:
+                raise ValueError(f"n and t must be >= 1, got {n}, {t}")
+        self.h = int(h)
+        self.hv = int(hv) if hv is not None else self.h
+        if self.h < 1 or self.hv % self.h:
+            raise ValueError(f"hv {self.hv} is not a multiple of h {self.h}")
+        self.dk = int(dk)
+        self.dv = int(dv) if dv is not None else self.dk
+        if gate not in ("log", "sigmoid"):
+            raise ValueError(f"gate must be log or sigmoid, got {gate!r}")
+        self.gate, self.lower_bound = gate, float(lower_bound)
+        self.l2norm, self.beta_sigmoid = bool(l2norm), bool(beta_sigmoid)
+        self.initial_state = bool(initial_state)
+        if dtype != "bf16":
+            raise ValueError(f"KDA takes bf16 q, k, v; got dtype {dtype!r}")
+        self.dtype, self.table, self.set = dtype, bool(table), set
+        self.series = None  # no KDA plots
+        if mode is None:
+            mode = "decode" if self.tokens <= self.n else "prefill"
+        if mode not in ("prefill", "decode"):
+            raise ValueError(f"mode must be prefill or decode, got {mode!r}")
+        self.mode = mode
+
+    @property
+    def packed(self):
+        return self.lens is not None
+
+    @property
+    def seq_lens(self):
+        return list(self.lens) if self.packed else [self.t] * self.n
+
+    @property
+    def tokens(self):
+        """Tokens of one call, all sequences together."""
+        return sum(self.lens) if self.packed else self.n * self.t
+
+    @property
+    def max_len(self):
+        return max(self.seq_lens)
+
+    def _seq(self, sep):
+        return ("lens" + sep.join(str(x) for x in self.lens)) if self.packed else f"T{fmt_len(self.t)}"
+
+    @property
+    def id(self):
+        g = "log" if self.gate == "log" else f"sig{self.lower_bound:g}"
+        flags = ("-l2" if self.l2norm else "") + ("-bs" if self.beta_sigmoid else "") + \
+            ("-h0" if self.initial_state else "")
+        return (f"kda-{self.mode}-n{self.n}-{self._seq('.').lower()}-h{self.h}x{self.hv}-k{self.dk}-v{self.dv}"
+                f"-{g}{flags}-{self.dtype}")
+
+    @property
+    def label(self):
+        seq = f"lens [{', '.join(str(x) for x in self.lens)}]" if self.packed else f"T{fmt_len(self.t)}"
+        g = "log gate" if self.gate == "log" else f"sigmoid gate lb {self.lower_bound:g}"
+        extra = [x for x, on in (("l2norm", self.l2norm), ("h0", self.initial_state)) if on]
+        return (f"KDA {self.mode} N{self.n} {seq} H{self.h}/HV{self.hv} K{self.dk} V{self.dv} {g}"
+                + ("".join(" " + x for x in extra)))
+
+    def to_dict(self):
+        d = {f: getattr(self, f) for f in self.FIELDS}
+        d["id"] = self.id
+        d["label"] = self.label
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**{f: d[f] for f in cls.FIELDS if f in d})
+
+    # work of one call
+    def bytes_moved(self):
+        """Bytes one call must move at least: q, k, v, g, beta read and o written once (bf16 q, k,
+        v, o; fp32 g, beta), the state read (when given) and written once (fp32), plus the gate's
+        A_log / dt_bias and cu_seqlens."""
+        t = self.tokens
+        b = 2 * t * self.h * self.dk * 2          # q, k
+        b += 2 * t * self.hv * self.dv * 2        # v, o
+        b += t * self.hv * self.dk * 4            # g
+        b += t * self.hv * 4                      # beta
+        st = self.n * self.hv * self.dk * self.dv * 4
+        b += st * (2 if self.initial_state else 1)
+        if self.gate == "sigmoid":
+            b += self.hv * 4 + self.hv * self.dk * 4
+        if self.packed:
+            b += (self.n + 1) * 4
+        return b
+
+    def __repr__(self):
+        return f"KdaShape({self.id})"
+
+
+def shape_from_dict(d):
+    """A Shape or a KdaShape from its to_dict()."""
+    return KdaShape.from_dict(d) if d.get("kind") == "kda" else Shape.from_dict(d)
+
+
+def _kda_entries(e, name, dtype="bf16"):
+    hs = _as_list(e.get("h", 16))
+    for h in hs:
+        if "hv" in e:
+            if len(hs) > 1:
+                raise ValueError(f"set {name}: a KDA entry with a list of h takes hv_per_h, not hv")
+            hv = e["hv"]
+        else:
+            hv = int(e.get("hv_per_h", 1)) * int(h)
+        d = e.get("d", 128)
+        t = e.get("t")
+        yield KdaShape("kda", e.get("mode"), e.get("n"), None if t is None else parse_len(t), e.get("lens"),
+                       h, hv, e.get("dk", d), e.get("dv", d), e.get("gate", "sigmoid"),
+                       e.get("lower_bound", -5.0), e.get("l2norm", True), e.get("beta_sigmoid", True),
+                       e.get("initial_state", True), e.get("dtype", dtype), e.get("table", False), None, name)
+
+
 def available():
     return sorted(f[:-5] for f in os.listdir(SETS_DIR) if f.endswith(".json"))
 
@@ -103,6 +243,12 @@ def load(name, _seen=None):
     dtype = spec.get("dtype", "bf16")
     for e in spec.get("shapes", []):
         kind = e["kind"]
+        if kind == "kda":
+            for sh in _kda_entries(e, spec["name"], dtype):
+                if sh.id not in seen:
+                    seen.add(sh.id)
+                    out.append(sh)
+            continue
         if "s" in e:
             pairs = [(parse_len(s), parse_len(s)) for s in _as_list(e["s"])]
         else:

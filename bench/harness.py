@@ -535,6 +535,23 @@ class KforgeContexts:
         return ctx
 
 
+def _refused(rec, e, cfg):
+    """Records why a contender did not run: skipped (by rule), or unsupported (it refused or
+    raised; the device is synchronised so a fault shows up in this row, not the next)."""
+    if isinstance(e, (Skipped, Unsupported)):
+        rec["status"] = "skipped" if isinstance(e, Skipped) else "unsupported"
+        rec["message"] = str(e)
+        return
+    rec["status"] = "unsupported"
+    rec["message"] = f"{type(e).__name__}: {e}".strip()
+    if cfg.get("verbose"):
+        traceback.print_exc()
+    try:
+        sync()
+    except Exception as e2:
+        rec["message"] += f" (and the device reported: {e2})"
+
+
 def make_contenders(kctx, names=None):
     from torch.nn.attention import SDPBackend
     all_ = [
@@ -597,17 +614,8 @@ def run_shape(shape, contenders, timer, cfg, device):
                 rec["status"] = "ok"
                 ok.append((c, fn, rec))
             del o
-        except Unsupported as e:
-            rec["status"], rec["message"] = "unsupported", str(e)
         except Exception as e:  # a peer refusing the shape (no kernel, compile failure, ...)
-            rec["status"] = "unsupported"
-            rec["message"] = f"{type(e).__name__}: {e}".strip()
-            if cfg.get("verbose"):
-                traceback.print_exc()
-            try:
-                sync()
-            except Exception as e2:
-                rec["message"] += f" (and the device reported: {e2})"
+            _refused(rec, e, cfg)
         rec["setup_s"] = round(time.time() - ts, 2)
         log(f"  {c.name:18s} {rec['status']:11s} "
             + (f"err {rec['rel_err']:.2e} " if rec["rel_err"] is not None else "")
@@ -694,19 +702,8 @@ def run_kda_shape(shape, contenders, timer, cfg, device):
                 rec["status"] = "ok"
                 ok.append((c, fn, rec))
             del out
-        except Skipped as e:
-            rec["status"], rec["message"] = "skipped", str(e)
-        except Unsupported as e:
-            rec["status"], rec["message"] = "unsupported", str(e)
         except Exception as e:  # the library refusing or raising, a capture failure, ...
-            rec["status"] = "unsupported"
-            rec["message"] = f"{type(e).__name__}: {e}".strip()
-            if cfg.get("verbose"):
-                traceback.print_exc()
-            try:
-                sync()
-            except Exception as e2:
-                rec["message"] += f" (and the device reported: {e2})"
+            _refused(rec, e, cfg)
         rec["setup_s"] = round(time.time() - ts, 2)
         log(f"  {c.name:20s} {rec['status']:11s} "
             + (f"err o {rec['rel_err']:.2e} " if rec["rel_err"] is not None else "")

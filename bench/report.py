@@ -272,34 +272,37 @@ def _tally(shapes):
     return ", ".join(f"{tally.get(k, 0)} {k}" for k in ("win", "tie", "loss")) if tally else None
 
 
+def _rows(out, shapes, head_of, head_width, ncols, cells_of):
+    """One table body: per shape its rows in role order, the shape cell (with the noise band)
+    on the first row only, and an error row when the shape failed as a whole."""
+    for sa in shapes:
+        head = head_of(sa["shape"])
+        if sa.get("error"):
+            out.append(f"| {cell(head, head_width)} |" + " — |" * (ncols - 2) + f" {cell('error: ' + sa['error'])} |")
+        rows = sorted(sa["rows"], key=lambda r: (ROLE_ORDER.get(r["role"], 9)))
+        default_variant = next((r["variant"] for r in rows if r["name"] == "kforge-default"), None)
+        for k, r in enumerate(rows):
+            label = r["label"]
+            if r["name"] == "kforge-tuned" and r.get("variant") and r["variant"] == default_variant:
+                label += " (= default variant)"
+            sc = ""
+            if k == 0:
+                sc = cell(head, head_width)
+                if sa["band"] is not None:
+                    sc += f" (band ±{100 * sa['band']:.1f}%)"
+            ratio = r.get("ratio_best_peer")
+            out.append("| " + " | ".join([sc, cell(label)] + cells_of(sa["shape"], r) + [
+                "—" if ratio is None else f"{ratio:.3f}", _verdict_cell(r, sa["band"])]) + " |")
+
+
 def _kda_table(out, shapes):
     """The KDA rows: median, tokens/s, bytes moved per second and % of the copy ceiling; the
     shape cell carries the bytes one call moves."""
     out += ["", "| KDA shape | contender | median ms | tokens/s | moved/s | % copy ceiling | time / best peer | verdict |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for sa in shapes:
-        sh = sa["shape"]
-        head = f"{sh.label} · {fmt_bytes(sh.bytes_moved())} moved"
-        if sa.get("error"):
-            out.append(f"| {cell(head, 240)} | — | — | — | — | — | — | {cell('error: ' + sa['error'])} |")
-        first = True
-        rows = sorted(sa["rows"], key=lambda r: (ROLE_ORDER.get(r["role"], 9)))
-        default_variant = next((r["variant"] for r in rows if r["name"] == "kforge-default"), None)
-        for r in rows:
-            label = r["label"]
-            if r["name"] == "kforge-tuned" and r.get("variant") and r["variant"] == default_variant:
-                label += " (= default variant)"
-            sc = ""
-            if first:
-                sc = cell(head, 240)
-                if sa["band"] is not None:
-                    sc += f" (band ±{100 * sa['band']:.1f}%)"
-                first = False
-            ratio = r.get("ratio_best_peer")
-            out.append("| " + " | ".join([
-                sc, cell(label), fmt_ms(r["median_ms"]), fmt_tokens(r.get("tokens_per_s")),
-                fmt_tput("decode", r.get("bytes_per_s")), fmt_pct(r["pct_ceiling"]),
-                "—" if ratio is None else f"{ratio:.3f}", _verdict_cell(r, sa["band"])]) + " |")
+    _rows(out, shapes, lambda sh: f"{sh.label} · {fmt_bytes(sh.bytes_moved())} moved", 240, 8,
+          lambda sh, r: [fmt_ms(r["median_ms"]), fmt_tokens(r.get("tokens_per_s")),
+                         fmt_tput("decode", r.get("bytes_per_s")), fmt_pct(r["pct_ceiling"])])
     t = _tally(shapes)
     if t:
         out += ["", "KDA: kforge tuned vs the best peer: " + t]
@@ -308,28 +311,8 @@ def _kda_table(out, shapes):
 def _gqa_table(out, shapes):
     out += ["", "| shape | contender | median ms | throughput | % ceiling | time / best peer | verdict |",
             "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
-    for sa in shapes:
-        sh = sa["shape"]
-        if sa.get("error"):
-            out.append(f"| {cell(sh.label, 200)} | — | — | — | — | — | {cell('error: ' + sa['error'])} |")
-        first = True
-        rows = sorted(sa["rows"], key=lambda r: (ROLE_ORDER.get(r["role"], 9)))
-        default_variant = next((r["variant"] for r in rows if r["name"] == "kforge-default"), None)
-        for r in rows:
-            label = r["label"]
-            if r["name"] == "kforge-tuned" and r.get("variant") and r["variant"] == default_variant:
-                label += " (= default variant)"
-            sc = ""
-            if first:
-                sc = cell(sh.label, 200)
-                if sa["band"] is not None:
-                    sc += f" (band ±{100 * sa['band']:.1f}%)"
-                first = False
-            ratio = r.get("ratio_best_peer")
-            out.append("| " + " | ".join([
-                sc, cell(label), fmt_ms(r["median_ms"]), fmt_tput(sh.kind, r["throughput"]),
-                fmt_pct(r["pct_ceiling"]), "—" if ratio is None else f"{ratio:.3f}",
-                _verdict_cell(r, sa["band"])]) + " |")
+    _rows(out, shapes, lambda sh: sh.label, 200, 7,
+          lambda sh, r: [fmt_ms(r["median_ms"]), fmt_tput(sh.kind, r["throughput"]), fmt_pct(r["pct_ceiling"])])
     # a one-line tally of kforge tuned against the best peer
     t = _tally(shapes)
     if t:

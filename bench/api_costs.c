@@ -1,16 +1,19 @@
 /* bench/api_costs.c: host costs of the runtime API (run, cold and warm plan, bundle load) and the bundle path's bitwise check */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "db/bundle.h"
 #include "db/db.h"
 #include "runtime/cuda.h"
 #include "runtime/kforge.h"
+#include "runtime/plan.h"
 #include "tuner/check.h"
 
 /*
@@ -117,6 +120,8 @@ int main(int argc, char **argv)
     char dbp[1024], kfb[1024], err[512];
     snprintf(dbp, sizeof dbp, "%s/costs.db", dir);
     snprintf(kfb, sizeof kfb, "%s/costs.kfb", dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        DIE("cannot create the work directory '%s': %s", dir, strerror(errno));
     unlink(dbp), unlink(kfb);
     const rt_cu *cu = rt_cuda(err, sizeof err);
     if (!cu)
@@ -159,7 +164,33 @@ int main(int argc, char **argv)
         v[i] = now_us() - t0;
     }
     cu->CtxSynchronize();
-    printf("kf_attn_run host cost  %9.2f us   median of 20000 (checks + cuLaunchKernel)\n", median(v, 20000));
+    printf("kf_attn_run host cost  %9.2f us   median of 20000 (checks + %d cuLaunchKernel)\n", median(v, 20000),
+           p->n_launch);
+
+    /* the floor: the same kernel(s) enqueued by bare cuLaunchKernel calls with the plan's arguments */
+    kf_attn_params a = p->base.attn;
+    a.q = t.q, a.k = t.k, a.v = t.v, a.o = t.o, a.b = B, a.sq = 1, a.skv = 8192, a.ws_rows = B;
+    if (p->ws_bytes) {
+        a.ws_o = (float *)(uintptr_t)p->ws;
+        a.ws_lse = (float *)((char *)(uintptr_t)p->ws + (size_t)a.splits * a.ws_rows * a.hq * d.d * 4);
+    }
+    void *args[] = {&a};
+    unsigned grids[4][3];
+    for (int k = 0; k < p->n_launch; k++)
+        if (rt_attn_grid(&p->vp, &a, k, grids[k]))
+            DIE("no grid for kernel %d", k);
+    for (int i = 0; i < 20000; i++) {
+        if (i % 500 == 0)
+            cu->CtxSynchronize();
+        t0 = now_us();
+        for (int k = 0; k < p->n_launch; k++)
+            cu->LaunchKernel(p->mod.fn[k], grids[k][0], grids[k][1], grids[k][2], (unsigned)p->mod.k[k].threads, 1,
+                             1, (unsigned)p->mod.k[k].smem, NULL, args, NULL);
+        v[i] = now_us() - t0;
+    }
+    cu->CtxSynchronize();
+    printf("bare cuLaunchKernel    %9.2f us   median of 20000 (the same %d launch(es), no kforge code)\n",
+           median(v, 20000), p->n_launch);
     uint16_t *o_db_jit = run_once(cu, c, p, &x, B);
     kf_plan_free(p);
     kf_close(c);

@@ -29,42 +29,59 @@ static int set_grid(unsigned grid[3], long long x, long long y, long long z)
     return 0;
 }
 
-int rt_attn_grid(const gen_kvset *vp, const kf_attn_params *p, int kernel_index, unsigned grid[3])
+rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
 {
-    const char *fam;
-    if (!vp || !p || !grid)
-        return -1;
-    fam = gen_kv_str(vp, "family");
-    if (!fam || p->b < 1 || p->sq < 1 || p->hq < 1 || p->hkv < 1)
-        return -1;
-
+    rt_attn_geom geo = {RT_GEOM_NONE, 0, 0, 0, 0};
+    const char *fam = vp ? gen_kv_str(vp, "family") : NULL;
+    if (!fam)
+        return geo;
     if (strcmp(fam, "attn_prefill") == 0) {
-        long long bm = gen_kv_int(vp, "bm", 0), g = gen_kv_int(vp, "g", 0);
-        if (kernel_index != 0 || bm < 1 || g < 1 || (long long)p->hkv * g != p->hq)
-            return -1;
-        return set_grid(grid, cdiv_ll(p->sq, bm), p->hq, p->b);
+        geo.bm = gen_kv_int(vp, "bm", 0), geo.g = gen_kv_int(vp, "g", 0);
+        if (geo.bm >= 1 && geo.g >= 1)
+            geo.kind = RT_GEOM_PREFILL;
+    } else if (strcmp(fam, "attn_decode") == 0) {
+        geo.tm = gen_kv_int(vp, "tm", 0), geo.g = gen_kv_int(vp, "g", 0);
+        geo.rows = decode_combine_rows(gen_kv_int(vp, "d", 0));
+        if (geo.tm >= 1 && geo.g >= 1)
+            geo.kind = RT_GEOM_DECODE;
+    } else if (strcmp(fam, "attn_combine") == 0) {
+        geo.rows = gen_kv_int(vp, "rows", 0);
+        if (geo.rows >= 1)
+            geo.kind = RT_GEOM_COMBINE;
     }
-    if (strcmp(fam, "attn_decode") == 0) {
-        long long tm = gen_kv_int(vp, "tm", 0), g = gen_kv_int(vp, "g", 0), d = gen_kv_int(vp, "d", 0);
-        if (tm < 1 || g < 1 || (long long)p->hkv * g != p->hq || p->splits < 1)
+    return geo;
+}
+
+int rt_attn_grid_geom(const rt_attn_geom *geo, const kf_attn_params *p, int kernel_index, unsigned grid[3])
+{
+    if (!geo || !p || !grid || p->b < 1 || p->sq < 1 || p->hq < 1 || p->hkv < 1)
+        return -1;
+    switch (geo->kind) {
+    case RT_GEOM_PREFILL:
+        if (kernel_index != 0 || (long long)p->hkv * geo->g != p->hq)
+            return -1;
+        return set_grid(grid, cdiv_ll(p->sq, geo->bm), p->hq, p->b);
+    case RT_GEOM_DECODE:
+        if ((long long)p->hkv * geo->g != p->hq || p->splits < 1)
             return -1;
         if (kernel_index == 0)
-            return set_grid(grid, p->splits, (long long)p->hkv * cdiv_ll(g * p->sq, tm), p->b);
-        if (kernel_index == 1 && p->splits > 1) {
-            long long rows = decode_combine_rows(d);
-            if (rows < 1 || p->ws_rows < 1)
-                return -1;
-            return set_grid(grid, cdiv_ll((long long)p->ws_rows * p->hq, rows), 1, 1);
-        }
+            return set_grid(grid, p->splits, (long long)p->hkv * cdiv_ll(geo->g * p->sq, geo->tm), p->b);
+        if (kernel_index == 1 && p->splits > 1 && geo->rows >= 1 && p->ws_rows >= 1)
+            return set_grid(grid, cdiv_ll((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
+        return -1;
+    case RT_GEOM_COMBINE:
+        if (kernel_index != 0 || p->ws_rows < 1 || p->splits < 1)
+            return -1;
+        return set_grid(grid, cdiv_ll((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
+    default:
         return -1;
     }
-    if (strcmp(fam, "attn_combine") == 0) {
-        long long rows = gen_kv_int(vp, "rows", 0);
-        if (kernel_index != 0 || rows < 1 || p->ws_rows < 1 || p->splits < 1)
-            return -1;
-        return set_grid(grid, cdiv_ll((long long)p->ws_rows * p->hq, rows), 1, 1);
-    }
-    return -1;
+}
+
+int rt_attn_grid(const gen_kvset *vp, const kf_attn_params *p, int kernel_index, unsigned grid[3])
+{
+    rt_attn_geom geo = rt_attn_geom_of(vp);
+    return rt_attn_grid_geom(&geo, p, kernel_index, grid);
 }
 
 size_t rt_attn_workspace_bytes(const gen_kvset *vp, const kf_attn_params *p)

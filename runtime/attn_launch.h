@@ -21,6 +21,19 @@
  * serves every sp). Prefill ignores p->splits and writes o/lse directly.
  */
 
+/* What the grids depend on, read from vp once (at plan time), so that a run does arithmetic only. */
+typedef enum { RT_GEOM_NONE = 0, RT_GEOM_PREFILL, RT_GEOM_DECODE, RT_GEOM_COMBINE } rt_attn_geom_kind;
+typedef struct rt_attn_geom {
+    rt_attn_geom_kind kind;
+    long long bm, tm, g, rows; /* prefill bm, g; decode tm, g, combine rows per block; combine rows */
+} rt_attn_geom;
+
+/* Reads the variant's geometry; kind RT_GEOM_NONE when the family is unknown or a value is missing. */
+rt_attn_geom rt_attn_geom_of(const gen_kvset *vp);
+
+/* rt_attn_grid on a geometry read before: same results, no string lookups. */
+int rt_attn_grid_geom(const rt_attn_geom *geo, const kf_attn_params *p, int kernel_index, unsigned grid[3]);
+
 /* Fills grid[3] for kernel kernel_index of the variant. Returns 0, or -1 when the family is unknown,
  * the index has no kernel, a value needed is missing, or p is inconsistent (hq != g * hkv, splits < 1,
  * a grid dimension out of range). */

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "gen/kv.h"
+#include "runtime/attn_launch.h"
 #include "runtime/ctx.h"
 #include "runtime/kforge.h"
 #include "runtime/module.h"
@@ -26,6 +27,7 @@ struct kf_plan {
     const char *source;        /* "bundle", "database", "jit", "cache" */
     rt_module mod;             /* a copy (plain data): the context's module cache moves as it grows */
     int n_launch;              /* kernels a run launches, in module order */
+    rt_attn_geom geo;          /* attention grids, read from vp at plan time */
     size_t ws_bytes;
     CUdeviceptr ws;
     union {

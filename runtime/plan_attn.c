@@ -20,6 +20,7 @@ static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, 
     rt_attn_base_params(d, &p->vp, &p->base.attn);
     const char *family = gen_kv_str(&p->vp, "family");
     p->n_launch = p->mod.n;
+    p->geo = rt_attn_geom_of(&p->vp);
     if (family && !strcmp(family, "attn_decode") && p->base.attn.splits <= 1)
         p->n_launch = 1;  /* the combine kernel runs only for split variants */
     return KF_OK;
@@ -89,7 +90,7 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     for (int i = 0; i < p->n_launch; i++) {
         unsigned grid[3];
         char err[512];
-        if (rt_attn_grid(&p->vp, &a, i, grid))
+        if (rt_attn_grid_geom(&p->geo, &a, i, grid))
             return rt_plan_err(p, KF_ERR_ARG, "no launch grid for kernel %d of '%s' (batch %d, q_len %d)", i,
                            p->variant, t->batch, t->q_len);
         if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/device_run.sh: on a GPU machine, from binaries built elsewhere: GPU tests, kforge run, tune, bench; logs under $OUT
-# usage: KF_BUILD=.devbuild bash tests/device_run.sh tests|runs|tune|bench ...
+# usage: KF_BUILD=.devbuild bash tests/device_run.sh tests|runs|api|tune|bench ...
 # KF_BUILD holds kforge, libkforge*.so, tests/ (GPU test binaries and their caches), devlibs/ (cmocka, Lua).
 set -u
 OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
@@ -15,7 +15,7 @@ for what in "$@"; do
 case $what in
 tests)
   cd "$B/tests"
-  for t in ${TESTS:-test_attn_gpu test_api_gpu test_kda_gpu test_mutants test_tune_gpu}; do
+  for t in ${TESTS:-test_attn_gpu test_api_gpu test_kda_gpu test_kda_api_gpu test_mutants test_tune_gpu}; do
     timeout 400 ./$t > "$OUT/$t.log" 2>&1; rc=$?
     echo "$t: exit $rc; $(grep -E '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed' "$OUT/$t.log" | tail -3 | tr '\n' ' ')"
   done ;;
@@ -37,8 +37,11 @@ tune)
   tail -n 12 "$OUT/tune.err"
   "$K" report --db "$DB" --markdown > "$OUT/report.md" 2>&1; cat "$OUT/report.md"
   cp "$DB" "$OUT/tuned.db" ;;
+api)
+  "$B/kf_api_costs" /tmp/kf_api > "$OUT/api.log" 2>&1; echo "kf_api_costs exit $?"; cat "$OUT/api.log"
+  cd "$ROOT" && PYTHONPATH=$ROOT/python python3 bench/host_cost.py > "$OUT/host_cost.log" 2>&1; echo "host_cost exit $?"; tail -n 8 "$OUT/host_cost.log" ;;
 bench)
-  cd "$ROOT" && KFORGE_DB=$DB BENCH_TIME_BUDGET=${BENCH_BUDGET:-400} timeout ${BENCH_TIMEOUT:-560} bash bench/run.sh --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+  cd "$ROOT" && KFORGE_DB=$DB BENCH_TIME_BUDGET=${BENCH_BUDGET:-400} timeout ${BENCH_TIMEOUT:-560} bash bench/run.sh ${BENCH_ARGS:-} --out "$OUT/bench" > "$OUT/bench.log" 2>&1
   echo "bench exit $?"; tail -n 50 "$OUT/bench.log" ;;
 esac
 done

@@ -383,6 +383,7 @@ class KdaTorchContender(Contender):
             return res
 
         fn.graph = graph  # keep it alive with the callable
+        fn.bound = bound  # and the tensors its kernels read (index tables, inputs): freed, replays read garbage
         return fn
 
 

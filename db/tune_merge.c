@@ -1,5 +1,6 @@
 /* db/tune_merge.c: `kforge db merge`: copy another kforge database into this one, resolving winners */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "db/store.h"

@@ -630,6 +630,42 @@ static const rt_module *module_of(tune_attn_ctx *ctx, const tune_attn_variant *v
     return &h->m;
 }
 
+const rt_cu *tune_ctx_cu(const tune_attn_ctx *ctx) { return ctx ? ctx->cu : NULL; }
+
+const rt_module *tune_ctx_module(tune_attn_ctx *ctx, const tune_attn_variant *v, int slot, rt_module *own,
+                                 char *msg, size_t msgn)
+{
+    if (slot < 0 || slot > 1) {
+        snprintf(msg, msgn, "tune_ctx_module: slot %d is not 0 or 1", slot);
+        return NULL;
+    }
+    return module_of(ctx, v, slot, own, msg, msgn);
+}
+
+int tune_ctx_fail(tune_attn_ctx *ctx, int cuda_result, const char *what, char *msg, size_t msgn)
+{
+    return cu_fail(ctx, (CUresult)cuda_result, what, msg, msgn);
+}
+
+void tune_ctx_phase(tune_attn_ctx *ctx, int what, double *t)
+{
+    if (!ctx->ph) {
+        *t = tune_now();
+        return;
+    }
+    double *acc[] = {&ctx->ph->gate_fill, &ctx->ph->gate_ref, &ctx->ph->gate_run,
+                     &ctx->ph->time_fill, &ctx->ph->time_load, &ctx->ph->time_run};
+    if (what == TUNE_PH_GATE_CALL || what == TUNE_PH_TIME_CALL) {
+        if (what == TUNE_PH_GATE_CALL)
+            ctx->ph->gates++;
+        else
+            ctx->ph->timings++;
+        *t = tune_now();
+        return;
+    }
+    tune_lap(what >= 0 && what < 6 ? acc[what] : NULL, t);
+}
+
 static int dalloc(tune_attn_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
 {
     CU_TRY(ctx->cu->MemAlloc(p, bytes ? bytes : 16), "cuMemAlloc");
@@ -793,8 +829,25 @@ static void gather_lse(const geom *g, int sq, const float *store, float *dense)
             }
 }
 
+typedef struct launch_arg {
+    tune_attn_ctx *ctx;
+    const tune_attn_variant *v;
+    const rt_module *m;
+    kf_attn_params *p;
+} launch_arg;
+
+static int launch_cb(void *arg, char *msg, size_t msgn)
+{
+    launch_arg *a = arg;
+    return dev_launch(a->ctx, a->v, a->m, a->p, msg, msgn);
+}
+
 static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
-                      int samples, tune_attn_timing *t, char *msg, size_t msgn);
+                      int samples, tune_attn_timing *t, char *msg, size_t msgn)
+{
+    launch_arg a = {ctx, v, m, p};
+    return tune_ctx_time(ctx, launch_cb, &a, samples, t, msg, msgn);
+}
 
 static int cmp_dbl(const void *a, const void *b)
 {
@@ -958,8 +1011,8 @@ out:
 
 /* ---- timing ------------------------------------------------------------------ */
 
-static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
-                      int samples, tune_attn_timing *t, char *msg, size_t msgn)
+int tune_ctx_time(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
+                  char *msg, size_t msgn)
 {
     if (samples <= 0)
         samples = 30;
@@ -979,7 +1032,7 @@ static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
             goto out;
         }
     for (int w = 0; w < 3; w++)      /* warm-up: clocks, instruction cache, TLB */
-        if (dev_launch(ctx, v, m, p, msg, msgn))
+        if (enqueue(arg, msg, msgn))
             goto out;
     for (int s = 0; s < samples; s++) {
         ctx->flush_val ^= 0x5A;
@@ -988,7 +1041,7 @@ static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
             goto out;
         }
         ctx->cu->EventRecord(ev[2 * s], NULL);
-        if (dev_launch(ctx, v, m, p, msg, msgn))
+        if (enqueue(arg, msg, msgn))
             goto out;
         ctx->cu->EventRecord(ev[2 * s + 1], NULL);
     }

@@ -7,6 +7,8 @@
 
 #include "gen/build.h"
 #include "gen/kv.h"
+#include "runtime/cuda.h"
+#include "runtime/module.h"
 #include "tuner/check.h"
 #include "tuner/tune_phase.h"
 
@@ -133,6 +135,28 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
  * (>= 20) samples with L2 flushed (a buffer of 2x L2 written) before each. -1 on error. */
 int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
                    tune_attn_timing *t, char *err, size_t errn);
+
+/* ---- for the other families' runners (tuner/kda_run.c) ------------------------------ */
+
+/* The session's driver table. */
+const rt_cu *tune_ctx_cu(const tune_attn_ctx *c);
+/* The loaded module of a compiled variant: held in slot (0 variant, 1 reference) while
+ * tune_attn_hold is on, else loaded into *own (the caller unloads it). NULL with msg on error. */
+const rt_module *tune_ctx_module(tune_attn_ctx *c, const tune_attn_variant *v, int slot, rt_module *own,
+                                 char *msg, size_t msgn);
+/* Records a failed driver call (marking the context broken on a sticky error); returns -1. */
+int tune_ctx_fail(tune_attn_ctx *c, int cuda_result, const char *what, char *msg, size_t msgn);
+/* Enqueues one call of the measured kernels on the default stream; 0 or -1 with msg. */
+typedef int (*tune_enqueue_fn)(void *arg, char *msg, size_t msgn);
+/* Event timing of enqueue: 3 warm-up calls, then `samples` (>= 20; 0: 30) calls each after an
+ * L2 flush (a 2x-L2 buffer written), median and spread as tune_attn_time. -1 with msg. */
+int tune_ctx_time(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
+                  char *msg, size_t msgn);
+/* Phase accounting for a runner: counts a gate or timing call (and starts *t), or adds the time
+ * since *t to one phase counter (and restarts *t). */
+enum { TUNE_PH_GATE_FILL, TUNE_PH_GATE_REF, TUNE_PH_GATE_RUN, TUNE_PH_TIME_FILL, TUNE_PH_TIME_LOAD,
+       TUNE_PH_TIME_RUN, TUNE_PH_GATE_CALL, TUNE_PH_TIME_CALL };
+void tune_ctx_phase(tune_attn_ctx *c, int what, double *t);
 
 /* attn_combine: random partials (some splits empty, lse -inf; some rows with every split
  * empty) of b*sq rows x hq heads x dv, merged by v, against ref_attn_combine. */

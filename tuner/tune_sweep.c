@@ -16,6 +16,7 @@
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
 #include "tuner/attn_run.h"
+#include "tuner/kda_run.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
 #include "tuner/tune_gate.h"
@@ -47,6 +48,7 @@ typedef struct plan {
     int n_todo;
     tune_attn_case time_case;
     int use_naive, naive_job;    /* gate against the GPU naive kernel (large cases) */
+    tune_kda *kda;               /* KDA shapes: their gate and timing cases (time_case unused) */
     tune_work work;
     double ceiling;              /* of work.ceiling on this GPU, NaN when not measured */
     int job_lo, job_hi;          /* the jobs first needed by this shape */
@@ -229,6 +231,8 @@ static int plan_todo(sweep *w, plan *p)
     return 0;
 }
 
+static int plan_finish(sweep *w, plan *p, const gen_kvset *shape);
+
 static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
 {
     p->shape = shape;
@@ -238,9 +242,10 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
     snprintf(p->family, sizeof p->family, "%s", fam ? fam : "");
     if (gen_shape_key(shape, p->shape_key, sizeof p->shape_key))
         return gen_host_fail(w->h, "shape key of a %s shape is too long", p->family);
-    if (strcmp(p->family, "attn_decode") && strcmp(p->family, "attn_prefill"))
-        return gen_host_fail(w->h, "the tuner times attn_decode and attn_prefill shapes, not '%s'",
-                             p->family);
+    int kda = !strcmp(p->family, "kda_prefill") || !strcmp(p->family, "kda_decode");
+    if (strcmp(p->family, "attn_decode") && strcmp(p->family, "attn_prefill") && !kda)
+        return gen_host_fail(w->h, "the tuner times attn_decode, attn_prefill, kda_prefill and kda_decode"
+                             " shapes, not '%s'", p->family);
     p->t = gen_tmpl_load(w->h, p->family);
     if (!p->t || tune_enumerate(p->t, shape, &w->tg.dev, &p->sp) || plan_todo(w, p))
         return -1;
@@ -249,6 +254,13 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
         if (j < 0)
             return -1;
         p->sp.v[i].job = j;
+    }
+    p->naive_job = -1;
+    if (kda) {
+        char e[400];
+        if (!(p->kda = tune_kda_new(shape, e, sizeof e)))
+            return gen_host_fail(w->h, "shape '%s': %s", p->shape_key, e);
+        return plan_finish(w, p, shape);
     }
     uint64_t seed = tune_seed_of(p->shape_key, 0x6b666f72);
     int *kvl = malloc(sizeof(int) * (size_t)(gen_kv_int(shape, "b", 1) + 1));
@@ -273,6 +285,12 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
     free(kvl);
     if (p->naive_job < 0 && p->use_naive)
         return -1;
+    return plan_finish(w, p, shape);
+}
+
+/* The shape's work figure and ceiling; marks the plan ready. */
+static int plan_finish(sweep *w, plan *p, const gen_kvset *shape)
+{
     tune_work_of(p->family, shape, &p->work);
     double c;
     if (db_ceiling_get(w->db, w->info.name, p->work.ceiling, &c) == DB_OK && c > 0)
@@ -301,8 +319,10 @@ static long plan_units(sweep *w, plan *p)
     return u;
 }
 
-static void plan_free(plan *p)
+static void plan_free(sweep *w, plan *p)
 {
+    tune_kda_free(p->kda, w->ctx);
+    p->kda = NULL;
     tune_space_free(&p->sp);
     free(p->todo);
 }
@@ -397,8 +417,27 @@ enum { M_OK = 0, M_REJECTED = 1, M_BROKEN = 2, M_STOP = 3, M_DBERR = -1 };
 
 /* The correctness gate: fresh inputs on the bounded gate case, poisoned outputs, against
  * the reference. M_OK when it passed (nothing stored), else the verdict is stored. */
+static int gate_kda(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
+{
+    int pass;
+    double e;
+    char msg[800], r[700];
+    if (tune_kda_gate(w->ctx, p->kda, tv, &pass, &e, r, sizeof r)) {
+        snprintf(msg, sizeof msg, "gate: %s", r);
+        return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
+               : tune_attn_broken(w->ctx)                        ? M_BROKEN
+                                                                 : M_REJECTED;
+    }
+    if (pass)
+        return M_OK;
+    snprintf(msg, sizeof msg, "gate: %s", r);
+    return store(w, p, l, vi, 0, TUNE_WRONG, isfinite(e) ? e : NAN, msg, NULL) ? M_DBERR : M_REJECTED;
+}
+
 static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
 {
+    if (p->kda)
+        return gate_kda(w, p, l, vi, tv);
     int *kvl = malloc(sizeof(int) * (size_t)(p->time_case.b + 1));
     tune_attn_case gc;
     int reduced = tune_gate_case(p->shape, check_fresh_seed(), &gc, kvl);
@@ -454,7 +493,9 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
     }
     tune_attn_timing t;
     char err[512] = "";
-    if (tune_attn_time(w->ctx, &tv, &p->time_case, samples, &t, err, sizeof err)) {
+    int bad = p->kda ? tune_kda_time(w->ctx, p->kda, &tv, samples, &t, err, sizeof err)
+                     : tune_attn_time(w->ctx, &tv, &p->time_case, samples, &t, err, sizeof err);
+    if (bad) {
         snprintf(msg, sizeof msg, "timing: %s", err);
         int rc = store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
                  : tune_attn_broken(w->ctx)                                 ? M_BROKEN
@@ -772,7 +813,7 @@ static void sweep_free(sweep *w)
         pthread_join(w->th, NULL);
     }
     for (int i = 0; i < w->n; i++)
-        plan_free(&w->p[i]);
+        plan_free(w, &w->p[i]);
     free(w->p);
     for (int j = 0; j < w->n_jobs; j++)
         gen_job_free(&w->jobs[j]);

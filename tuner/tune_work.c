@@ -24,6 +24,13 @@ void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w)
         w->amount = 4.0 * b * hq * sq * skv * d * (gen_kv_int(shape, "causal", 0) ? 0.5 : 1.0);
         w->unit = "FLOP/s";
         w->ceiling = "gemm_bf16";
+    } else if (family && (!strcmp(family, "kda_prefill") || !strcmp(family, "kda_decode"))) {
+        double n = (double)gen_kv_int(shape, "n", 0), t = (double)gen_kv_int(shape, "t", 0);
+        double h = (double)gen_kv_int(shape, "h", 0), hv = (double)gen_kv_int(shape, "hv", 0);
+        double dk = (double)gen_kv_int(shape, "dk", 0), dv = (double)gen_kv_int(shape, "dv", 0);
+        /* q, k (bf16, h heads), v, o (bf16), g (fp32 [hv, dk]), beta (fp32) per token, and the
+         * fp32 state read and written once per (sequence, value head) */
+        w->amount = n * t * (2.0 * h * dk * 2 + 2.0 * hv * dv * 2 + 4.0 * hv * dk + 4.0 * hv) + 2.0 * n * hv * dk * dv * 4;
     }
 }
 

@@ -1,4 +1,4 @@
-/* tuner/tune_work.h: the work of one attention shape: bytes or FLOPs per call, unit, ceiling kind (pure) */
+/* tuner/tune_work.h: the work of one shape: bytes or FLOPs per call, unit, ceiling kind (pure) */
 #ifndef KF_TUNER_TUNE_WORK_H
 #define KF_TUNER_TUNE_WORK_H
 
@@ -15,6 +15,8 @@ typedef struct tune_work {
  *   (the memory-bound figure; q and o are negligible).
  * attn_prefill: 4 * b * hq * sq * skv * d FLOPs (QK^T and PV, 2 per multiply-add),
  *   halved when causal (the convention of FlashAttention's papers).
+ * kda_prefill, kda_decode: bytes moved once: q, k, v, o, g, beta of every token and the fp32
+ *   state read and written once per (sequence, value head).
  * Other families: amount NaN.
  */
 void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w);

@@ -21,12 +21,14 @@
 static char g_dir[256], g_db[300];
 static rt_devinfo g_info;
 
-/* Two decode (one GQA 64/8 speculative Sq 4) and two prefill shapes, small enough for seconds. */
+/* Two decode (one GQA 64/8 speculative Sq 4), two prefill and two KDA shapes, small enough for seconds. */
 static const char *const SHAPES[] = {
     "family=attn_decode,dtype=bf16,b=2,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0",
     "family=attn_decode,dtype=bf16,b=1,sq=4,skv=8192,hq=64,hkv=8,d=128,causal=1",
     "family=attn_prefill,dtype=bf16,b=1,sq=1024,skv=1024,hq=32,hkv=8,d=128,causal=1",
     "family=attn_prefill,dtype=fp16,b=2,sq=512,skv=512,hq=8,hkv=2,d=64,causal=0",
+    "family=kda_prefill,n=2,t=300,h=2,hv=4,dk=128,dv=128",
+    "family=kda_decode,n=16,t=1,h=4,hv=8,dk=128,dv=128",
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
 
@@ -78,7 +80,7 @@ static void test_tune_gpu__small_sweep_then_resume(void **state)
         assert_int_equal(db_winner_get(db, g_info.name, gen_kv_str(&g_shapes[i], "family"), key, &w, buf,
                                        sizeof buf), DB_OK);
         assert_non_null(w.cache_key);
-        assert_non_null(strstr(w.params, "dtype="));
+        assert_non_null(strstr(w.params, gen_kv_str(&g_shapes[i], "dtype") ? "dtype=" : "dk="));
         assert_true(w.median_ms > 0);
         assert_true(w.band >= TUNE_BAND_FLOOR);
         db_binary b = {0};

@@ -1,0 +1,339 @@
+/* tuner/kda_run.c: the tuner's KDA runner: a correctness gate against the CPU fp64 recurrence and L2-flushed timing */
+#include "tuner/kda_run.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/kda_launch.h"
+#include "tuner/check.h"
+#include "tuner/ref_kda.h"
+
+#define KDA_TOL_O 1e-2
+#define KDA_TOL_STATE 5e-3
+#define GATE_LONG 700          /* tokens of the gate's long sequence (or t, when shorter) */
+#define GATE_HEADS 2           /* value heads checked at each end of the head range */
+
+/* Device copies of one host problem, and the params pointing at them. */
+typedef struct dev_prob {
+    kf_kda_params p;
+    CUdeviceptr buf[11];       /* q k v g beta a_log dt_bias h0 cu o ht */
+    size_t o_bytes, ht_elems;
+} dev_prob;
+
+struct tune_kda {
+    int prefill;
+    int n, t, h, hv, dk, dv;
+    int lens[3];
+    dev_prob time;             /* the timing case, uploaded on first use */
+    int time_ready;
+    CUdeviceptr ws;            /* workspace, grown to the largest variant's need */
+    size_t ws_bytes;
+};
+
+static int shape_int(const gen_kvset *s, const char *k) { return (int)gen_kv_int(s, k, 0); }
+
+tune_kda *tune_kda_new(const gen_kvset *shape, char *err, size_t errn)
+{
+    const char *fam = gen_kv_str(shape, "family");
+    if (!fam || (strcmp(fam, "kda_prefill") && strcmp(fam, "kda_decode"))) {
+        snprintf(err, errn, "family '%s' is not kda_prefill or kda_decode", fam ? fam : "");
+        return NULL;
+    }
+    tune_kda k = {0};
+    k.prefill = !strcmp(fam, "kda_prefill");
+    k.n = shape_int(shape, "n"), k.t = shape_int(shape, "t"), k.h = shape_int(shape, "h");
+    k.hv = shape_int(shape, "hv"), k.dk = shape_int(shape, "dk"), k.dv = shape_int(shape, "dv");
+    if (k.n < 1 || k.t < 1 || k.h < 1 || k.hv < 1 || k.dk < 1 || k.dv < 1 || k.hv % k.h) {
+        snprintf(err, errn, "a KDA shape needs n, t, h, hv, dk, dv >= 1 with hv a multiple of h; got n %d t %d h %d"
+                 " hv %d dk %d dv %d", k.n, k.t, k.h, k.hv, k.dk, k.dv);
+        return NULL;
+    }
+    k.lens[0] = k.t < GATE_LONG ? k.t : GATE_LONG, k.lens[1] = 0, k.lens[2] = 17;
+    tune_kda *out = malloc(sizeof *out);
+    if (!out) {
+        snprintf(err, errn, "out of memory");
+        return NULL;
+    }
+    *out = k;
+    return out;
+}
+
+static void dev_free(tune_attn_ctx *ctx, dev_prob *d)
+{
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    for (int i = 0; i < 11; i++)
+        if (d->buf[i] && cu)
+            cu->MemFree(d->buf[i]);
+    memset(d, 0, sizeof *d);
+}
+
+void tune_kda_free(tune_kda *k, tune_attn_ctx *ctx)
+{
+    if (!k)
+        return;
+    if (ctx) {
+        dev_free(ctx, &k->time);
+        if (k->ws)
+            tune_ctx_cu(ctx)->MemFree(k->ws);
+    }
+    free(k);
+}
+
+/* Uploads the host problem's inputs and allocates its outputs. */
+static int dev_make(tune_attn_ctx *ctx, const ref_kda_host *hp, dev_prob *d, char *msg, size_t msgn)
+{
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    const void *src[9] = {hp->q, hp->k, hp->v, hp->g, hp->beta, hp->a_log, hp->dt_bias, hp->h0, hp->cu};
+    size_t bytes[9] = {hp->nq * 2, hp->nk * 2, hp->nv * 2, hp->ng * 4, hp->nbeta * 4, hp->nalog * 4,
+                       hp->ndt * 4, hp->nh0 * 4, hp->ncu_bytes};
+    memset(d, 0, sizeof *d);
+    d->p = hp->p;
+    for (int i = 0; i < 9; i++) {
+        if (!src[i] || !bytes[i])
+            continue;
+        int r = cu->MemAlloc(&d->buf[i], bytes[i] + 16);
+        if (!r)
+            r = cu->MemcpyHtoD(d->buf[i], src[i], bytes[i]);
+        if (r)
+            return tune_ctx_fail(ctx, r, "KDA inputs: cuMemAlloc/cuMemcpyHtoD", msg, msgn);
+    }
+    d->o_bytes = hp->no * 2, d->ht_elems = hp->nht;
+    int r = cu->MemAlloc(&d->buf[9], d->o_bytes + 16);
+    if (!r && d->ht_elems)
+        r = cu->MemAlloc(&d->buf[10], d->ht_elems * 4 + 16);
+    if (r)
+        return tune_ctx_fail(ctx, r, "KDA outputs: cuMemAlloc", msg, msgn);
+    kf_kda_params *p = &d->p;
+    p->q = (void *)(uintptr_t)d->buf[0], p->k = (void *)(uintptr_t)d->buf[1], p->v = (void *)(uintptr_t)d->buf[2];
+    p->g = (float *)(uintptr_t)d->buf[3], p->beta = (float *)(uintptr_t)d->buf[4];
+    p->a_log = (float *)(uintptr_t)d->buf[5], p->dt_bias = (float *)(uintptr_t)d->buf[6];
+    p->h0 = (float *)(uintptr_t)d->buf[7], p->cu_seqlens = (void *)(uintptr_t)d->buf[8];
+    p->o = (void *)(uintptr_t)d->buf[9], p->ht = (float *)(uintptr_t)d->buf[10];
+    return 0;
+}
+
+/* Sizes the workspace for v on d (poisoned with NaN bytes when it grows: a slot read before it is
+ * written fails the gate) and checks the variant against the problem. */
+static int prepare(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, dev_prob *d, char *msg, size_t msgn)
+{
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    size_t ws = rt_kda_workspace_bytes(&v->vp, &d->p);
+    if (ws > k->ws_bytes) {
+        if (k->ws)
+            cu->MemFree(k->ws), k->ws = 0, k->ws_bytes = 0;
+        int r = cu->MemAlloc(&k->ws, ws);
+        if (!r)
+            r = cu->MemsetD8(k->ws, 0xFF, ws);
+        if (r)
+            return tune_ctx_fail(ctx, r, "KDA workspace: cuMemAlloc", msg, msgn);
+        k->ws_bytes = ws;
+    }
+    d->p.ws = ws ? (void *)(uintptr_t)k->ws : NULL;
+    char e[400];
+    if (rt_kda_check(&v->vp, &d->p, e, sizeof e)) {
+        snprintf(msg, msgn, "the variant refuses the case: %s", e);
+        return -1;
+    }
+    if (rt_kda_kernel_count(&v->vp) != v->n_kernels) {
+        snprintf(msg, msgn, "%s launches %d kernels but its binary has %d", v->key ? v->key : v->family,
+                 rt_kda_kernel_count(&v->vp), v->n_kernels);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct launch_arg {
+    const tune_attn_variant *v;
+    const rt_module *m;
+    kf_kda_params *p;
+} launch_arg;
+
+static int launch(void *arg, char *msg, size_t msgn)
+{
+    launch_arg *a = arg;
+    void *args[] = {a->p};
+    for (int i = 0; i < a->m->n; i++) {
+        unsigned grid[3];
+        if (rt_kda_grid(&a->v->vp, a->p, i, grid)) {
+            snprintf(msg, msgn, "rt_kda_grid refused kernel %d of %s", i, a->v->key ? a->v->key : a->v->family);
+            return -1;
+        }
+        if (rt_module_launch(a->m, i, grid, args, NULL, msg, msgn))
+            return -1;
+    }
+    return 0;
+}
+
+static ref_kda_case gate_case(const tune_kda *k)
+{
+    ref_kda_case c;
+    memset(&c, 0, sizeof c);
+    c.h = k->h, c.hv = k->hv, c.dk = k->dk, c.dv = k->dv;
+    if (k->prefill) {
+        c.nseq = 3, c.lens = k->lens;
+    } else {
+        c.nseq = k->n < 16 ? k->n : 16, c.t = 1;
+    }
+    c.gate = 1, c.lower_bound = -5.0, c.l2norm = 1, c.beta_sigmoid = 1, c.h0 = 1, c.ht = 2;
+    return c;
+}
+
+/* ||a - b|| / ||b|| over the value heads [hv0, hv0 + nhv) of a [rows, hv, w] pair; NaN when a has a
+ * non-finite value there. */
+static void rel_err_acc(const double *a, const double *b, long long rows, int hv, int w, int hv0, int nhv,
+                        double *num, double *den)
+{
+    for (long long r = 0; r < rows; r++)
+        for (int h = hv0; h < hv0 + nhv; h++)
+            for (int c = 0; c < w; c++) {
+                size_t i = ((size_t)r * hv + h) * w + c;
+                double d = a[i] - b[i];
+                *num += d * d, *den += b[i] * b[i];
+            }
+}
+
+int tune_kda_gate(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, int *pass, double *rel_err,
+                  char *msg, size_t msgn)
+{
+    *pass = 0, *rel_err = NAN;
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    double t;
+    tune_ctx_phase(ctx, TUNE_PH_GATE_CALL, &t);
+    ref_kda_case c = gate_case(k);
+    ref_kda_host hp;
+    dev_prob d;
+    memset(&d, 0, sizeof d);
+    rt_module own;
+    memset(&own, 0, sizeof own);
+    double *ro = NULL, *rht = NULL, *go = NULL, *ght = NULL;
+    float *raw = NULL;
+    uint16_t *ob = NULL;
+    int rc = -1;
+    uint64_t seed = check_fresh_seed();
+    if (ref_kda_host_make(&hp, &c, seed)) {
+        snprintf(msg, msgn, "gate: cannot build the KDA case (out of memory?)");
+        return -1;
+    }
+    const kf_kda_params *hpp = &hp.p;
+    long long rows = ref_kda_rows(hpp);
+    size_t nst = (size_t)c.nseq * c.hv * c.dk * c.dv;
+    const rt_module *m;
+    if (dev_make(ctx, &hp, &d, msg, msgn))
+        goto out;
+    tune_ctx_phase(ctx, TUNE_PH_GATE_FILL, &t);
+    if (!(m = tune_ctx_module(ctx, v, 0, &own, msg, msgn)) || prepare(ctx, k, v, &d, msg, msgn))
+        goto out;
+    int r = cu->MemsetD8(d.buf[9], 0xFF, d.o_bytes);
+    if (!r)
+        r = cu->MemsetD32(d.buf[10], CHECK_POISON32, d.ht_elems);
+    if (r) {
+        tune_ctx_fail(ctx, r, "gate: poison outputs", msg, msgn);
+        goto out;
+    }
+    launch_arg a = {v, m, &d.p};
+    if (launch(&a, msg, msgn))
+        goto out;
+    if ((r = cu->CtxSynchronize())) {
+        tune_ctx_fail(ctx, r, "gate: the kernels failed", msg, msgn);
+        goto out;
+    }
+    ob = malloc(d.o_bytes + 2), raw = malloc(d.ht_elems * 4 + 4);
+    go = malloc(sizeof(double) * (hp.no + 1)), ght = malloc(sizeof(double) * (nst + 1));
+    ro = calloc(hp.no + 1, sizeof(double)), rht = calloc(nst + 1, sizeof(double));
+    if (!ob || !raw || !go || !ght || !ro || !rht) {
+        snprintf(msg, msgn, "gate: out of host memory");
+        goto out;
+    }
+    if ((r = cu->MemcpyDtoH(ob, d.buf[9], d.o_bytes)) || (r = cu->MemcpyDtoH(raw, d.buf[10], d.ht_elems * 4))) {
+        tune_ctx_fail(ctx, r, "gate: cuMemcpyDtoH", msg, msgn);
+        goto out;
+    }
+    tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
+    /* the reference on the first and last GATE_HEADS value heads (every head when few) */
+    int nh = c.hv <= 2 * GATE_HEADS ? c.hv : GATE_HEADS;
+    ref_kda(hpp, 0, nh, ro, rht);
+    if (c.hv > 2 * GATE_HEADS)
+        ref_kda(hpp, c.hv - GATE_HEADS, GATE_HEADS, ro, rht);
+    tune_ctx_phase(ctx, TUNE_PH_GATE_REF, &t);
+    size_t nonfinite = 0, unwritten = 0;
+    for (size_t i = 0; i < hp.no; i++) {
+        unwritten += ob[i] == CHECK_POISON16;
+        go[i] = check_bf16_to_f32(ob[i]);
+        nonfinite += !isfinite(go[i]);
+    }
+    for (int n = 0; n < c.nseq; n++)
+        for (int hv = 0; hv < c.hv; hv++)
+            for (int x = 0; x < c.dk; x++)
+                for (int y = 0; y < c.dv; y++) {
+                    size_t src = (size_t)(n * hpp->ht_sn + hv * hpp->ht_sh +
+                                          (hpp->ht_vfirst ? y * hpp->ht_sr + x : x * hpp->ht_sr + y));
+                    uint32_t bits;
+                    memcpy(&bits, &raw[src], 4);
+                    unwritten += bits == CHECK_POISON32;
+                    ght[(((size_t)n * c.hv + hv) * c.dk + x) * c.dv + y] = raw[src];
+                    nonfinite += !isfinite(raw[src]);
+                }
+    double on = 0, od = 0, sn = 0, sd = 0;
+    int ranges[2][2] = {{0, nh}, {c.hv - GATE_HEADS, c.hv > 2 * GATE_HEADS ? GATE_HEADS : 0}};
+    for (int i = 0; i < 2; i++) {
+        rel_err_acc(go, ro, rows, c.hv, c.dv, ranges[i][0], ranges[i][1], &on, &od);
+        rel_err_acc(ght, rht, c.nseq, c.hv, c.dk * c.dv, ranges[i][0], ranges[i][1], &sn, &sd);
+    }
+    double eo = od > 0 ? sqrt(on / od) : sqrt(on), es = sd > 0 ? sqrt(sn / sd) : sqrt(sn);
+    *rel_err = eo;
+    *pass = !nonfinite && !unwritten && eo <= KDA_TOL_O && es <= KDA_TOL_STATE;
+    snprintf(msg, msgn, "%s: o rel %.2e (tol %.0e), state rel %.2e (tol %.0e), nonfinite %zu, unwritten %zu; "
+             "lens [%d, %d, %d] x %d value heads, seed %llu", *pass ? "pass" : "FAIL", eo, KDA_TOL_O, es,
+             KDA_TOL_STATE, nonfinite, unwritten, c.lens ? c.lens[0] : 1, c.lens ? c.lens[1] : c.nseq,
+             c.lens ? c.lens[2] : 0, c.hv, (unsigned long long)seed);
+    rc = 0;
+out:
+    tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
+    if (own.mod)
+        rt_module_unload(&own);
+    dev_free(ctx, &d);
+    ref_kda_host_free(&hp);
+    free(ro), free(rht), free(go), free(ght), free(raw), free(ob);
+    return rc;
+}
+
+int tune_kda_time(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, int samples, tune_attn_timing *t,
+                  char *msg, size_t msgn)
+{
+    memset(t, 0, sizeof *t);
+    double tm;
+    tune_ctx_phase(ctx, TUNE_PH_TIME_CALL, &tm);
+    if (!k->time_ready) {
+        ref_kda_case c;
+        memset(&c, 0, sizeof c);
+        c.nseq = k->n, c.t = k->t, c.h = k->h, c.hv = k->hv, c.dk = k->dk, c.dv = k->dv;
+        c.gate = 0, c.log_gate_max = 0.1, c.h0 = 1, c.ht = 1;
+        ref_kda_host hp;
+        if (ref_kda_host_make(&hp, &c, 0x6b6461)) {
+            snprintf(msg, msgn, "timing: cannot build the KDA case n %d t %d hv %d (out of memory?)", k->n, k->t, k->hv);
+            return -1;
+        }
+        int bad = dev_make(ctx, &hp, &k->time, msg, msgn);
+        ref_kda_host_free(&hp);
+        if (bad)
+            return -1;
+        k->time_ready = 1;
+    }
+    tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
+    rt_module own;
+    memset(&own, 0, sizeof own);
+    const rt_module *m = tune_ctx_module(ctx, v, 0, &own, msg, msgn);
+    int rc = -1;
+    if (m && !prepare(ctx, k, v, &k->time, msg, msgn)) {
+        tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, &tm);
+        launch_arg a = {v, m, &k->time.p};
+        rc = tune_ctx_time(ctx, launch, &a, samples, t, msg, msgn);
+    }
+    tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, &tm);
+    if (own.mod)
+        rt_module_unload(&own);
+    return rc;
+}

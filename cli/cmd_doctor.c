@@ -152,7 +152,8 @@ int cmd_doctor_measure(cli_opts *o)
     gen_job *jobs = NULL;
     int n = 0;
     if (!rc) {
-        cli_progress(o, "measuring the bf16 GEMM ceiling (kforge's own mma.sync kernel, %d^3)\n", TUNE_GEMM_SIZE);
+        cli_progress(o, "measuring the bf16 GEMM ceiling (cuBLAS when present and kforge's own kernel, %d^3)\n",
+                     TUNE_GEMM_SIZE);
         rc = gemm_jobs(o, h, &tg, db, &jobs, &n);
     }
     if (!rc && tune_ceiling_gemm(0, jobs, n, TUNE_GEMM_SIZE, 30, &gemm, err, sizeof err))
@@ -163,15 +164,17 @@ int cmd_doctor_measure(cli_opts *o)
         printf("{\"gpu\":\"%s\",\"copy\":{\"value\":%.6g,\"unit\":\"B/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
                "\"how\":\"cuMemcpyDtoD of 1 GiB, bytes read + written\"},"
                "\"gemm_bf16\":{\"value\":%.6g,\"unit\":\"FLOP/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
-               "\"variant\":\"%s\",\"check_rel_err\":%.3g,\"how\":\"kforge's own mma.sync GEMM, not cuBLAS\"}}\n",
+               "\"variant\":\"%s\",\"check_rel_err\":%.3g,\"kforge_own\":%.6g,\"cublas\":\"%s\","
+               "\"how\":\"the fastest correct of cuBLAS and kforge's ceil_gemm, 8192^3\"}}\n",
                info.name, copy.value, copy.median_ms, copy.spread, gemm.value, gemm.median_ms, gemm.spread,
-               gemm.variant, gemm.check_err);
+               gemm.variant, gemm.check_err, gemm.own_value, gemm.cublas);
     else if (!rc)
         printf("ceilings of %s, stored in %s:\n"
                "  copy       %.3f TB/s (read + written; cuMemcpyDtoD of 1 GiB, median of %d, spread %.1f%%)\n"
-               "  gemm_bf16  %.1f TFLOP/s (kforge's own mma.sync GEMM %s, %d^3, median of %d, spread %.1f%%;"
-               " not cuBLAS)\n", info.name, db_path(db), copy.value / 1e12, copy.samples, 100 * copy.spread,
-               gemm.value / 1e12, gemm.variant, TUNE_GEMM_SIZE, gemm.samples, 100 * gemm.spread);
+               "  gemm_bf16  %.1f TFLOP/s (%s, %d^3, median of %d, spread %.1f%%; kforge's own GEMM %.1f;"
+               " cuBLAS: %s)\n", info.name, db_path(db), copy.value / 1e12, copy.samples, 100 * copy.spread,
+               gemm.value / 1e12, gemm.variant, TUNE_GEMM_SIZE, gemm.samples, 100 * gemm.spread,
+               gemm.own_value / 1e12, gemm.cublas);
     for (int i = 0; i < n; i++)
         gen_job_free(&jobs[i]);
     free(jobs);

@@ -1,4 +1,4 @@
-/* tuner/tune_ceiling.c: measured ceilings of a GPU: device copy bandwidth and kforge's own bf16 GEMM throughput */
+/* tuner/tune_ceiling.c: measured ceilings of a GPU: device copy bandwidth and bf16 GEMM throughput (cuBLAS or kforge's own) */
 #include "tuner/tune_ceiling.h"
 
 #include <math.h>
@@ -8,6 +8,7 @@
 
 #include "runtime/cuda.h"
 #include "runtime/module.h"
+#include "tuner/ceil_cublas.h"
 #include "tuner/check.h"
 
 static int cmp_dbl(const void *a, const void *b)
@@ -110,11 +111,14 @@ struct gemm_arg {
     rt_module *m;
     CUdeviceptr a, b, c;
     int size;
+    tune_cublas *blas;
 };
 
 static int gemm_once(void *p, char *err, size_t errn)
 {
     struct gemm_arg *g = p;
+    if (g->blas)
+        return tune_cublas_gemm_bf16(g->blas, g->a, g->b, g->c, g->size, err, errn);
     void *args[] = {&g->a, &g->b, &g->c, &g->size, &g->size, &g->size};
     unsigned grid[3] = {(unsigned)(g->size / 128), (unsigned)(g->size / 128), 1};
     return rt_module_launch(g->m, 0, grid, args, NULL, err, errn);
@@ -158,7 +162,8 @@ int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int sam
     size_t elems = (size_t)size * size, bytes = elems * 2;
     uint16_t *ha = malloc(bytes), *hb = malloc(bytes);
     double *ms = calloc((size_t)samples, sizeof *ms);
-    struct gemm_arg g = {NULL, 0, 0, 0, size};
+    struct gemm_arg g = {NULL, 0, 0, 0, size, NULL};
+    tune_cublas *blas = NULL;
     int rc = -1, passed = 0;
     CUresult r;
     char last[512] = "no ceil_gemm variant built";
@@ -174,28 +179,39 @@ int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int sam
         cu_err(r, "allocating the GEMM buffers", err, errn);
         goto out;
     }
-    for (int v = 0; v < n; v++) {
-        const gen_job *j = &jobs[v];
-        if (j->failed || !j->bin.image) {
+    char blas_err[256] = "";
+    blas = g.blas = tune_cublas_open(blas_err, sizeof blas_err);
+    snprintf(out->cublas, sizeof out->cublas, "%s", blas ? tune_cublas_name(blas) : blas_err);
+    /* v == -1: cuBLAS (when it loaded), then every kforge ceil_gemm variant */
+    for (int v = g.blas ? -1 : 0; v < n; v++) {
+        const gen_job *j = v >= 0 ? &jobs[v] : NULL;
+        char name[256];
+        snprintf(name, sizeof name, "%s", j ? j->variant_key : "cuBLAS cublasGemmEx");
+        if (j && (j->failed || !j->bin.image)) {
             snprintf(last, sizeof last, "%s: %.400s", j->variant_key, j->err);
             continue;
         }
-        rt_module m;
-        rt_kernel_desc k = {"", j->kernels[0].threads, j->kernels[0].smem};
-        snprintf(k.name, sizeof k.name, "%s", j->kernels[0].name);
-        if (rt_module_load(&m, j->bin.image, &k, 1, last, sizeof last))
-            continue;
-        g.m = &m;
+        rt_module m = {0};
+        if (j) {
+            rt_kernel_desc k = {"", j->kernels[0].threads, j->kernels[0].smem};
+            snprintf(k.name, sizeof k.name, "%s", j->kernels[0].name);
+            if (rt_module_load(&m, j->bin.image, &k, 1, last, sizeof last))
+                continue;
+            g.m = &m;
+        }
         cu->MemsetD8(g.c, 0xFF, bytes);                   /* poison: NaN in bf16 */
         double e = NAN, med, spread;
         int t = time_events(cu, gemm_once, &g, samples, ms, last, sizeof last);
         if (!t)
             e = gemm_check(cu, &g, ha, hb);
-        rt_module_unload(&m);
+        if (j)
+            rt_module_unload(&m);
+        else
+            g.blas = NULL;                                /* the kforge variants next */
         if (t)
             continue;
         if (!(e <= 1e-2)) {
-            snprintf(last, sizeof last, "%s: sampled outputs off by %.3g (relative)", j->variant_key, e);
+            snprintf(last, sizeof last, "%s: sampled outputs off by %.3g (relative)", name, e);
             continue;
         }
         stats(ms, samples, &med, &spread);
@@ -206,8 +222,10 @@ int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int sam
             out->spread = spread;
             out->samples = samples;
             out->check_err = e;
-            snprintf(out->variant, sizeof out->variant, "%s", j->variant_key);
+            snprintf(out->variant, sizeof out->variant, "%s", name);
         }
+        if (j && flops > out->own_value)
+            out->own_value = flops;
         passed++;
     }
     if (passed)
@@ -215,6 +233,7 @@ int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int sam
     else
         snprintf(err, errn, "no ceil_gemm variant ran correctly (last: %s)", last);
 out:
+    tune_cublas_close(blas);
     if (g.a)
         cu->MemFree(g.a);
     if (g.b)

@@ -1,4 +1,4 @@
-/* tuner/tune_ceiling.h: measured ceilings of a GPU: device copy bandwidth and kforge's own bf16 GEMM throughput */
+/* tuner/tune_ceiling.h: measured ceilings of a GPU: device copy bandwidth and bf16 GEMM throughput (cuBLAS or kforge's own) */
 #ifndef KF_TUNER_TUNE_CEILING_H
 #define KF_TUNER_TUNE_CEILING_H
 
@@ -14,16 +14,19 @@ typedef struct tune_ceiling {
     double median_ms, spread;          /* spread: (p90 - p10) / median */
     int samples;
     double check_err;                  /* GEMM: relative error of sampled outputs vs fp64 (NaN for copy) */
-    char variant[256];                 /* GEMM: the variant key that gave the figure */
+    char variant[256];                 /* GEMM: what gave the figure (a ceil_gemm variant key or cuBLAS) */
+    double own_value;                  /* GEMM: the fastest kforge ceil_gemm variant alone */
+    char cublas[256];                  /* GEMM: the cuBLAS library timed, or why none was */
 } tune_ceiling;
 
 /* cuMemcpyDtoD of `bytes` on GPU ordinal, events around each copy, median of `samples`
  * (>= 20) after 2 warm-ups. 0, or -1 with a message. */
 int tune_ceiling_copy(int ordinal, size_t bytes, int samples, tune_ceiling *out, char *err, size_t errn);
 
-/* Times every built ceil_gemm job (jobs[0..n)) on size^3 random bf16 inputs; checks 256
- * sampled outputs of each against fp64 (relative error <= 1e-2, else the variant is left
- * out); the fastest passing one gives the figure. 0, or -1 with a message. */
+/* Times cuBLAS's bf16 GEMM (when a libcublas loads: tuner/ceil_cublas.h) and every built
+ * ceil_gemm job (jobs[0..n)) on size^3 random bf16 inputs; checks 256 sampled outputs of each
+ * against fp64 (relative error <= 1e-2, else the contender is left out); the fastest passing
+ * one gives the figure. 0, or -1 with a message. */
 int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int samples, tune_ceiling *out,
                       char *err, size_t errn);
 

@@ -1,5 +1,6 @@
 """The binding on a GPU (skipped without torch, CUDA or libkforge): kforge.attention against
 an fp64 reference, for decode and prefill, strided views, kv_len, lse, and the plan cache."""
+import ctypes
 import math
 import unittest
 
@@ -77,6 +78,56 @@ class TestGpu(unittest.TestCase):
         o = kforge.attention(q, k, v, causal=True, ctx=self.ctx)
         ro, _ = ref(q, k, v, True)
         self.assertLess(rel(o, ro), 1e-2)
+
+    def direct_c(self, q, k, v, o, lse, causal, kv_len, kind):
+        """The same problem through the C API called by hand (ctypes, every field written out
+        here): a caller that does not use the binding's argument logic."""
+        from kforge import _lib
+        lib = self.ctx._lib
+        B, Sq, Hq, D = q.shape
+        Skv, Hkv = k.shape[1], k.shape[2]
+        d = _lib.desc_init()  # KF_ATTN_DESC_INIT, as a C caller starts
+        d.kind, d.causal, d.scale = kind, int(causal), 0.0
+        d.dtype = _lib.KF_BF16 if q.dtype == torch.bfloat16 else _lib.KF_FP16
+        d.hq, d.hkv, d.d = Hq, Hkv, D
+        d.max_batch, d.max_q, d.max_kv, d.packed_q = B, Sq, Skv, 0
+        for name, t in (("q_strides", q), ("k_strides", k), ("v_strides", v), ("o_strides", o)):
+            setattr(d, name, _lib.Strides3(t.stride(0), t.stride(1), t.stride(2)))
+        plan = ctypes.c_void_p()
+        st = lib.kf_attn_plan(self.ctx.handle, ctypes.byref(d), ctypes.byref(plan))
+        self.assertEqual(st, 0, lib.kf_errmsg(self.ctx.handle))
+        t = _lib.kf_attn_tensors()
+        t.q, t.k, t.v, t.o, t.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+        t.kv_len = kv_len.data_ptr() if kv_len is not None else None
+        t.batch, t.q_len, t.kv_len_all = B, Sq, Skv
+        st = lib.kf_attn_run(plan, ctypes.byref(t), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        self.assertEqual(st, 0, lib.kf_errmsg(self.ctx.handle))
+        torch.cuda.synchronize()
+        lib.kf_plan_free(plan)
+
+    def test_binding_equals_direct_c_bitwise(self):
+        """#7: the binding's results equal the C API's bit for bit (decode 8/2 with kv_len on a
+        strided [B, H, S, D] cache view, causal prefill 8/4)."""
+        from kforge import _lib
+        torch.manual_seed(7)
+        cases = []
+        kc = torch.randn(3, 2, 700, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)  # [B, S, H, D] view
+        vc = torch.randn(3, 2, 700, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        qd = torch.randn(3, 2, 8, 128, device="cuda", dtype=torch.bfloat16)
+        kvl = torch.tensor([700, 1, 333], dtype=torch.int32, device="cuda")
+        cases.append((qd, kc, vc, True, kvl, _lib.KF_ATTN_DECODE))
+        qp = torch.randn(1, 300, 8, 64, device="cuda", dtype=torch.float16)
+        kp = torch.randn(1, 300, 4, 64, device="cuda", dtype=torch.float16)
+        vp = torch.randn(1, 300, 4, 64, device="cuda", dtype=torch.float16)
+        cases.append((qp, kp, vp, True, None, _lib.KF_ATTN_PREFILL))
+        for q, k, v, causal, kv_len, kind in cases:
+            o, lse = kforge.attention(q, k, v, causal=causal, kv_len=kv_len, lse=True, ctx=self.ctx)
+            torch.cuda.synchronize()
+            o2 = torch.full_like(o, float("nan"))
+            lse2 = torch.full_like(lse, float("nan"))
+            self.direct_c(q, k, v, o2, lse2, causal, kv_len, kind)
+            self.assertTrue(torch.equal(o.view(torch.int16), o2.view(torch.int16)), "o differs")
+            self.assertTrue(torch.equal(lse.view(torch.int32), lse2.view(torch.int32)), "lse differs")
 
     def test_non_contiguous_refused(self):
         q = torch.randn(1, 1, 8, 128, device="cuda", dtype=torch.bfloat16)

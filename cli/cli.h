@@ -3,6 +3,7 @@
 #define KF_CLI_H
 
 #include "db/db.h"
+#include "gen/json.h"
 #include "gen/kv.h"
 #include "gen/template.h"
 

@@ -20,9 +20,11 @@ int cmd_export(cli_opts *o)
     int nw = 0, nb = 0, rc = 0;
     if (db_bundle_export(db, o->gpu, o->family, o->output, KF_GIT_REV, &nw, &nb) != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
-    else if (o->json)
-        printf("{\"bundle\":\"%s\",\"gpu\":\"%s\",\"winners\":%d,\"binaries\":%d}\n", o->output, o->gpu, nw, nb);
-    else
+    else if (o->json) {
+        char jo[4096], jg[1024];
+        printf("{\"bundle\":%s,\"gpu\":%s,\"winners\":%d,\"binaries\":%d}\n",
+               gen_json_str(jo, sizeof jo, o->output), gen_json_str(jg, sizeof jg, o->gpu), nw, nb);
+    } else
         printf("wrote %s: %d winner%s, %d binar%s for %s\n", o->output, nw, nw == 1 ? "" : "s", nb,
                nb == 1 ? "y" : "ies", o->gpu);
     db_close(db);

@@ -108,11 +108,16 @@ static void report(const cli_opts *o, job_list *l)
         hits += j->cache_hit;
         failed += j->failed;
         if (o->json) {
-            printf("%s\n {\"variant\":\"%s\",\"cache_key\":\"%s\",\"status\":\"%s\",\"compile_ms\":%.1f,"
-                   "\"regs\":%d,\"smem_static\":%d,\"spill_bytes\":%d,\"bytes\":%zu}",
-                   i ? "," : "", j->binary_key, j->cache_key,
+            char jv[1024], jc[1024], je[4 * sizeof j->err];
+            printf("%s\n {\"variant\":%s,\"cache_key\":%s,\"status\":\"%s\",\"compile_ms\":%.1f,"
+                   "\"regs\":%d,\"smem_static\":%d,\"spill_bytes\":%d,\"bytes\":%zu",
+                   i ? "," : "", gen_json_str(jv, sizeof jv, j->binary_key),
+                   gen_json_str(jc, sizeof jc, j->cache_key),
                    j->failed ? "failed" : j->cache_hit ? "cache_hit" : "compiled", j->bin.ms, j->bin.regs,
                    j->bin.smem_static, j->bin.spill_bytes, j->bin.size);
+            if (j->failed)   /* the message has nowhere else to go in --json mode */
+                printf(",\"error\":%s", gen_json_str(je, sizeof je, j->err));
+            printf("}");
         } else if (j->failed) {
             fprintf(stderr, "error: %s\n", j->err);
         }

@@ -10,10 +10,12 @@ static int db_info_cmd(cli_opts *o, db_store *db)
     if (db_get_info(db, &in) != DB_OK)
         return cli_error("%s", db_errmsg(db));
     if (o->json) {
-        printf("{\"path\":\"%s\",\"schema_version\":%d,\"journal_mode\":\"%s\",\"templates\":%lld,"
+        char jp[4096], jm[64];
+        printf("{\"path\":%s,\"schema_version\":%d,\"journal_mode\":%s,\"templates\":%lld,"
                "\"binaries\":%lld,\"binary_bytes\":%lld,\"devices\":%lld,\"runs\":%lld,"
                "\"measurements\":%lld,\"winners\":%lld}\n",
-               db_path(db), in.schema_version, in.journal_mode, in.templates, in.binaries,
+               gen_json_str(jp, sizeof jp, db_path(db)), in.schema_version,
+               gen_json_str(jm, sizeof jm, in.journal_mode), in.templates, in.binaries,
                in.binary_bytes, in.devices, in.runs, in.measurements, in.winners);
         return 0;
     }
@@ -33,13 +35,16 @@ struct ls_ctx {
 static int ls_cb(const db_binary *b, void *arg)
 {
     struct ls_ctx *c = arg;
-    if (c->o->json)
-        printf("%s\n {\"cache_key\":\"%s\",\"variant\":\"%s\",\"family\":\"%s\",\"arch\":\"%s\","
-               "\"nvrtc\":\"%s\",\"bytes\":%zu,\"regs\":%d,\"smem_static\":%d,\"spill_bytes\":%d,"
-               "\"compile_ms\":%.1f,\"kernels\":\"%s\"}",
-               c->n ? "," : "", b->cache_key, b->variant_key, b->family, b->arch, b->nvrtc,
-               b->image_size, b->regs, b->smem_static, b->spill_bytes, b->compile_ms, b->kernels);
-    else
+    if (c->o->json) {
+        char jc[1024], jv[1024], jf[256], ja[64], jn[64], jk[8192];
+        printf("%s\n {\"cache_key\":%s,\"variant\":%s,\"family\":%s,\"arch\":%s,"
+               "\"nvrtc\":%s,\"bytes\":%zu,\"regs\":%d,\"smem_static\":%d,\"spill_bytes\":%d,"
+               "\"compile_ms\":%.1f,\"kernels\":%s}",
+               c->n ? "," : "", gen_json_str(jc, sizeof jc, b->cache_key),
+               gen_json_str(jv, sizeof jv, b->variant_key), gen_json_str(jf, sizeof jf, b->family),
+               gen_json_str(ja, sizeof ja, b->arch), gen_json_str(jn, sizeof jn, b->nvrtc), b->image_size,
+               b->regs, b->smem_static, b->spill_bytes, b->compile_ms, gen_json_str(jk, sizeof jk, b->kernels));
+    } else
         printf("%-70s %-7s %8zu B %4d regs %5d B spills %7.0f ms\n", b->variant_key, b->arch,
                b->image_size, b->regs, b->spill_bytes, b->compile_ms);
     c->n++;

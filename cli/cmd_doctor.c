@@ -60,15 +60,18 @@ int cmd_doctor(cli_opts *o)
     struct tmpl_ctx c = {h, 0, 0, o->json};
     if (o->json) {
         gen_host_families(h, check_tmpl, &c);
-        printf("{\"nvrtc\":\"%s\",\"gpu\":", nvrtc);
+        char j1[4096], j2[1024], j3[1024], j4[1024];
+        printf("{\"nvrtc\":%s,\"gpu\":", gen_json_str(j1, sizeof j1, nvrtc));
         if (gpu)
-            printf("{\"name\":\"%s\",\"uuid\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"driver\":\"%s\"}",
-                   info.name, info.uuid, info.arch, info.sms, info.driver);
+            printf("{\"name\":%s,\"uuid\":%s,\"arch\":%s,\"sms\":%d,\"driver\":%s}",
+                   gen_json_str(j1, sizeof j1, info.name), gen_json_str(j2, sizeof j2, info.uuid),
+                   gen_json_str(j3, sizeof j3, info.arch), info.sms, gen_json_str(j4, sizeof j4, info.driver));
         else
-            printf("null,\"gpu_error\":\"%s\"", err);
-        printf(",\"db\":\"%s\",\"schema_version\":%d,\"db_status\":\"%s\",\"templates\":\"%s\","
+            printf("null,\"gpu_error\":%s", gen_json_str(j1, sizeof j1, err));
+        printf(",\"db\":%s,\"schema_version\":%d,\"db_status\":%s,\"templates\":%s,"
                "\"templates_ok\":%d,\"templates_bad\":%d}\n",
-               path, schema, dbmsg[0] ? dbmsg : "ok", gen_source_describe(gen_host_source(h)), c.ok, c.bad);
+               gen_json_str(j1, sizeof j1, path), schema, gen_json_str(j2, sizeof j2, dbmsg[0] ? dbmsg : "ok"),
+               gen_json_str(j3, sizeof j3, gen_source_describe(gen_host_source(h))), c.ok, c.bad);
     } else {
         printf("nvrtc      %s\n", nvrtc);
         if (gpu)
@@ -160,14 +163,16 @@ int cmd_doctor_measure(cli_opts *o)
         rc = cli_error("GEMM ceiling: %s", err);
     else if (!rc && db_ceiling_put(db, info.name, "gemm_bf16", gemm.value, "FLOP/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
+    char jg[1024], jv[2048], jc[2048];
     if (!rc && o->json)
-        printf("{\"gpu\":\"%s\",\"copy\":{\"value\":%.6g,\"unit\":\"B/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
+        printf("{\"gpu\":%s,\"copy\":{\"value\":%.6g,\"unit\":\"B/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
                "\"how\":\"cuMemcpyDtoD of 1 GiB, bytes read + written\"},"
                "\"gemm_bf16\":{\"value\":%.6g,\"unit\":\"FLOP/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
-               "\"variant\":\"%s\",\"check_rel_err\":%.3g,\"kforge_own\":%.6g,\"cublas\":\"%s\","
+               "\"variant\":%s,\"check_rel_err\":%.3g,\"kforge_own\":%.6g,\"cublas\":%s,"
                "\"how\":\"the fastest correct of cuBLAS and kforge's ceil_gemm, 8192^3\"}}\n",
-               info.name, copy.value, copy.median_ms, copy.spread, gemm.value, gemm.median_ms, gemm.spread,
-               gemm.variant, gemm.check_err, gemm.own_value, gemm.cublas);
+               gen_json_str(jg, sizeof jg, info.name), copy.value, copy.median_ms, copy.spread, gemm.value,
+               gemm.median_ms, gemm.spread, gen_json_str(jv, sizeof jv, gemm.variant), gemm.check_err,
+               gemm.own_value, gen_json_str(jc, sizeof jc, gemm.cublas));
     else if (!rc)
         printf("ceilings of %s, stored in %s:\n"
                "  copy       %.3f TB/s (read + written; cuMemcpyDtoD of 1 GiB, median of %d, spread %.1f%%)\n"

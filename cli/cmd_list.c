@@ -20,8 +20,9 @@ static int count_cb(const gen_kvset *params, int valid, const char *why, void *a
 
 static void print_value(const gen_kv *v, FILE *f)
 {
+    char js[1024];
     if (v->is_str)
-        fprintf(f, "\"%s\"", v->s);
+        fputs(gen_json_str(js, sizeof js, v->s), f);
     else
         fprintf(f, "%lld", v->i);
 }
@@ -47,9 +48,11 @@ static int list_family(const char *family, void *arg)
     long long size = 1;
     for (int i = 0; i < s->n; i++)
         size *= s->p[i].n;
+    char jf[256], jd[8192], jh[128];
     if (c->o->json)
-        printf("%s\n {\"family\":\"%s\",\"doc\":\"%s\",\"hash\":\"%s\",\"space_size\":%lld,\"params\":{",
-               c->first ? "" : ",", family, gen_tmpl_doc(t), gen_tmpl_hash(t), size);
+        printf("%s\n {\"family\":%s,\"doc\":%s,\"hash\":%s,\"space_size\":%lld,\"params\":{",
+               c->first ? "" : ",", gen_json_str(jf, sizeof jf, family),
+               gen_json_str(jd, sizeof jd, gen_tmpl_doc(t)), gen_json_str(jh, sizeof jh, gen_tmpl_hash(t)), size);
     else
         printf("%s  %s\n  template hash %s\n  params (%lld variants in the space):\n", family,
                gen_tmpl_doc(t), gen_tmpl_hash(t), size);
@@ -57,7 +60,8 @@ static int list_family(const char *family, void *arg)
     for (int i = 0; i < s->n; i++) {
         const gen_param *p = &s->p[i];
         if (c->o->json)
-            printf("%s\"%s\":{\"runtime\":%s,\"values\":[", i ? "," : "", p->name, p->runtime ? "true" : "false");
+            printf("%s%s:{\"runtime\":%s,\"values\":[", i ? "," : "", gen_json_str(jf, sizeof jf, p->name),
+                   p->runtime ? "true" : "false");
         else
             printf("    %-10s ", p->name);
         for (int k = 0; k < p->n; k++) {
@@ -85,7 +89,7 @@ static int list_family(const char *family, void *arg)
             continue;
         }
         if (c->o->json)
-            printf("%s{\"shape\":\"%s\",\"valid\":%d}", listed ? "," : "", key, cc.valid);
+            printf("%s{\"shape\":%s,\"valid\":%d}", listed ? "," : "", gen_json_str(jd, sizeof jd, key), cc.valid);
         else
             printf("%s    %4d valid on %s for %s\n", listed ? "" : "  sweep shapes:\n", cc.valid,
                    c->dev.arch, key);

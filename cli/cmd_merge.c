@@ -80,12 +80,13 @@ int cmd_db_merge(cli_opts *o)
             rc = cli_error("%s", db_errmsg(db));
             break;
         }
+        char ji[4096];
         if (o->json)
-            printf("%s\n {\"input\":\"%s\",\"templates\":%lld,\"binaries\":%lld,\"runs\":%lld,"
+            printf("%s\n {\"input\":%s,\"templates\":%lld,\"binaries\":%lld,\"runs\":%lld,"
                    "\"measurements\":%lld,\"ceilings\":%lld,\"winners_added\":%lld,\"winners_replaced\":%lld,"
-                   "\"winners_kept\":%lld,\"conflicts\":%lld}", i ? "," : "", in[i], st.templates, st.binaries,
-                   st.runs, st.measurements, st.ceilings, st.winners_added, st.winners_replaced, st.winners_kept,
-                   st.conflicts);
+                   "\"winners_kept\":%lld,\"conflicts\":%lld}", i ? "," : "", gen_json_str(ji, sizeof ji, in[i]),
+                   st.templates, st.binaries, st.runs, st.measurements, st.ceilings, st.winners_added,
+                   st.winners_replaced, st.winners_kept, st.conflicts);
         else
             printf("%s: %lld runs, %lld measurements, %lld new binaries; winners: %lld added, %lld replaced,"
                    " %lld kept (%lld conflicts)\n", in[i], st.runs, st.measurements, st.binaries,

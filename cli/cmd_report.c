@@ -105,6 +105,7 @@ static int row_cb(const db_winner *w, void *arg)
     meas_fig f;
     figures(c, w, &f);
     char thr[32], pct[16], sp[16], band[16];
+    char jg[1024], jf[256], js[1024], jv[1024], jp[1024];   /* JSON strings */
     fmt_thr(f.throughput, f.unit, thr, sizeof thr);
     fmt_pct(f.frac, pct, sizeof pct);
     fmt_pct(w->band, band, sizeof band);
@@ -128,11 +129,13 @@ static int row_cb(const db_winner *w, void *arg)
                w->variant_key, w->median_ms, f.throughput, f.unit, f.frac, w->speedup, w->band);
         break;
     case FMT_JSON:
-        printf("%s\n {\"gpu\":\"%s\",\"family\":\"%s\",\"shape\":\"%s\",\"variant\":\"%s\",\"params\":\"%s\","
-               "\"median_ms\":%.6g", c->rows ? "," : "", w->gpu, w->family, w->shape_key, w->variant_key,
-               w->params ? w->params : "", w->median_ms);
+        printf("%s\n {\"gpu\":%s,\"family\":%s,\"shape\":%s,\"variant\":%s,\"params\":%s,"
+               "\"median_ms\":%.6g", c->rows ? "," : "", gen_json_str(jg, sizeof jg, w->gpu),
+               gen_json_str(jf, sizeof jf, w->family), gen_json_str(js, sizeof js, w->shape_key),
+               gen_json_str(jv, sizeof jv, w->variant_key),
+               gen_json_str(jp, sizeof jp, w->params ? w->params : ""), w->median_ms);
         printf(isnan(f.throughput) ? ",\"throughput\":null" : ",\"throughput\":%.6g", f.throughput);
-        printf(",\"unit\":\"%s\"", f.unit);
+        printf(",\"unit\":%s", gen_json_str(jg, sizeof jg, f.unit));
         printf(isnan(f.frac) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f", f.frac);
         printf(isnan(w->speedup) ? ",\"speedup\":null" : ",\"speedup\":%.4f", w->speedup);
         printf(isnan(w->band) ? ",\"band\":null}" : ",\"band\":%.4f}", w->band);

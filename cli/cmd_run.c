@@ -125,14 +125,16 @@ int cmd_run(cli_opts *o)
         }
     }
     if (o->json) {
-        printf("{\"variant\":\"%s\",\"reference\":\"%s\",\"rel_err\":%.6g,\"tol\":%.3g,\"lse_err\":%.6g,"
+        char jv[1024], jr[64];
+        printf("{\"variant\":%s,\"reference\":%s,\"rel_err\":%.6g,\"tol\":%.3g,\"lse_err\":%.6g,"
                "\"unwritten\":%zu,\"nonfinite\":%zu,\"stray\":%zu,\"pass\":%s,\"seed\":%llu",
-               jobs[0].variant_key, r.ref, r.o.rel_err, r.tol, r.lse.max_abs, r.o.unwritten, r.o.nonfinite, r.stray,
-               r.pass ? "true" : "false", (unsigned long long)r.seed);
+               gen_json_str(jv, sizeof jv, jobs[0].variant_key), gen_json_str(jr, sizeof jr, r.ref), r.o.rel_err,
+               r.tol, r.lse.max_abs, r.o.unwritten, r.o.nonfinite, r.stray, r.pass ? "true" : "false",
+               (unsigned long long)r.seed);
         if (tm.samples)
             printf(",\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"samples\":%d,\"throughput\":%.6g,"
-                   "\"throughput_unit\":\"%s\"",
-                   tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr, unit);
+                   "\"throughput_unit\":%s",
+                   tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr, gen_json_str(jr, sizeof jr, unit));
         printf("}\n");
     } else {
         printf("variant    %s\n", jobs[0].variant_key);

@@ -12,6 +12,7 @@
 
 #include "db/db.h"
 #include "gen/build.h"
+#include "gen/json.h"
 #include "gen/nvrtc.h"
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
@@ -609,16 +610,18 @@ static int halving(sweep *w, plan *p, meas_list *l, int pi, int *resumed)
 /* One JSON line of a shape's result on stdout. */
 static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas *win, int resumed)
 {
-    printf("{\"gpu\":\"%s\",\"family\":\"%s\",\"shape\":\"%s\",\"variants\":%d,\"resumed\":%d",
-           w->info.name, p->family, p->shape_key, p->n_todo, resumed);
+    char jg[1024], jf[256], js[1024];
+    printf("{\"gpu\":%s,\"family\":%s,\"shape\":%s,\"variants\":%d,\"resumed\":%d",
+           gen_json_str(jg, sizeof jg, w->info.name), gen_json_str(jf, sizeof jf, p->family),
+           gen_json_str(js, sizeof js, p->shape_key), p->n_todo, resumed);
     if (win) {
         double thr = tune_throughput(&p->work, win->median_ms);
-        printf(",\"winner\":\"%s\",\"median_ms\":%.6g,\"default_kept\":%s", win->variant_key,
-               win->median_ms, ch->default_kept ? "true" : "false");
+        printf(",\"winner\":%s,\"median_ms\":%.6g,\"default_kept\":%s",
+               gen_json_str(js, sizeof js, win->variant_key), win->median_ms, ch->default_kept ? "true" : "false");
         printf(isnan(ch->speedup) ? ",\"speedup\":null" : ",\"speedup\":%.4f", ch->speedup);
         printf(isnan(ch->band) ? ",\"band\":null" : ",\"band\":%.4f", ch->band);
         printf(isnan(thr) ? ",\"throughput\":null" : ",\"throughput\":%.6g", thr);
-        printf(",\"unit\":\"%s\"", p->work.unit);
+        printf(",\"unit\":%s", gen_json_str(jf, sizeof jf, p->work.unit));
         printf(isnan(thr / p->ceiling) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f",
                thr / p->ceiling);
     } else {
@@ -906,9 +909,10 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
     if (o.json && w.db) {
         char ph[600];
         tune_phases_json(&st->phases, ph, sizeof ph);
-        printf("{\"gpu\":\"%s\",\"total\":true,\"shapes\":%d,\"shapes_done\":%d,\"measured\":%ld,"
-               "\"resumed\":%ld,\"phases\":{%s}}\n", w.info.name, st->shapes, st->shapes_done, st->measured,
-               st->resumed, ph);
+        char jg[1024];
+        printf("{\"gpu\":%s,\"total\":true,\"shapes\":%d,\"shapes_done\":%d,\"measured\":%ld,"
+               "\"resumed\":%ld,\"phases\":{%s}}\n", gen_json_str(jg, sizeof jg, w.info.name), st->shapes,
+               st->shapes_done, st->measured, st->resumed, ph);
         fflush(stdout);
     }
 out:

@@ -15,6 +15,15 @@ check() {  # check NAME EXPECTED_RC PATTERN -- command...
     fail=$((fail+1)); echo "FAIL $name (rc $rc, want $want; pattern '$pat')"; printf '%s\n' "$out" | head -20
   fi
 }
+json_stdout() {  # json_stdout command...: prints the command's stdout, which must be one JSON document (else rc 99)
+  local out rc
+  out=$("$@" 2>/dev/null); rc=$?
+  printf '%s\n' "$out"
+  printf '%s' "$out" | python3 -c 'import json, sys
+try: json.load(sys.stdin)
+except ValueError as e: sys.exit("invalid JSON: %s" % e)' || return 99
+  return $rc
+}
 export KFORGE_DB="$T/k.db" KFORGE_NO_GPU=1
 S="dtype=bf16,b=2,sq=4,skv=100,hq=8,hkv=2,d=128,causal=1"
 check cli__help 0 "usage: kforge" -- "$KF" --help
@@ -63,5 +72,29 @@ check cli__doctor_without_gpu 0 "gpu +none" -- env KFORGE_NO_GPU= "$KF" doctor
 nvidia-smi -L >/dev/null 2>&1 || check cli__run_needs_gpu 1 "error: no CUDA driver/device found" -- "$KF" run attn_naive --shape "$S"
 mkdir -p "$T/tpl" && printf 'os.execute("true")\nreturn {}\n' > "$T/tpl/evil.lua"
 check cli__sandbox_error_names_line 1 "templates/evil.lua:1:" -- "$KF" gen evil --templates "$T/tpl" --shape "$S"
+# --json output stays valid JSON when strings hold quotes, backslashes and newlines:
+# a database path, a templates directory, a template's doc and an NVRTC log
+Q=$T/$'k"b\\d\nb.db' D=$T/$'t"p\\l'
+mkdir -p "$D/sweeps"
+cat > "$D/bad.lua" <<'LUA'
+return {
+  family = 'bad', doc = 'a "quoted" \\ doc\nover two lines',
+  shape = { n = 'int' }, params = { w = { 1 } },
+  fixed = function(s) return { n = s.n } end,
+  valid = function(p, f, dev) return true end,
+  default = function(s, dev) return { w = 1 } end,
+  render = function(p, f) return 'extern "C" __global__ void bad() { "unterminated\\q }\n' end,
+  kernels = function(p, f, dev) return { { name = 'bad', threads = 32, smem = 0 } } end,
+}
+LUA
+echo 'return { doc = "one shape", shapes = { { family = "bad", n = 1 } } }' > "$D/sweeps/default.lua"
+check cli__json_compile 0 '"status":"compiled"' -- json_stdout "$KF" compile attn_naive --shape "$S" --arch sm_80 --db "$Q" --json
+check cli__json_db_info_escapes_path 0 '"path":".*k\\"b\\\\d\\nb\.db"' -- json_stdout "$KF" db info --db "$Q" --json
+check cli__json_db_ls 0 '"family":"attn_naive"' -- json_stdout "$KF" db ls --db "$Q" --json
+check cli__json_doctor_escapes_paths 0 '"templates":".*t\\"p\\\\l"' -- json_stdout "$KF" doctor --db "$Q" --templates "$D" --json
+check cli__json_merge_escapes_input 0 '"input":".*k\\"b' -- json_stdout "$KF" db merge "$Q" -o "$T/m.db" --json
+check cli__json_list_escapes_doc 0 '"doc":"a \\"quoted\\" \\\\ doc\\nover' -- json_stdout "$KF" list bad --templates "$D" --json
+check cli__json_compile_failure_carries_the_log 1 '"status":"failed".*"error":"nvrtc: ' -- \
+  json_stdout "$KF" compile bad --templates "$D" --shape n=1 --arch sm_80 --json
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

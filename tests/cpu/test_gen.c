@@ -13,6 +13,7 @@
 
 #include "db/db.h"
 #include "gen/build.h"
+#include "gen/json.h"
 #include "gen/kv.h"
 #include "gen/nvrtc.h"
 #include "gen/sweep.h"
@@ -438,6 +439,28 @@ static void test_kernels__list_is_parsed_back(void **state)
     assert_int_equal(gen_kernels_parse("nonsense", back, 4), -1);
 }
 
+static void test_json__escapes_quotes_backslashes_and_controls(void **state)
+{
+    char b[64];
+    assert_string_equal(gen_json_str(b, sizeof b, "sm_90a"), "\"sm_90a\"");
+    assert_string_equal(gen_json_str(b, sizeof b, "a\"b\\c/d"), "\"a\\\"b\\\\c/d\"");
+    assert_string_equal(gen_json_str(b, sizeof b, "\b\f\n\r\t"), "\"\\b\\f\\n\\r\\t\"");
+    assert_string_equal(gen_json_str(b, sizeof b, "\x01\x1f\x7f"), "\"\\u0001\\u001f\x7f\"");
+    assert_string_equal(gen_json_str(b, sizeof b, "H200 \xc3\xa9"), "\"H200 \xc3\xa9\"");
+    assert_string_equal(gen_json_str(b, sizeof b, ""), "\"\"");
+    assert_string_equal(gen_json_str(b, sizeof b, NULL), "null");
+}
+
+static void test_json__truncates_whole_escapes_and_keeps_the_quote(void **state)
+{
+    char b[8];
+    assert_string_equal(gen_json_str(b, sizeof b, "abcdefghij"), "\"abcde\"");
+    assert_string_equal(gen_json_str(b, sizeof b, "abcd\n"), "\"abcd\"");      /* not "abcd\ */
+    assert_string_equal(gen_json_str(b, sizeof b, "ab\x01"), "\"ab\"");        /* not half of \u0001 */
+    assert_string_equal(gen_json_str(b, sizeof b, "abcd\xc3\xa9"), "\"abcd\""); /* not half of a UTF-8 sequence */
+    assert_string_equal(gen_json_str(b, 5, "abc"), "\"ab\"");
+}
+
 int main(void)
 {
     unsetenv("KFORGE_TEMPLATE_DIR");
@@ -461,6 +484,8 @@ int main(void)
         cmocka_unit_test(test_build__cache_key_covers_hash_arch_and_nvrtc),
         cmocka_unit_test(test_embedded__every_family_loads),
         cmocka_unit_test(test_kernels__list_is_parsed_back),
+        cmocka_unit_test(test_json__escapes_quotes_backslashes_and_controls),
+        cmocka_unit_test(test_json__truncates_whole_escapes_and_keeps_the_quote),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,22 @@
 -- attn_prefill.lua: GQA flash-attention forward (prefill): BM query rows of one head per CTA, native GQA, causal/varlen
 
+-- impl "mma": attn/fwd.cuh (FA2 style, mma.sync, any sm_80+). impl "wgmma" / "wgmma_ov": attn/fwd_sm90.cuh
+-- (Hopper sm_90a: wgmma, a cp.async producer warpgroup and two consumer warpgroups of 64 rows, mbarrier
+-- pipeline; "wgmma_ov" also overlaps each block's softmax with the previous block's P V, "wgmma_pp" adds
+-- FA3's pingpong: the two consumers take turns issuing GEMMs); for them bm = 128 and w = 8 are the two
+-- consumer warpgroups (8 warps of 16 rows), bn = 128, stages 2 or 3.
+-- The default takes WGMMA_DEFAULT where it is valid (sm_90a, head dim 128) and stays "mma" elsewhere. Measured on
+-- the H200 (2026-11-29, bf16 causal 32/8 D128 16K, kforge run, L2 flushed): mma 339 TFLOP/s, wgmma 522 (stages 3:
+-- 536), wgmma_ov 583 (562), wgmma_pp 585 (575); every impl passes the GPU suite (test_attn_gpu, 127 cases).
+local WGMMA_DEFAULT = "wgmma_pp"
+local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or impl == "wgmma_pp" end
+
 local function shape_of(p, f)
+  if is_wgmma(p.impl) then
+    -- Q + stages x (K + V), 1024 bytes of alignment slack, 8-byte mbarriers (q; full_k, full_v, empty_k, empty_v per stage)
+    local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2 + 1024 + 8 * (1 + 4 * p.stages)
+    return { smem = smem, threads = 384 }
+  end
   local wm, wn = p.w, 1
   local mt = p.bm // (16 * wm)
   local qreg = (mt * f.d <= 128) and 1 or 0
@@ -8,13 +24,25 @@ local function shape_of(p, f)
   return { wm = wm, wn = wn, mt = mt, qreg = qreg, smem = smem, threads = 32 * p.w }
 end
 
+local function valid_wgmma(p, f, dev)
+  if dev.arch ~= "sm_90a" then return false, "impl " .. p.impl .. " needs the sm_90a target, got " .. tostring(dev.arch) end
+  if f.d ~= 128 then return false, "impl wgmma supports head dim 128 only, got " .. tostring(f.d) end
+  if p.bm ~= 128 or p.w ~= 8 then return false, "impl wgmma takes bm 128 and w 8 (two consumer warpgroups)" end
+  if p.bn ~= 128 then return false, "impl wgmma takes bn 128" end
+  if p.stages < 2 then return false, "impl wgmma needs 2 or 3 stages" end
+  local s = shape_of(p, f)
+  if s.smem > dev.smem_optin then return false, "shared memory " .. s.smem .. " > " .. dev.smem_optin end
+  return true
+end
+
 return {
   family   = "attn_prefill",
-  doc      = "GQA attention forward for prefill (FA2-style, mma.sync), causal bottom-right, varlen, strided/paged K/V",
-  includes = { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh" },
+  doc      = "GQA attention forward for prefill (mma.sync FA2-style, or wgmma on sm_90a), causal bottom-right, varlen, strided/paged K/V",
+  includes = { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
+               "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", d = "int", causal = "int" },
-  -- bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: cp.async depth
-  params   = { bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
+  -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth
+  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp" }, bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
   fixed    = function(shape)
     return { dtype = shape.dtype, d = shape.d, g = shape.hq // shape.hkv, causal = shape.causal }
   end,
@@ -23,6 +51,7 @@ return {
     if f.d ~= 64 and f.d ~= 128 and f.d ~= 256 then return false, "head dim must be 64, 128 or 256, got " .. tostring(f.d) end
     if f.g < 1 then return false, "g = hq / hkv must be >= 1" end
     if f.causal ~= 0 and f.causal ~= 1 then return false, "causal must be 0 or 1" end
+    if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
     if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
     local s = shape_of(p, f)
     -- fp32 registers per thread: O acc MT*D/2, S acc MT*BN/2, Q fragments MT*D/4 when held in registers
@@ -37,11 +66,31 @@ return {
   default  = function(shape, dev)
     -- measured on H200, causal 32/8 bf16: D128 16K bm128 w8 bn128 st2 336 TFLOP/s (bn64 304);
     -- D64 8K bm128 w4 bn64 268 (w8 bn128 253); D256 4K bm128 w8 bn64 255 (bn32 st3 209)
-    if shape.d <= 64 then return { bm = 128, w = 4, bn = 64, stages = 2 } end
-    if shape.d <= 128 then return { bm = 128, w = 8, bn = 128, stages = 2 } end
-    return { bm = 128, w = 8, bn = 64, stages = 2 }
+    if WGMMA_DEFAULT and dev.arch == "sm_90a" and shape.d == 128
+       and (shape.dtype == "bf16" or shape.dtype == "fp16") then
+      return { impl = WGMMA_DEFAULT, bm = 128, w = 8, bn = 128, stages = 2 }
+    end
+    if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
+    if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2 } end
+    return { impl = "mma", bm = 128, w = 8, bn = 64, stages = 2 }
   end,
   render   = function(p, f)
+    if is_wgmma(p.impl) then
+      local hdr = subst([[
+#define KF_BF16 ${bf16}
+#define KF_D ${d}
+#define KF_G ${g}
+#define KF_CAUSAL ${causal}
+#define KF_BN ${bn}
+#define KF_STAGES ${stages}
+#define KF_SM90_OVERLAP ${ov}
+#define KF_SM90_PINGPONG ${pp}
+#define KF_FWD_NAME kf_attn_prefill
+]], { bf16 = (f.dtype == "bf16") and 1 or 0, d = f.d, g = f.g, causal = f.causal, bn = p.bn, stages = p.stages,
+      ov = (p.impl ~= "wgmma") and 1 or 0, pp = (p.impl == "wgmma_pp") and 1 or 0 })
+      return hdr .. fragment("common/attn_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
+        .. fragment("common/mma.cuh") .. "\n" .. fragment("common/wgmma.cuh") .. "\n" .. fragment("attn/fwd_sm90.cuh")
+    end
     local s = shape_of(p, f)
     local hdr = subst([[
 #define KF_BF16 ${bf16}

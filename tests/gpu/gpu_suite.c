@@ -82,11 +82,53 @@ const suite_case suite_prefill[] = {
     {PRE, "bf16", 2, 100, 0, 4, 2, 64, 1, KV(150, 37), QL(100, 37), .packed_kv = 1, .layout = TUNE_LAYOUT_BHSD,
      .row_pad = 2},
     /* tile params */
-    {PRE, "fp16", 1, 300, 333, 8, 2, 64, 1, .params = "bm=64,w=4,bn=128,stages=3"},
-    {PRE, "bf16", 1, 300, 333, 8, 2, 128, 0, .params = "bm=64,w=4,bn=32,stages=1"},
-    {PRE, "bf16", 1, 257, 257, 6, 2, 256, 1, .params = "bm=64,w=4,bn=32,stages=2"},
+    {PRE, "fp16", 1, 300, 333, 8, 2, 64, 1, .params = "impl=mma,bm=64,w=4,bn=128,stages=3"},
+    {PRE, "bf16", 1, 300, 333, 8, 2, 128, 0, .params = "impl=mma,bm=64,w=4,bn=32,stages=1"},
+    {PRE, "bf16", 1, 257, 257, 6, 2, 256, 1, .params = "impl=mma,bm=64,w=4,bn=32,stages=2"},
 };
 const int suite_prefill_n = sizeof suite_prefill / sizeof suite_prefill[0];
+
+/*
+ * attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, head dim 128): run in addition to every D 128
+ * case of suite_prefill, once with each of suite_prefill_sm90_params (see test_attn_gpu.c). Extra here:
+ * GQA 8/4 and 8/2 at more lengths, stages 3, rows that see no key (causal, kv_len < sq), non-causal 4097.
+ */
+const char *const suite_prefill_sm90_params[3] = {"impl=wgmma,bm=128,w=8,bn=128,stages=2",
+                                                  "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2",
+                                                  "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"};
+#define WG2 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"
+#define WG3 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=3"
+#define OV2 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"
+#define OV3 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3"
+#define PP3 .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"
+const suite_case suite_prefill_sm90[] = {
+    {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, WG2, .mut = MUT_YES},
+    {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, OV3, .mut = MUT_YES},
+    {PRE, "bf16", 1, 63, 63, 8, 4, 128, 1, WG3},
+    {PRE, "bf16", 1, 64, 64, 8, 2, 128, 1, OV3},
+    {PRE, "fp16", 2, 65, 65, 8, 4, 128, 0, WG3},
+    {PRE, "fp16", 2, 129, 129, 8, 4, 128, 1, OV2},
+    {PRE, "bf16", 1, 1000, 1000, 8, 4, 128, 0, WG2, .mut = MUT_YES},
+    {PRE, "bf16", 1, 1000, 1000, 8, 4, 128, 0, OV2, .mut = MUT_YES},
+    {PRE, "bf16", 1, 1000, 1000, 8, 2, 128, 1, WG3},
+    {PRE, "bf16", 1, 1000, 1000, 8, 2, 128, 1, OV3},
+    {PRE, "fp16", 1, 4097, 4097, 16, 2, 128, 0, WG3, .ref = REF_NAIVE},
+    {PRE, "fp16", 1, 4097, 4097, 16, 2, 128, 0, OV3, .ref = REF_NAIVE},
+    {PRE, "bf16", 2, 300, 300, 8, 2, 128, 1, KV(300, 100), WG2},      /* causal, kv_len < sq: rows with no key */
+    {PRE, "bf16", 2, 300, 300, 8, 2, 128, 1, KV(300, 100), OV2},
+    {PRE, "fp16", 2, 300, 777, 8, 4, 128, 1, KV(777, 129), WG3},
+    {PRE, "fp16", 2, 300, 777, 8, 4, 128, 1, KV(777, 129), OV3},
+    {PRE, "bf16", 3, 260, 0, 8, 2, 128, 1, KV(260, 1, 129), QL(260, 129, 1), .packed_kv = 1, WG3},
+    {PRE, "bf16", 3, 260, 0, 8, 2, 128, 1, KV(260, 1, 129), QL(260, 129, 1), .packed_kv = 1, OV2},
+    {PRE, "bf16", 2, 200, 300, 8, 2, 128, 0, .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, WG3},
+    {PRE, "bf16", 2, 200, 300, 8, 2, 128, 0, .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, OV3},
+    {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, PP3},
+    {PRE, "bf16", 1, 1000, 1000, 8, 2, 128, 1, PP3},
+    {PRE, "fp16", 1, 4097, 4097, 16, 2, 128, 0, PP3, .ref = REF_NAIVE},
+    {PRE, "bf16", 2, 300, 300, 8, 2, 128, 1, KV(300, 100), PP3},
+    {PRE, "bf16", 3, 260, 0, 8, 2, 128, 1, KV(260, 1, 129), QL(260, 129, 1), .packed_kv = 1, PP3},
+};
+const int suite_prefill_sm90_n = sizeof suite_prefill_sm90 / sizeof suite_prefill_sm90[0];
 
 /* attn_naive against the CPU fp64 reference: small cases (the naive kernel is the fast gate for big shapes) */
 const suite_case suite_naive[] = {

@@ -31,6 +31,11 @@ extern const suite_case suite_prefill[];
 extern const suite_case suite_naive[];
 extern const suite_case suite_combine[];
 extern const int suite_decode_n, suite_prefill_n, suite_naive_n, suite_combine_n;
+/* attn_prefill impl=wgmma / wgmma_ov / wgmma_pp (sm_90a only): their own cases, and the params strings
+ * that turn a D 128 case of suite_prefill into a case of each impl */
+extern const suite_case suite_prefill_sm90[];
+extern const int suite_prefill_sm90_n;
+extern const char *const suite_prefill_sm90_params[3];
 
 /* A mutation: in each line holding `marker`, replace `from` by `to`. */
 typedef struct suite_mutant {

@@ -36,15 +36,42 @@ static const suite_case bitwise_cases[] = {
      .params = "tm=16,w=4,bn=64,stages=2,sp=1"},
     {.family = "attn_decode", "fp16", 2, 8, 500, 6, 2, 128, 1, .kv_len = {500, 77}, .kv_len_n = 2,
      .params = "tm=32,w=4,bn=64,stages=2,sp=2"},
-    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "bm=64,w=4,bn=64,stages=2"},
-    {.family = "attn_prefill", "fp16", 2, 65, 200, 6, 2, 64, 0, .params = "bm=128,w=8,bn=64,stages=2"},
+    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
+    {.family = "attn_prefill", "fp16", 2, 65, 200, 6, 2, 64, 0, .params = "impl=mma,bm=128,w=8,bn=64,stages=2"},
+    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"},
+    {.family = "attn_prefill", "fp16", 2, 65, 300, 8, 4, 128, 0, .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3"},
+    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"},
 };
 #define N_BITWISE (int)(sizeof bitwise_cases / sizeof bitwise_cases[0])
+
+/* impl=wgmma* cases run only where the target is sm_90a (they are not valid elsewhere) */
+static int g_sm90;
+static int is_sm90_case(const suite_case *c) { return c->params && strstr(c->params, "impl=wgmma") != NULL; }
+
+/* The wgmma group: every D 128 case of suite_prefill with each impl's params, then suite_prefill_sm90. */
+#define MAX_WGMMA_CASES 96
+static suite_case g_wgmma_cases[MAX_WGMMA_CASES];
+static int g_wgmma_n;
+
+static void build_wgmma_cases(void)
+{
+    g_wgmma_n = 0;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < suite_prefill_n; i++)
+            if (suite_prefill[i].d == 128 && g_wgmma_n < MAX_WGMMA_CASES) {
+                g_wgmma_cases[g_wgmma_n] = suite_prefill[i];
+                g_wgmma_cases[g_wgmma_n++].params = suite_prefill_sm90_params[k];
+            }
+    for (int i = 0; i < suite_prefill_sm90_n && g_wgmma_n < MAX_WGMMA_CASES; i++)
+        g_wgmma_cases[g_wgmma_n++] = suite_prefill_sm90[i];
+}
 
 static void register_jobs(const suite_case *cs, int n)
 {
     char why[512];
     for (int i = 0; i < n; i++) {
+        if (!g_sm90 && is_sm90_case(&cs[i]))
+            continue;
         if (suite_job(&g_suite, &cs[i], 0, why, sizeof why) < 0)   /* shows again when the case runs */
             fprintf(stderr, "warning: %s: %s\n", cs[i].family, why);
         if (strcmp(cs[i].family, "attn_combine") && suite_ref_mode(&cs[i]) == REF_NAIVE)
@@ -92,6 +119,16 @@ static void test_attn_gpu__prefill(void **state)
     assert_int_equal(run_group(suite_prefill, suite_prefill_n, "attn_prefill"), 0);
 }
 
+static void test_attn_gpu__prefill_wgmma(void **state)
+{
+    (void)state;
+    if (!g_sm90) {
+        printf("\n== attn_prefill impl=wgmma: skipped, the target is %s, not sm_90a\n", g_suite.tg.arch);
+        return;
+    }
+    assert_int_equal(run_group(g_wgmma_cases, g_wgmma_n, "attn_prefill impl=wgmma, wgmma_ov, wgmma_pp (sm_90a)"), 0);
+}
+
 static void test_attn_gpu__combine(void **state)
 {
     (void)state;
@@ -129,6 +166,8 @@ static void test_attn_gpu__gqa_bitwise_equals_expanded(void **state)
     int failed = 0;
     for (int i = 0; i < N_BITWISE; i++) {
         const suite_case *c = &bitwise_cases[i];
+        if (!g_sm90 && is_sm90_case(c))
+            continue;
         suite_case e = *c;
         e.expand = 1;
         uint64_t seed = check_fresh_seed();
@@ -181,10 +220,13 @@ int main(void)
     }
     if (suite_open(&g_suite, have_gpu, -1))
         return 1;
+    g_sm90 = strcmp(g_suite.tg.arch, "sm_90a") == 0;
     time_t t0 = time(NULL);
     register_jobs(suite_naive, suite_naive_n);
     register_jobs(suite_decode, suite_decode_n);
     register_jobs(suite_prefill, suite_prefill_n);
+    build_wgmma_cases();
+    register_jobs(g_wgmma_cases, g_wgmma_n);
     register_jobs(suite_combine, suite_combine_n);
     register_jobs(bitwise_cases, N_BITWISE);
     int bad = suite_build(&g_suite);
@@ -205,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_attn_gpu__naive_matches_cpu),
         cmocka_unit_test(test_attn_gpu__decode),
         cmocka_unit_test(test_attn_gpu__prefill),
+        cmocka_unit_test(test_attn_gpu__prefill_wgmma),
         cmocka_unit_test(test_attn_gpu__combine),
         cmocka_unit_test(test_attn_gpu__gqa_bitwise_equals_expanded),
     };

@@ -1,0 +1,427 @@
+/* attn/fwd_sm90.cuh: GQA flash-attention forward for prefill on Hopper (sm_90a): wgmma, warp-specialised producer, mbarrier pipeline */
+#ifndef KF_ATTN_FWD_SM90_CUH
+#define KF_ATTN_FWD_SM90_CUH
+
+/*
+ * Compile-time constants (defined by the template): KF_D head dim (= Dv, 128), KF_G = hq / hkv, KF_CAUSAL,
+ * KF_BN keys per block (128), KF_STAGES K/V stages (2 or 3), KF_SM90_OVERLAP (1: S of block n+1 and P V of
+ * block n in flight together, the softmax overlapping P V; 0: each GEMM waited for), KF_SM90_PINGPONG (1:
+ * the two consumer warpgroups take turns issuing GEMMs; needs KF_SM90_OVERLAP), KF_FWD_NAME kernel name.
+ * Needs common/types.cuh, common/mma.cuh (cp.async), common/wgmma.cuh.
+ *
+ * Same contract as attn/fwd.cuh with KF_DECODE 0 (common/attn_params.h): grid (cdiv(sq, 128), hq, b), a CTA
+ * owns query rows row0 .. row0+127 of head h (longest causal tiles first), kv head h / G, varlen, kv_len,
+ * paged K/V, strides, bottom-right causal, o = 0 / lse = -inf for rows that see no key. No split-KV.
+ *
+ * Threads: 3 warpgroups (384). Warpgroup 0 is the producer: its 128 threads copy Q once and then K and V of
+ * each key block with cp.async (16 bytes per copy, zero-fill past the key range so K/V tails are never read)
+ * straight into the 128-byte-swizzled layout wgmma reads, and signal each copy's landing with
+ * cp.async.mbarrier.arrive (no thread waits for its own copies). Warpgroups 1 and 2 are consumers, 64 query
+ * rows each: S = Q K^T (wgmma m64n128k16, A = Q and B = K from shared memory, both K-major), mask, online
+ * softmax in base 2 with the scale folded, then O += P V (A = P from registers, B = V from shared memory as an
+ * MN-major operand: V is stored like K, keys as rows, so no transpose is needed). setmaxnreg moves registers
+ * from the producer (40) to the consumers (232).
+ *
+ * Why cp.async and not TMA: a tensor map is built on the host per tensor base and stride (cuTensorMapEncode),
+ * but kf_attn_run takes device pointers per call and graph capture must stay free of host work; the
+ * producer's cp.async keeps the same argument block and also covers paged K/V and per-row zero fill.
+ *
+ * Pipeline: KF_STAGES slots, each K [BN][D] + V [BN][D]. Barriers per slot: full_k, full_v (128 producer
+ * arrivals, each fired when that thread's copies have landed), empty_k (256 consumer arrivals once S = Q K^T
+ * has completed), empty_v (once P V has completed): K of a later block may land while P V still reads V.
+ * Use u of a slot waits parity u & 1. The consumers fence the async proxy after each wait, before wgmma
+ * reads what cp.async wrote. A wait that never completes traps (common/wgmma.cuh) rather than hanging.
+ *
+ * Shared memory (1024-byte aligned): Q [2 panels][128 rows][64] | stages x (K [2][BN][64], V [2][BN][64]) |
+ * mbarriers. A panel holds 64 columns of every row (128 bytes), rows in 8-row atoms of 1024 bytes, 16-byte
+ * chunk c of row r at chunk c ^ (r & 7) (the 128-byte swizzle).
+ *
+ * Mutation-test hooks as in attn/fwd.cuh: KF_MUTANT_KVHEAD, KF_MUTANT_CAUSAL, KF_MUTANT_SPLIT lines.
+ */
+#define KF_SM90_BM 128
+#define KF_SM90_THREADS 384
+#define KF_SM90_PANEL (KF_SM90_BM * 128)            /* bytes of one 64-column panel of Q */
+#define KF_SM90_KPANEL (KF_BN * 128)                /* bytes of one 64-column panel of K or V */
+#define KF_SM90_Q_BYTES (KF_SM90_BM * KF_D * 2)
+#define KF_SM90_KV_BYTES (KF_BN * KF_D * 2)
+#define KF_SM90_STAGE_BYTES (2 * KF_SM90_KV_BYTES)
+#define KF_SM90_BAR_OFF (KF_SM90_Q_BYTES + KF_STAGES * KF_SM90_STAGE_BYTES)
+#define KF_SM90_CH (KF_D / 8)                       /* 16-byte chunks per row */
+
+#ifndef KF_SM90_PINGPONG
+#define KF_SM90_PINGPONG 0
+#endif
+#if KF_SM90_PINGPONG && !KF_SM90_OVERLAP
+#error "kforge attn fwd_sm90: pingpong needs the overlapped loop"
+#endif
+/* Pingpong (FA3): the two consumers take turns issuing their GEMMs (named barriers 1 and 2, 256 threads:
+ * 128 wait on their own, 128 arrive on the other's), so one warpgroup's softmax runs under the other's
+ * GEMMs. Per key range: nblk + 1 issue points per warpgroup; warpgroup 1 passes once up front, warpgroup 0
+ * takes the extra pass at the end, so every barrier phase sees 128 + 128 threads. */
+#if KF_SM90_PINGPONG
+#define KF_PP_TURN() asm volatile("bar.sync %0, 256;\n" :: "r"(1 + wg) : "memory")
+#define KF_PP_PASS() asm volatile("bar.arrive %0, 256;\n" :: "r"(2 - wg) : "memory")
+#else
+#define KF_PP_TURN() do { } while (0)
+#define KF_PP_PASS() do { } while (0)
+#endif
+
+#if KF_D != 128 || KF_BN != 128 || KF_STAGES < 2 || KF_STAGES > 3
+#error "kforge attn fwd_sm90: head dim 128, 128-key blocks and 2..3 stages only"
+#endif
+
+/* byte offset of (row r, 16-byte chunk c) in a swizzled tile of `rows` rows */
+__device__ __forceinline__ kf_u32 kf_sm90_swz(int rows, int r, int c)
+{
+    return (kf_u32)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+/* The producer's copies of one K or V block (keys j0 .. j0+BN-1, zero-fill from kend on). Thread t copies
+ * chunk t % 16 of rows t / 16 + 8 it. */
+__device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base, long long sb, long long ss,
+                                                const int *bt, int ps, int j0, int kend, int t)
+{
+    const int c = t % KF_SM90_CH, rr = t / KF_SM90_CH;
+    constexpr int STEP = 128 / KF_SM90_CH;
+    if (!bt) {
+        const kf_u16 *src = base + (long long)(j0 + rr) * ss + c * 8;
+        const long long step = (long long)STEP * ss;
+#pragma unroll
+        for (int it = 0; it < KF_BN / STEP; ++it) {
+            const int r = rr + it * STEP;
+            const bool ok = j0 + r < kend;
+            kf_cp_async16(sdst + kf_sm90_swz(KF_BN, r, c), ok ? src : base, ok);
+            src += step;
+        }
+    } else {
+#pragma unroll
+        for (int it = 0; it < KF_BN / STEP; ++it) {
+            const int r = rr + it * STEP;
+            const int j = j0 + r;
+            const bool ok = j < kend;
+            const kf_u16 *src = ok ? base + (long long)bt[j / ps] * sb + (long long)(j % ps) * ss + c * 8 : base;
+            kf_cp_async16(sdst + kf_sm90_swz(KF_BN, r, c), src, ok);
+        }
+    }
+}
+
+/* S = Q K^T for this warpgroup's 64 rows (issue only: commit and wait are the caller's). Q and K K-major. */
+__device__ __forceinline__ void kf_sm90_qk(float (&sc)[64], kf_u32 qa, kf_u32 sK)
+{
+    kf_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KF_D / 16; ++kk) {
+        const kf_u32 off = (kk & 3) * 32;                   /* k16 step inside a 64-column panel */
+        kf_wgmma_ss_n128<0>(sc, kf_gmma_desc(qa + (kk >> 2) * KF_SM90_PANEL + off, 16, 1024),
+                            kf_gmma_desc(sK + (kk >> 2) * KF_SM90_KPANEL + off, 16, 1024), kk > 0);
+    }
+}
+
+/* O += P V (issue only). P from registers, V MN-major: 64-column panels KF_SM90_KPANEL apart (LBO), 8-key
+ * atoms 1024 bytes apart (SBO), 16 keys (2048 bytes) per k step. */
+__device__ __forceinline__ void kf_sm90_pv(float (&o)[64], kf_u32 (&pa)[KF_BN / 16][4], kf_u32 sV)
+{
+    kf_wg_fence_regs(o);
+    kf_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KF_BN / 16; ++kk)
+        kf_wgmma_rs_n128<1>(o, pa[kk], kf_gmma_desc(sV + kk * 16 * 128, KF_SM90_KPANEL, 1024));
+}
+
+__device__ __forceinline__ void kf_sm90_fence_pa(kf_u32 (&pa)[KF_BN / 16][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < KF_BN / 16; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            asm volatile("" : "+r"(pa[kk][e]) :: "memory");
+}
+
+/* Mask (keys past kend; causal j > i + coff) when the block reaches past kmask, then the online softmax
+ * in base 2 with the scale folded: rows qi0 (sc[4c], sc[4c+1]) and qi1 (sc[4c+2], sc[4c+3]). sc becomes P;
+ * corr is the factor for O; rsum stays a per-thread partial (quad-reduced at the end). */
+__device__ __forceinline__ void kf_sm90_softmax(float (&sc)[64], int j0, int kmask, int kend, int coff, int qi0,
+                                                int qi1, int lane, float sl2, float &rmax0, float &rmax1,
+                                                float &rsum0, float &rsum1, float &corr0, float &corr1)
+{
+    if (j0 + KF_BN > kmask) {
+#pragma unroll
+        for (int c = 0; c < 16; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int j = j0 + c * 8 + 2 * (lane & 3) + (e & 1);
+                const int i = (e >> 1) ? qi1 : qi0;
+                if (j >= kend || (KF_CAUSAL && j > i + coff))
+                    sc[4 * c + e] = KF_NEG_INF;
+            }
+    }
+    float mx0 = rmax0, mx1 = rmax1;
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+        mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;   /* no -inf - -inf */
+    const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
+    corr0 = kf_exp2(rmax0 * sl2 - mu0);
+    corr1 = kf_exp2(rmax1 * sl2 - mu1);
+    rmax0 = mx0;
+    rmax1 = mx1;
+    float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+        sc[4 * c] = kf_exp2(sc[4 * c] * sl2 - mu0);
+        sc[4 * c + 1] = kf_exp2(sc[4 * c + 1] * sl2 - mu0);
+        sc[4 * c + 2] = kf_exp2(sc[4 * c + 2] * sl2 - mu1);
+        sc[4 * c + 3] = kf_exp2(sc[4 * c + 3] * sl2 - mu1);
+        ps0 += sc[4 * c] + sc[4 * c + 1];
+        ps1 += sc[4 * c + 2] + sc[4 * c + 3];
+    }
+    rsum0 = rsum0 * corr0 + ps0;
+    rsum1 = rsum1 * corr1 + ps1;
+}
+
+/* P (fp32 accumulator layout) -> the A fragments of the BN/16 k16 steps over the block's keys */
+__device__ __forceinline__ void kf_sm90_pack(kf_u32 (&pa)[KF_BN / 16][4], const float (&sc)[64])
+{
+#pragma unroll
+    for (int kk = 0; kk < KF_BN / 16; ++kk) {
+        pa[kk][0] = kf_pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
+        pa[kk][1] = kf_pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
+        pa[kk][2] = kf_pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
+        pa[kk][3] = kf_pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
+    }
+}
+
+__device__ __forceinline__ void kf_sm90_rescale(float (&o)[64], float corr0, float corr1)
+{
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+        o[4 * c] *= corr0;
+        o[4 * c + 1] *= corr0;
+        o[4 * c + 2] *= corr1;
+        o[4 * c + 3] *= corr1;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(KF_SM90_THREADS, 1)
+KF_FWD_NAME(const kf_attn_params p)
+{
+    extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
+    const int tid = threadIdx.x;
+    const int b = blockIdx.z;
+    const int mblk = KF_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;  /* long tiles first */
+    const int h = blockIdx.y;
+    const int split = 0, nsplit = 1;
+    const int kvh = h / KF_G; // KF_MUTANT_KVHEAD
+
+    const int r0 = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0;
+    const int n_q = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - r0 : p.sq;
+    const int k0 = p.cu_seqlens_k ? p.cu_seqlens_k[b] : 0;
+    const int n_kv = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - k0 : (p.kv_len ? p.kv_len[b] : p.skv);
+    const int row0 = mblk * KF_SM90_BM;
+    if (row0 >= n_q)
+        return;
+    const int imin = row0, imax = min(row0 + KF_SM90_BM, n_q) - 1;
+    const int coff = n_kv - n_q; // KF_MUTANT_CAUSAL
+    const int bps = ((n_kv + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;
+    const int kbeg = split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
+    const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;
+    const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
+    const int nblk = kstop > kbeg ? (kstop - kbeg + KF_BN - 1) / KF_BN : 0;
+
+    /* 1024-byte aligned base (the swizzle pattern is a function of the address bits) */
+    const kf_u32 sbase = (kf_smem_u32(kf_smem) + 1023u) & ~1023u;
+    const kf_u32 sQ = sbase, sKV = sbase + KF_SM90_Q_BYTES;
+    const kf_u32 bar_q = sbase + KF_SM90_BAR_OFF;
+    const kf_u32 bar_k = bar_q + 8, bar_v = bar_k + 8 * KF_STAGES;
+    const kf_u32 bar_ek = bar_v + 8 * KF_STAGES, bar_ev = bar_ek + 8 * KF_STAGES;
+
+    if (tid == 0) {
+        kf_mbar_init(bar_q, 128);
+#pragma unroll
+        for (int s = 0; s < KF_STAGES; ++s) {
+            kf_mbar_init(bar_k + 8 * s, 128);
+            kf_mbar_init(bar_v + 8 * s, 128);
+            kf_mbar_init(bar_ek + 8 * s, 256);
+            kf_mbar_init(bar_ev + 8 * s, 256);
+        }
+    }
+    __syncthreads();
+
+    if (tid < 128) {
+        /* ---------------- producer warpgroup */
+        kf_setmaxnreg_dec<40>();
+        const kf_u16 *qg = (const kf_u16 *)p.q + (p.cu_seqlens_q ? 0 : (long long)b * p.q_sb) + (long long)r0 * p.q_ss
+                           + (long long)h * p.q_sh;
+        const int *bt = p.block_table ? p.block_table + (long long)b * p.bt_sb : 0;
+        const long long kvb = p.cu_seqlens_k ? 0 : (long long)b;
+        const kf_u16 *kg = (const kf_u16 *)p.k + (long long)kvh * p.k_sh + (bt ? 0 : kvb * p.k_sb + (long long)k0 * p.k_ss);
+        const kf_u16 *vg = (const kf_u16 *)p.v + (long long)kvh * p.v_sh + (bt ? 0 : kvb * p.v_sb + (long long)k0 * p.v_ss);
+        {   /* Q tile, rows past n_q zero-filled */
+            const int c = tid % KF_SM90_CH, rr = tid / KF_SM90_CH;
+#pragma unroll 4
+            for (int it = 0; it < KF_SM90_BM / (128 / KF_SM90_CH); ++it) {
+                const int r = rr + it * (128 / KF_SM90_CH);
+                const bool ok = row0 + r < n_q;
+                const kf_u16 *src = ok ? qg + (long long)(row0 + r) * p.q_ss + c * 8 : qg;
+                kf_cp_async16(sQ + kf_sm90_swz(KF_SM90_BM, r, c), src, ok);
+            }
+            kf_mbar_arrive_cp_async(bar_q);
+        }
+#pragma unroll 1
+        for (int n = 0; n < nblk; ++n) {
+            const int s = n % KF_STAGES, u = n / KF_STAGES;
+            const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
+            const int j0 = kbeg + n * KF_BN;
+            if (u > 0)
+                kf_mbar_wait(bar_ek + 8 * s, (u - 1) & 1);     /* both consumers are done with K of use u-1 */
+            kf_sm90_load_kv(sK, kg, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid);
+            kf_mbar_arrive_cp_async(bar_k + 8 * s);
+            if (u > 0)
+                kf_mbar_wait(bar_ev + 8 * s, (u - 1) & 1);     /* ... and with V */
+            kf_sm90_load_kv(sK + KF_SM90_KV_BYTES, vg, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid);
+            kf_mbar_arrive_cp_async(bar_v + 8 * s);
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        /* ---------------- consumer warpgroups: 64 rows each */
+        kf_setmaxnreg_inc<232>();
+        const int ct = tid - 128, wg = ct >> 7, lane = tid & 31, wl = (ct >> 5) & 3;
+        const int rbase = wg * 64 + wl * 16 + (lane >> 2);     /* tile row of accumulator half 0 (half 1: +8) */
+        const int qi0 = row0 + rbase, qi1 = qi0 + 8;
+        const float sl2 = p.scale_log2;
+
+        float o[64];
+#pragma unroll
+        for (int i = 0; i < 64; ++i)
+            o[i] = 0.f;
+        float rmax0 = KF_NEG_INF, rmax1 = KF_NEG_INF, rsum0 = 0.f, rsum1 = 0.f;
+
+        /* descriptors: Q (A, K-major) rows wg*64.., K (B, K-major), V (B, MN-major: LBO = panel stride) */
+        const kf_u32 qa = sQ + wg * 64 * 128;
+        float sc[64];
+        kf_u32 pa[KF_BN / 16][4];
+        float corr0, corr1;
+
+        if (nblk > 0)
+            kf_mbar_wait(bar_q, 0);
+#if !KF_SM90_OVERLAP
+#pragma unroll 1
+        for (int n = 0; n < nblk; ++n) {
+            const int s = n % KF_STAGES, ph = (n / KF_STAGES) & 1;
+            const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES, sV = sK + KF_SM90_KV_BYTES;
+            kf_mbar_wait(bar_k + 8 * s, ph);
+            kf_fence_proxy_async();
+            kf_sm90_qk(sc, qa, sK);
+            kf_wgmma_commit();
+            kf_wgmma_wait<0>();
+            kf_wg_fence_regs(sc);
+            kf_mbar_arrive(bar_ek + 8 * s);
+            kf_sm90_softmax(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1,
+                            corr0, corr1);
+            kf_sm90_pack(pa, sc);
+            kf_sm90_rescale(o, corr0, corr1);
+            kf_mbar_wait(bar_v + 8 * s, ph);
+            kf_fence_proxy_async();
+            kf_sm90_pv(o, pa, sV);
+            kf_wgmma_commit();
+            kf_wgmma_wait<0>();
+            kf_wg_fence_regs(o);
+            kf_mbar_arrive(bar_ev + 8 * s);                  /* this slot's V may be refilled */
+        }
+#else
+        /* S(n+1) = Q K(n+1)^T and O += P(n) V(n) are issued back to back; the softmax of block n+1 runs
+         * while P(n) V(n) is on the tensor cores. O is rescaled by block n's correction right before
+         * P(n) V(n) is issued. */
+        if (KF_SM90_PINGPONG && wg == 1 && nblk > 0)
+            asm volatile("bar.arrive 1, 256;\n" ::: "memory");   /* warpgroup 0 issues first */
+        if (nblk > 0) {
+            kf_mbar_wait(bar_k, 0);
+            kf_fence_proxy_async();
+            KF_PP_TURN();
+            kf_sm90_qk(sc, qa, sKV);
+            kf_wgmma_commit();
+            KF_PP_PASS();
+            kf_wgmma_wait<0>();
+            kf_wg_fence_regs(sc);
+            kf_mbar_arrive(bar_ek);
+            kf_sm90_softmax(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1, corr0,
+                            corr1);
+            kf_sm90_pack(pa, sc);
+        }
+#pragma unroll 1
+        for (int n = 1; n < nblk; ++n) {
+            const int s = n % KF_STAGES, ph = (n / KF_STAGES) & 1;
+            const int sp = (n - 1) % KF_STAGES, php = ((n - 1) / KF_STAGES) & 1;
+            const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
+            const kf_u32 sVp = sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES;
+            kf_mbar_wait(bar_k + 8 * s, ph);
+            kf_mbar_wait(bar_v + 8 * sp, php);
+            kf_fence_proxy_async();
+            KF_PP_TURN();
+            kf_sm90_qk(sc, qa, sK);
+            kf_wgmma_commit();
+            kf_sm90_rescale(o, corr0, corr1);
+            kf_sm90_pv(o, pa, sVp);
+            kf_wgmma_commit();
+            KF_PP_PASS();
+            kf_wgmma_wait<1>();                              /* S(n) has landed; P(n-1) V(n-1) may still run */
+            kf_wg_fence_regs(sc);
+            kf_mbar_arrive(bar_ek + 8 * s);
+            kf_sm90_softmax(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1,
+                            corr0, corr1);
+            kf_wgmma_wait<0>();
+            kf_wg_fence_regs(o);
+            kf_sm90_fence_pa(pa);                            /* pa was read by the wgmma until here */
+            kf_mbar_arrive(bar_ev + 8 * sp);                 /* V of block n-1 may be refilled */
+            kf_sm90_pack(pa, sc);
+        }
+        if (nblk > 0) {
+            const int sp = (nblk - 1) % KF_STAGES, php = ((nblk - 1) / KF_STAGES) & 1;
+            kf_mbar_wait(bar_v + 8 * sp, php);
+            kf_fence_proxy_async();
+            kf_sm90_rescale(o, corr0, corr1);
+            KF_PP_TURN();
+            kf_sm90_pv(o, pa, sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES);
+            kf_wgmma_commit();
+            KF_PP_PASS();
+            kf_wgmma_wait<0>();
+            kf_wg_fence_regs(o);
+            kf_sm90_fence_pa(pa);
+            kf_mbar_arrive(bar_ev + 8 * sp);
+        }
+        if (KF_SM90_PINGPONG && wg == 0 && nblk > 0)
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");     /* takes warpgroup 1's last pass */
+#endif
+
+        rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 1);
+        rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 2);
+        rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 1);
+        rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 2);
+
+        /* ---- epilogue: O / sum -> o, lse = max*scale + log(sum) */
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int i = hf ? qi1 : qi0;
+            if (i >= n_q)
+                continue;
+            const float l = hf ? rsum1 : rsum0, m = hf ? rmax1 : rmax0;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            const float lse = l > 0.f ? m * p.scale + logf(l) : KF_NEG_INF;
+            kf_u16 *og = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
+                         + (long long)h * p.o_sh + 2 * (lane & 3);
+#pragma unroll
+            for (int c = 0; c < 16; ++c)
+                *(kf_u32 *)(og + c * 8) = kf_pack2(o[4 * c + 2 * hf] * inv, o[4 * c + 2 * hf + 1] * inv);
+            if (p.lse && (lane & 3) == 0)
+                p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)h * p.lse_sh + r0 + i] = lse;
+        }
+    }
+}
+
+#endif

@@ -217,6 +217,70 @@ kf_status kf_kda_plan(kf_ctx *ctx, const kf_kda_desc *d, kf_plan **out);
  * enqueues the kernels on stream. No allocation, no synchronisation: capturable in a CUDA graph. */
 kf_status kf_kda_run(kf_plan *p, const kf_kda_tensors *t, void *stream);
 
+/* ---- Split-score decode (absorbed MLA; base + per-layer delta, joint layer-group scan) ----------
+ *
+ * Layer l, query row i, head h (kv head h / (hq / hkv), the same for every part):
+ *   score_j = scale * sum_p q[l][p](i, h) . k_p(l)(j)          over the key parts p
+ *   o[l](i, h) = softmax_j(score) [v_0 | v_1(l) | ...](j)        value parts concatenated
+ * Key parts, in desc.parts, "<name><dim>" joined by "_" (each dim a multiple of 16, 1..4 parts):
+ * "latent512_rope64" (absorbed MLA, hkv 1), "base128_delta32". Part 0 (and its value) is shared by
+ * the desc.layers layers of a joint scan (read once for all); every other part has one cache per
+ * layer. Values: KF_PARTS_VALUE_ALIAS: the first dv columns of key part 0's rows (MLA: the latent,
+ * read once with the key); KF_PARTS_VALUE_SEPARATE: one value cache per key part, same dims
+ * (dv = the sum of the dims).
+ * Tensors (element strides {batch (page when paged), sequence (key in page), head}; the last
+ * dimension contiguous, rows 16-byte aligned):
+ *   q[l][p] [B, Sq, Hq, dim_p]; caches [B, max_kv, Hkv, dim] or, paged (desc.page_size > 0),
+ *   [pages, page_size, Hkv, dim] addressed through block_table [B, bt_stride] (int32 page indices);
+ *   o[l] [B, Sq, Hq, dv]; lse[l] [B, Hq, Sq] fp32 natural log (optional).
+ * Strides 0 mean contiguous: q {Sq*Hq*dim, Hq*dim, dim} (Sq of the call), caches
+ * {rows*Hkv*dim, Hkv*dim, dim} (rows: max_kv or page_size), o {Sq*Hq*dv, Hq*dv, dv}.
+ * MLA with one 576-wide cache row: k[0][0] = {cache, {s, 576, 576}}, k[0][1] = {cache + 512 elements,
+ * the same strides}; queries likewise.
+ */
+typedef enum { KF_PARTS_VALUE_ALIAS = 0, KF_PARTS_VALUE_SEPARATE = 1 } kf_parts_value;
+
+typedef struct kf_parts_desc {
+    kf_dtype dtype;
+    const char *parts;             /* "latent512_rope64"; copied by kf_parts_plan */
+    kf_parts_value value;
+    int dv;                        /* columns of o */
+    int hq, hkv;                   /* hq % hkv == 0 */
+    int layers;                    /* 1..4 */
+    int page_size;                 /* 0: contiguous caches; else a power of two 16..1024 (64 for MLA) */
+    int causal;                    /* bottom-right aligned when Sq > 1 */
+    float scale;                   /* softmax scale, > 0 (given by the caller) */
+    int max_batch, max_q, max_kv;  /* max_q 1..16 */
+} kf_parts_desc;
+#define KF_PARTS_DESC_INIT {KF_BF16, NULL, KF_PARTS_VALUE_ALIAS, 0, 0, 0, 1, 0, 0, 0.0f, 0, 0, 0}
+
+typedef struct kf_parts_view {
+    const void *ptr;
+    long long strides[3];          /* batch (page), sequence, head; 0: contiguous */
+} kf_parts_view;
+
+typedef struct kf_parts_tensors {
+    kf_parts_view q[4][4];         /* q[l][p]: layer l's queries of key part p */
+    kf_parts_view k[4][4];         /* k[l][p]: key part p's cache of layer l (part 0 shared: k[0][0]) */
+    kf_parts_view v[4][4];         /* SEPARATE: v[l][p] as k; ALIAS: unused */
+    kf_parts_view o[4];            /* o[l] */
+    float *lse[4];                 /* lse[l] or NULL */
+    const int32_t *kv_len;         /* [batch] (<= max_kv) or NULL: kv_len_all each */
+    int kv_len_all;
+    const int32_t *block_table;    /* paged plans: [batch, bt_stride]; else NULL */
+    int bt_stride;
+    int batch, q_len;              /* <= max_batch, 1..max_q */
+    void *workspace;               /* kf_plan_workspace() bytes, or NULL to use the plan's own */
+} kf_parts_tensors;
+
+/* KF_OK when a kernel exists for d on this context's device, else the status and message
+ * kf_parts_plan would give. Never compiles. */
+kf_status kf_parts_supported(kf_ctx *ctx, const kf_parts_desc *d);
+/* As kf_attn_plan, for the split-score family. Free the plan with kf_plan_free. */
+kf_status kf_parts_plan(kf_ctx *ctx, const kf_parts_desc *d, kf_plan **out);
+/* Checks the call against the plan and enqueues the kernels (graph-safe, as kf_attn_run). */
+kf_status kf_parts_run(kf_plan *p, const kf_parts_tensors *t, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,11 +9,12 @@
 #include "runtime/ctx.h"
 #include "runtime/kforge.h"
 #include "runtime/module.h"
+#include "runtime/parts_plan.h"
 #include "runtime/select.h"
 #include "templates/common/attn_params.h"
 #include "templates/common/kda_params.h"
 
-typedef enum { RT_PLAN_ATTN = 1, RT_PLAN_KDA = 2 } rt_plan_family;
+typedef enum { RT_PLAN_ATTN = 1, RT_PLAN_KDA = 2, RT_PLAN_PARTS = 3 } rt_plan_family;
 
 struct kf_plan {
     kf_ctx *ctx;
@@ -21,6 +22,7 @@ struct kf_plan {
     union {
         kf_attn_desc attn;
         kf_kda_desc kda;
+        rt_parts_info parts;
     } d;                       /* the description the plan was made for */
     gen_kvset vp;
     char variant[512];
@@ -33,6 +35,7 @@ struct kf_plan {
     union {
         kf_attn_params attn;
         kf_kda_params kda;
+        kf_parts_params parts;
     } base;                    /* strides and constants resolved at plan time */
 };
 

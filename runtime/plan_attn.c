@@ -41,7 +41,8 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     if (!t)
         return rt_plan_err(p, KF_ERR_ARG, "tensors is NULL");
     if (p->family != RT_PLAN_ATTN)
-        return rt_plan_err(p, KF_ERR_ARG, "the plan is a KDA plan '%s': run it with kf_kda_run", p->variant);
+        return rt_plan_err(p, KF_ERR_ARG, "the plan '%s' is not an attention plan: run it with kf_kda_run or kf_parts_run",
+                           p->variant);
     const kf_attn_desc *d = &p->d.attn;
     static const char *const names[4] = {"q", "k", "v", "o"};
     const void *ptrs[4] = {t->q, t->k, t->v, t->o};

@@ -2,7 +2,7 @@
 -- Equal cache per token for a group of four layers (bf16 values, K and V):
 --   GQA Hkv 4 D 64:          4 layers x 2 x 4 x 64             = 2048
 --   base 128 + delta 32:     2 x 4 x 128 + 4 layers x 2 x 4 x 32 = 2048  (the base is shared by the group)
--- Fields of the attn_parts_decode rows (family with no template yet: this sweep is not part of default.lua):
+-- Fields of the attn_parts_decode rows (templates/attn_parts_decode.lua; not part of default.lua):
 --   family     "attn_parts_decode"
 --   dtype      "bf16"; b: sequences; sq: query rows per sequence; skv: keys per sequence
 --   hq, hkv    query heads and kv heads PER LAYER (every key part has hkv heads: h -> h / (hq / hkv))

@@ -1,0 +1,204 @@
+-- attn_parts_decode.lua: split-score decode (absorbed MLA; base + per-layer delta with a joint layer-group scan), paged KV, split-KV + combine
+local function cdiv_(a, b) return (a + b - 1) // b end
+local function up64(x) return cdiv_(x, 64) * 64 end
+
+-- combine kernel of a split variant: 4 columns per thread, up to 128 threads (runtime/parts_launch.c mirrors this)
+local function combine_rows(dv)
+  local r = 128 // (dv // 4)
+  if r < 1 then r = 1 end
+  if r > 8 then r = 8 end
+  return r
+end
+
+-- "latent512_rope64" -> { {name = "latent", dim = 512}, {name = "rope", dim = 64} }, or nil, why
+local function parse_parts(s)
+  local parts = {}
+  if type(s) ~= "string" then return nil, "parts must be a string" end
+  for name, dim in string.gmatch(s, "([a-z]+)(%d+)") do
+    parts[#parts + 1] = { name = name, dim = tonumber(dim) }
+  end
+  if #parts < 1 or #parts > 4 then return nil, "parts '" .. s .. "' must name 1..4 parts like latent512_rope64" end
+  local back = {}
+  for _, x in ipairs(parts) do back[#back + 1] = x.name .. x.dim end
+  if table.concat(back, "_") ~= s then return nil, "parts '" .. s .. "' is not <name><dim> joined by _" end
+  return parts
+end
+
+-- The layout of one variant: caches in tile order, chunk offsets, Q row layout, value map.
+local function layout(f)
+  local parts, why = parse_parts(f.parts)
+  if not parts then return nil, why end
+  local L = f.layers
+  local lo = { parts = parts, caches = {}, kparts = {}, dq = 0 }
+  local col8 = 0
+  for p, x in ipairs(parts) do
+    local per = (p > 1) and L or 1
+    lo.kparts[p] = { q8 = lo.dq // 8, dim = x.dim, k8 = col8, ls8 = (p > 1) and (x.dim // 8) or 0 }
+    for _ = 1, per do
+      lo.caches[#lo.caches + 1] = { off8 = col8, dim = x.dim }
+      col8 = col8 + x.dim // 8
+    end
+    lo.dq = lo.dq + x.dim
+  end
+  lo.vsegs = {}                 -- value row of a layer: { c16 start, c16 end, tile chunk of layer 0, chunks per layer }
+  if f.value == "separate" then
+    local c16 = 0
+    for p, x in ipairs(parts) do
+      local per = (p > 1) and L or 1
+      lo.vsegs[#lo.vsegs + 1] = { c0 = c16, c1 = c16 + x.dim // 16, k8 = col8, ls8 = (p > 1) and (x.dim // 8) or 0 }
+      for _ = 1, per do
+        lo.caches[#lo.caches + 1] = { off8 = col8, dim = x.dim }
+        col8 = col8 + x.dim // 8
+      end
+      c16 = c16 + x.dim // 16
+    end
+    lo.dv = lo.dq
+  else
+    local alias = string.match(f.value or "", "^alias_([a-z]+)$")
+    if alias ~= parts[1].name then
+      return nil, "value must be 'separate' or 'alias_" .. parts[1].name .. "' (the first key part), got '" .. tostring(f.value) .. "'"
+    end
+    lo.vsegs[1] = { c0 = 0, c1 = f.dv // 16, k8 = 0, ls8 = 0 }
+    lo.dv = f.dv
+  end
+  lo.w = up64(col8 * 8)
+  lo.dqp = up64(lo.dq)
+  return lo
+end
+
+local function shape_of(p, f, lo)
+  local wm = p.tm // 16
+  local threads = 32 * f.layers * wm * p.wn
+  local q = f.layers * p.tm * lo.dqp * 2
+  local tile = p.bn * lo.w * 2
+  local pb = (p.wn > 1) and (f.layers * p.tm * (p.bn + 8) * 2) or 0
+  local red = f.layers * p.tm * p.wn * 4
+  return { threads = threads, smem = q + p.stages * tile + pb + red, kw = p.bn // p.wn, dvw = lo.dv // p.wn }
+end
+
+return {
+  family   = "attn_parts_decode",
+  doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
+  includes = { "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
+               "parts/decode.cuh", "attn/combine.cuh" },
+  shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", parts = "string",
+               value = "string", dv = "int", layers = "int", page_size = "int", causal = "int" },
+  -- tm: packed rows per tile (per layer); wn: warps per 16-row group (split keys for S, value columns for O);
+  -- bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
+  params   = { tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
+               sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
+  runtime  = { sp = true },
+  fixed    = function(shape)
+    return { dtype = shape.dtype, g = shape.hq // shape.hkv, parts = shape.parts, value = shape.value, dv = shape.dv,
+             layers = shape.layers, ps = shape.page_size, causal = shape.causal }
+  end,
+  valid    = function(p, f, dev)
+    if f.dtype ~= "bf16" and f.dtype ~= "fp16" then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
+    if f.g < 1 then return false, "g = hq / hkv must be >= 1" end
+    if f.causal ~= 0 and f.causal ~= 1 then return false, "causal must be 0 or 1" end
+    if f.layers < 1 or f.layers > 4 then return false, "layers must be 1..4, got " .. f.layers end
+    if f.ps ~= 0 and (f.ps < 16 or f.ps > 1024 or (f.ps & (f.ps - 1)) ~= 0) then
+      return false, "page_size must be 0 (contiguous) or a power of two in 16..1024, got " .. f.ps
+    end
+    local lo, why = layout(f)
+    if not lo then return false, why end
+    for _, x in ipairs(lo.parts) do
+      if x.dim % 16 ~= 0 or x.dim < 16 then return false, "part " .. x.name .. " dim " .. x.dim .. " must be a multiple of 16" end
+    end
+    if #lo.caches > 12 then return false, "more than 12 caches (" .. #lo.caches .. ")" end
+    if lo.dv ~= f.dv then return false, "dv " .. f.dv .. " does not match the value parts (" .. lo.dv .. ")" end
+    if f.dv % 16 ~= 0 or f.dv > lo.parts[1].dim and f.value ~= "separate" then return false, "dv " .. f.dv .. " must be a multiple of 16 within the aliased part" end
+    local s = shape_of(p, f, lo)
+    if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/wn = " .. s.kw .. " must be a multiple of 16" end
+    if s.dvw % 16 ~= 0 then return false, "value columns per warp dv/wn = " .. s.dvw .. " must be a multiple of 16" end
+    if p.tm > 16 and p.tm > 2 * f.g then
+      -- taller than G x 2 rows: mostly padding at Sq 1..2 (the sweeps' decode)
+      return false, "tm " .. p.tm .. " is taller than 2 x g = " .. 2 * f.g .. " rows"
+    end
+    if s.threads > 1024 then return false, "threads " .. s.threads .. " > 1024" end
+    local cap = math.min(255, 65536 // s.threads)
+    local regs = s.dvw // 2 + s.kw // 2 + 48
+    if regs > cap then return false, "register estimate " .. regs .. " > " .. cap .. " for " .. s.threads .. " threads" end
+    -- measured with NVRTC 13 for sm_90a (kforge compile --sweep mla_decode --all): more than 80 fp32 O
+    -- accumulators per thread (dv 512 on 2 warps) spill; at 512 threads (128 registers) so do the causal
+    -- mask and the one-stage pipeline
+    if s.dvw // 2 > 80 then return false, "value columns per warp " .. s.dvw .. " > 160 (O accumulators spill)" end
+    if s.dvw // 2 + s.kw // 2 > 128 then
+      return false, "O and S accumulators " .. s.dvw // 2 + s.kw // 2 .. " > 128 per thread (spills with 4 layers, bn 128)"
+    end
+    if s.threads >= 512 and (f.causal ~= 0 or p.stages < 2) then
+      return false, s.threads .. " threads (128 registers) spill with causal masking or one stage"
+    end
+    if s.smem > dev.smem_optin then return false, "shared memory " .. s.smem .. " > " .. dev.smem_optin end
+    return true
+  end,
+  default  = function(shape, dev)
+    local f = { parts = shape.parts, value = shape.value, dv = shape.dv, layers = shape.layers }
+    local lo = layout(f)
+    local rows = (shape.hq // shape.hkv) * shape.sq
+    local tm = (rows <= 16) and 16 or ((rows <= 32) and 32 or 64)
+    local wide = lo and lo.dv >= 256
+    -- wide values (MLA 512): 4 warps per row group, 128 columns each; narrow ones: one warp, P in registers
+    local p = { tm = tm, wn = wide and 4 or 1, bn = 64, stages = 2, sp = 1 }
+    if wide and tm == 64 and shape.causal ~= 0 then p.tm = 32 end   -- 512 threads spill with the causal mask
+    if lo and not wide and lo.dv % 32 == 0 and lo.dv // 2 + 32 > 120 then p.wn = 2 end
+    local ctas = shape.b * shape.hkv * cdiv_(rows, p.tm)
+    local maxsp = math.max(1, shape.skv // 256)
+    for _, sp in ipairs({ 1, 2, 4, 8, 16, 32, 64, 128 }) do
+      if sp <= maxsp and ctas * sp <= dev.sms then p.sp = sp end
+    end
+    return p
+  end,
+  render   = function(p, f)
+    local lo = assert(layout(f))
+    local cl, kl = {}, {}
+    for i, c in ipairs(lo.caches) do cl[#cl + 1] = string.format("X(%d, %d, %d)", i - 1, c.off8, c.dim) end
+    for i, k in ipairs(lo.kparts) do kl[#kl + 1] = string.format("X(%d, %d, %d, %d, %d)", i - 1, k.q8, k.dim, k.k8, k.ls8) end
+    local vf = { "__device__ __forceinline__ int kf_vchunk(int l, int c16)\n{" }
+    for i, v in ipairs(lo.vsegs) do
+      local ret = string.format("return %s + %d + l * %d + 2 * (c16 - %d);", (i == 1) and "KF_VALIAS_OFF8" or "0", v.k8, v.ls8, v.c0)
+      if i < #lo.vsegs then
+        vf[#vf + 1] = string.format("    if (c16 < %d) %s", v.c1, ret)
+      else
+        vf[#vf + 1] = "    " .. ret
+      end
+    end
+    vf[#vf + 1] = "}\n"
+    local hdr = subst([[
+#define KF_BF16 ${bf16}
+#define KF_G ${g}
+#define KF_CAUSAL ${causal}
+#define KF_L ${layers}
+#define KF_TM ${tm}
+#define KF_BN ${bn}
+#define KF_WN ${wn}
+#define KF_STAGES ${stages}
+#define KF_PS ${ps}
+#define KF_DQ ${dq}
+#define KF_DQP ${dqp}
+#define KF_DV ${dv}
+#define KF_W ${w}
+#define KF_SCORE_PARTS ${nparts} // KF_MUTANT_DELTA
+#define KF_VALIAS_OFF8 0 // KF_MUTANT_VALUE
+#define KF_FOR_CACHES(X) ${caches}
+#define KF_FOR_KPARTS(X) ${kparts}
+#define KF_CMB_DV ${dv}
+#define KF_CMB_VEC 4
+#define KF_CMB_ROWS ${crows}
+]], { bf16 = (f.dtype == "bf16") and 1 or 0, g = f.g, causal = f.causal, layers = f.layers, tm = p.tm, bn = p.bn,
+      wn = p.wn, stages = p.stages, ps = f.ps, dq = lo.dq, dqp = lo.dqp, dv = lo.dv, w = lo.w, nparts = #lo.parts,
+      caches = table.concat(cl, " "), kparts = table.concat(kl, " "), crows = combine_rows(lo.dv) })
+    return hdr .. fragment("common/parts_params.h") .. "\n" .. fragment("common/attn_params.h") .. "\n"
+      .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n" .. table.concat(vf, "\n")
+      .. fragment("parts/decode.cuh") .. "\n" .. fragment("attn/combine.cuh")
+  end,
+  kernels  = function(p, f, dev)
+    local lo = assert(layout(f))
+    local s = shape_of(p, f, lo)
+    local ks = { { name = "kf_parts_decode", threads = s.threads, smem = s.smem } }
+    if p.sp > 1 then
+      ks[2] = { name = "kf_attn_combine", threads = (lo.dv // 4) * combine_rows(lo.dv), smem = 0 }
+    end
+    return ks
+  end,
+}

@@ -1,0 +1,53 @@
+/* common/parts_params.h: the argument block of the split-score decode kernel (attn_parts_decode); one definition for host C and CUDA */
+#ifndef KF_PARTS_PARAMS_H
+#define KF_PARTS_PARAMS_H
+
+#define KF_PARTS_MAXC 12      /* caches (tensors loaded into the key tile) */
+#define KF_PARTS_MAXL 4       /* layers of a joint group scan */
+#define KF_PARTS_MAXK 4       /* key parts of one layer */
+
+/*
+ * Strides are in elements, the last dimension of every tensor contiguous, rows 16-byte aligned.
+ *
+ * Key parts 0..nk-1 (dims compile-time), value parts either "alias" (the value is the first dv
+ * columns of key part 0's rows, read once from the key tile: absorbed MLA) or "separate" (one own
+ * value cache per key part, same dim). With L layers (joint group scan), key part 0 and its value
+ * cache are shared by the L layers (the base); every other part has one cache per layer (the deltas).
+ * Layer l: score = scale * sum_p q[l][p] . k_p(l), o_l = softmax(score) [v_0 | v_1(l) | ...].
+ *
+ * c[]: the caches in tile order:
+ *   key part 0; key part 1 of layers 0..L-1; key part 2 of layers 0..L-1; ...;
+ *   then (separate values only) value part 0; value part 1 of layers 0..L-1; ...
+ * Cache entry c, key j of sequence b, kv head kh (kh = h / (hq / hkv), every part has hkv heads):
+ *   contiguous (page size 0): c.p + b*c.sb + j*c.ss + kh*c.sh
+ *   paged: page = block_table[b*bt_sb + j/page_size], c.p + page*c.sb + (j%page_size)*c.ss + kh*c.sh
+ * q[l][p]: query row i, head h of layer l, key part p: q.p + b*q.sb + i*q.ss + h*q.sh
+ * o[l]: like q ([b, sq, hq, dv]); lse[l] + b*lse_sb + h*lse_sh + i (fp32, natural log; may be 0).
+ * n_kv = kv_len ? kv_len[b] : skv; causal: row i sees keys j <= i + n_kv - sq.
+ * Split partials (splits > 1), layer l: rid = (b*sq + i)*hq + h,
+ *   ws_o[l][(s*ws_rows*hq + rid)*dv + c], ws_lse[l][s*ws_rows*hq + rid] (as attn_params.h).
+ */
+typedef struct kf_parts_tensor {
+    const void *p;
+    long long sb, ss, sh;
+} kf_parts_tensor;
+
+typedef struct kf_parts_params {
+    kf_parts_tensor c[KF_PARTS_MAXC];
+    kf_parts_tensor q[KF_PARTS_MAXL][KF_PARTS_MAXK];
+    kf_parts_tensor o[KF_PARTS_MAXL];
+    float *lse[KF_PARTS_MAXL];
+    float *ws_o[KF_PARTS_MAXL];
+    float *ws_lse[KF_PARTS_MAXL];
+    long long lse_sb, lse_sh;
+    const int *kv_len;         /* [b] or 0 */
+    const int *block_table;    /* [b, bt_sb] page indices; required when the variant is paged */
+    long long bt_sb;
+    int b, sq, skv, hq, hkv;
+    int splits;                /* >= 1 */
+    int ws_rows;               /* b * sq */
+    float scale;               /* softmax scale (given by the caller) */
+    float scale_log2;          /* scale * log2(e) */
+} kf_parts_params;
+
+#endif

@@ -1,0 +1,239 @@
+/* tests/cpu/test_parts_api.c: split-score decode in the runtime without a GPU: description checks, selection with the template default, binding a call, grids */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/jit.h"
+#include "runtime/parts_launch.h"
+#include "runtime/parts_plan.h"
+#include "runtime/select.h"
+
+static rt_jit *g_jit;
+
+static rt_devinfo h200(void)
+{
+    rt_devinfo d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "NVIDIA H200");
+    snprintf(d.arch, sizeof d.arch, "sm_90a");
+    d.cc_major = 9;
+    d.sms = 132;
+    d.smem_optin = 232448;
+    d.smem_sm = 233472;
+    d.regs_sm = 65536;
+    d.l2 = 50331648;
+    return d;
+}
+
+static int jit_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+{
+    (void)arg;
+    rt_devinfo dev = h200();
+    return rt_jit_default(g_jit, shape, &dev, vp, err, n);
+}
+
+static kf_parts_desc mla(int hq)
+{
+    kf_parts_desc d = KF_PARTS_DESC_INIT;
+    d.parts = "latent512_rope64";
+    d.value = KF_PARTS_VALUE_ALIAS;
+    d.dv = 512, d.hq = hq, d.hkv = 1, d.layers = 1, d.page_size = 64;
+    d.scale = 0.0722f;
+    d.max_batch = 128, d.max_q = 1, d.max_kv = 4096;
+    return d;
+}
+
+static kf_parts_desc base_delta(int layers)
+{
+    kf_parts_desc d = KF_PARTS_DESC_INIT;
+    d.parts = "base128_delta32";
+    d.value = KF_PARTS_VALUE_SEPARATE;
+    d.dv = 160, d.hq = 8, d.hkv = 4, d.layers = layers;
+    d.scale = 0.08f;
+    d.max_batch = 2, d.max_q = 1, d.max_kv = 2048;
+    return d;
+}
+
+static void expect(kf_parts_desc d, kf_status want, const char *needle)
+{
+    rt_devinfo dev = h200();
+    rt_choice ch;
+    char msg[512];
+    kf_status st = rt_parts_select(&d, &dev, NULL, jit_default, NULL, &ch, msg, sizeof msg);
+    if (st != want || !strstr(msg, needle))
+        fail_msg("status %d (want %d), message '%s' (want '%s')", st, want, msg, needle);
+}
+
+static void test_parts_api__refuses_bad_descriptions(void **state)
+{
+    (void)state;
+    kf_parts_desc d = mla(16);
+    d.parts = "latent512rope64";
+    expect(d, KF_ERR_ARG, "latent512rope64");
+    d = mla(16), d.parts = "latent520_rope64";
+    expect(d, KF_ERR_UNSUPPORTED, "520");
+    d = mla(16), d.dv = 576;
+    expect(d, KF_ERR_ARG, "desc.dv = 576");
+    d = base_delta(4), d.dv = 128;
+    expect(d, KF_ERR_ARG, "desc.dv = 128");
+    d = base_delta(5);
+    expect(d, KF_ERR_ARG, "desc.layers must be 1..4, got 5");
+    d = mla(16), d.page_size = 48;
+    expect(d, KF_ERR_UNSUPPORTED, "desc.page_size = 48");
+    d = mla(16), d.scale = 0;
+    expect(d, KF_ERR_ARG, "desc.scale");
+    d = mla(16), d.max_q = 17;
+    expect(d, KF_ERR_UNSUPPORTED, "desc.max_q");
+    d = base_delta(1), d.hq = 6;
+    expect(d, KF_ERR_ARG, "desc.hq = 6");
+}
+
+static void test_parts_api__selects_the_template_default(void **state)
+{
+    (void)state;
+    rt_devinfo dev = h200();
+    rt_choice a, b;
+    char msg[512];
+    kf_parts_desc d = mla(128);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &b, msg, sizeof msg), KF_OK);
+    char ka[512], kb[512];
+    gen_kv_keyform(&a.vp, ka, sizeof ka);
+    gen_kv_keyform(&b.vp, kb, sizeof kb);
+    assert_string_equal(ka, kb);   /* pure: same inputs, same answer */
+    assert_string_equal(gen_kv_str(&a.shape, "value"), "alias_latent");
+    assert_int_equal(gen_kv_int(&a.vp, "tm", 0), 64);
+    assert_int_equal(gen_kv_int(&a.vp, "ps", -1), 64);
+    /* no JIT and no winner: NOT_TUNED naming the shape */
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, NULL, NULL, &a, msg, sizeof msg), KF_ERR_NOT_TUNED);
+    assert_non_null(strstr(msg, "latent512_rope64"));
+    /* B 1: splits fill the machine, the workspace covers them */
+    d.max_batch = 1;
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &a, msg, sizeof msg), KF_OK);
+    long long sp = gen_kv_int(&a.vp, "sp", 0);
+    assert_true(sp > 1);
+    assert_int_equal(a.workspace, (size_t)(sp * 1 * 128 * (512 + 1) * 4));
+}
+
+static void *fake(uintptr_t x) { return (void *)(x << 8); }
+
+static void test_parts_api__binds_a_joint_layer_call(void **state)
+{
+    (void)state;
+    rt_devinfo dev = h200();
+    rt_choice ch;
+    char msg[512];
+    kf_parts_desc d = base_delta(4);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &ch, msg, sizeof msg), KF_OK);
+    rt_parts_info info;
+    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
+    gen_kv_set_int(&ch.vp, "sp", 2);   /* a split call: two layers' partials in the workspace */
+    kf_parts_params base, p;
+    rt_parts_base_params(&info, &ch.vp, &base);
+    kf_parts_tensors t;
+    memset(&t, 0, sizeof t);
+    for (int l = 0; l < 4; l++) {
+        for (int k = 0; k < 2; k++) {
+            t.q[l][k].ptr = fake(0x100 + 16 * l + k);
+            t.k[l][k].ptr = fake(0x200 + 16 * l + k);
+            t.v[l][k].ptr = fake(0x300 + 16 * l + k);
+        }
+        t.o[l].ptr = fake(0x400 + l);
+    }
+    t.batch = 2, t.q_len = 1, t.kv_len_all = 100;
+    size_t ws = rt_parts_workspace_bytes(&ch.vp, &base);
+    assert_int_equal(ws, (size_t)(4 * 2 * 2 * 8 * (160 + 1) * 4));
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_OK);
+    /* caches in tile order: base k, delta k of layers 0..3, base v, delta v of layers 0..3 */
+    assert_ptr_equal(p.c[0].p, fake(0x200));
+    for (int l = 0; l < 4; l++) {
+        assert_ptr_equal(p.c[1 + l].p, fake(0x200 + 16 * l + 1));
+        assert_ptr_equal(p.c[6 + l].p, fake(0x300 + 16 * l + 1));
+    }
+    assert_ptr_equal(p.c[5].p, fake(0x300));
+    assert_int_equal(p.c[0].ss, 4 * 128);
+    assert_int_equal(p.c[0].sb, 2048LL * 4 * 128);
+    assert_int_equal(p.c[1].ss, 4 * 32);
+    assert_int_equal(p.q[3][1].ss, 8 * 32);
+    assert_int_equal(p.o[2].ss, 8 * 160);
+    assert_int_equal(p.skv, 100);
+    assert_ptr_equal(p.ws_o[0], fake(0x900));
+    assert_ptr_equal((char *)p.ws_o[1], (char *)fake(0x900) + ws / 4);
+    unsigned g[3];
+    assert_int_equal(rt_parts_grid(&ch.vp, &p, 0, g), 0);
+    assert_int_equal(g[0], 2), assert_int_equal(g[1], 4), assert_int_equal(g[2], 2);
+    assert_int_equal(rt_parts_launch_count(&ch.vp), 5);
+    /* refusals name the field */
+    t.o[3].ptr = (char *)fake(0x400) + 2;
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "tensors.o[3].ptr"));
+    t.o[3].ptr = fake(0x403);
+    t.k[2][1].ptr = NULL;
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "tensors.k[2][1].ptr is NULL"));
+    t.k[2][1].ptr = fake(0x221);
+    t.block_table = fake(0x999);
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "contiguous"));
+}
+
+static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
+{
+    (void)state;
+    rt_devinfo dev = h200();
+    rt_choice ch;
+    char msg[512];
+    kf_parts_desc d = mla(16);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &ch, msg, sizeof msg), KF_OK);
+    rt_parts_info info;
+    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
+    kf_parts_params base, p;
+    rt_parts_base_params(&info, &ch.vp, &base);
+    kf_parts_tensors t;
+    memset(&t, 0, sizeof t);
+    t.q[0][0] = (kf_parts_view){fake(1), {0, 16 * 576, 576}};
+    t.q[0][1] = (kf_parts_view){(char *)fake(1) + 1024, {0, 16 * 576, 576}};
+    t.k[0][0] = (kf_parts_view){fake(2), {64 * 576, 576, 576}};
+    t.k[0][1] = (kf_parts_view){(char *)fake(2) + 1024, {64 * 576, 576, 576}};
+    t.o[0].ptr = fake(3);
+    t.batch = 128, t.q_len = 1, t.kv_len_all = 4096;
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "block_table"));
+    t.block_table = fake(4), t.bt_stride = 64;
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, msg, sizeof msg), KF_OK);
+    assert_int_equal(p.c[1].sb, 64 * 576);
+    assert_int_equal(p.q[0][0].sb, 1 * 16 * 512);   /* 0: contiguous [B, q_len, Hq, 512] (the part's own dim) */
+    assert_int_equal(p.q[0][0].ss, 16 * 576);
+    assert_int_equal(p.lse_sh, 1);
+    unsigned g[3];
+    assert_int_equal(rt_parts_grid(&ch.vp, &p, 0, g), 0);
+    assert_int_equal(g[1], 1), assert_int_equal(g[2], 128);
+}
+
+int main(void)
+{
+    char err[512];
+    const char *src = getenv("KFORGE_SOURCE_DIR");
+    char tdir[1024];
+    snprintf(tdir, sizeof tdir, "%s/templates", src ? src : ".");
+    g_jit = rt_jit_new(src ? tdir : NULL, err, sizeof err);
+    if (!g_jit) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parts_api__refuses_bad_descriptions),
+        cmocka_unit_test(test_parts_api__selects_the_template_default),
+        cmocka_unit_test(test_parts_api__binds_a_joint_layer_call),
+        cmocka_unit_test(test_parts_api__paged_mla_call_needs_a_block_table),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    rt_jit_free(g_jit);
+    return rc;
+}

@@ -1,0 +1,510 @@
+/* tuner/parts_run.c: the tuner's split-score decode runner (attn_parts_decode): a correctness gate against tuner/ref_parts and L2-flushed timing */
+#include "tuner/parts_run.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/parts_launch.h"
+#include "tuner/check.h"
+#include "tuner/ref_parts.h"
+
+#define NCACHE KF_PARTS_MAXC
+#define GATE_B 3
+
+/* One problem on the device (and, for the gate, on the host): caches in tile order, queries, outputs. */
+typedef struct prob {
+    int b, skv, npages, max_pages;
+    int lens[GATE_B];
+    int *bt;                       /* host [b, max_pages] (paged) */
+    int ncache;
+    int cdim[NCACHE];
+    uint16_t *hc[NCACHE], *hq[KF_PARTS_MAXL][KF_PARTS_MAXK];
+    size_t nc[NCACHE], nq;
+    CUdeviceptr dc[NCACHE], dq[KF_PARTS_MAXL][KF_PARTS_MAXK], dout[KF_PARTS_MAXL], dlse[KF_PARTS_MAXL];
+    CUdeviceptr dbt, dlen, dws;
+    size_t ws_bytes;
+    kf_parts_params p;
+} prob;
+
+struct tune_parts {
+    check_dtype dt;
+    int b, sq, skv, hq, hkv, nk, dims[KF_PARTS_MAXK], separate, dv, layers, ps, causal;
+    double scale;
+    int time_ready;
+    prob time;
+};
+
+static int parse_parts(const char *s, int dims[KF_PARTS_MAXK])
+{
+    int n = 0;
+    while (s && *s) {
+        if (n == KF_PARTS_MAXK || *s < 'a' || *s > 'z')
+            return -1;
+        while (*s >= 'a' && *s <= 'z')
+            s++;
+        if (*s < '0' || *s > '9')
+            return -1;
+        dims[n++] = (int)strtol(s, (char **)&s, 10);
+        if (*s == '_')
+            s++;
+    }
+    return n;
+}
+
+tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn)
+{
+    tune_parts *k = calloc(1, sizeof *k);
+    if (!k) {
+        snprintf(err, errn, "out of memory");
+        return NULL;
+    }
+    const char *dt = gen_kv_str(shape, "dtype"), *parts = gen_kv_str(shape, "parts"), *value = gen_kv_str(shape, "value");
+    k->dt = dt && !strcmp(dt, "fp16") ? CHECK_FP16 : CHECK_BF16;
+    k->b = (int)gen_kv_int(shape, "b", 0), k->sq = (int)gen_kv_int(shape, "sq", 0);
+    k->skv = (int)gen_kv_int(shape, "skv", -1), k->hq = (int)gen_kv_int(shape, "hq", 0);
+    k->hkv = (int)gen_kv_int(shape, "hkv", 0), k->dv = (int)gen_kv_int(shape, "dv", 0);
+    k->layers = (int)gen_kv_int(shape, "layers", 0), k->ps = (int)gen_kv_int(shape, "page_size", -1);
+    k->causal = (int)gen_kv_int(shape, "causal", 0);
+    k->nk = parse_parts(parts, k->dims);
+    k->separate = value && !strcmp(value, "separate");
+    int sum = 0;
+    for (int i = 0; i < k->nk; i++)
+        sum += k->dims[i];
+    if (k->nk < 1 || k->b < 1 || k->sq < 1 || k->skv < 0 || k->hq < 1 || k->hkv < 1 || k->hq % k->hkv || k->dv < 16 ||
+        k->layers < 1 || k->layers > KF_PARTS_MAXL || k->ps < 0 || !value ||
+        (k->separate ? k->dv != sum : strncmp(value, "alias_", 6) || k->dv > k->dims[0])) {
+        snprintf(err, errn, "not an attn_parts_decode shape (parts '%s', value '%s', b %d, sq %d, hq %d, hkv %d, dv %d, "
+                 "layers %d, page_size %d)", parts ? parts : "?", value ? value : "?", k->b, k->sq, k->hq, k->hkv, k->dv,
+                 k->layers, k->ps);
+        free(k);
+        return NULL;
+    }
+    k->scale = 1.0 / sqrt((double)sum);
+    return k;
+}
+
+double tune_parts_bytes(const gen_kvset *shape)
+{
+    char e[256];
+    tune_parts *k = tune_parts_new(shape, e, sizeof e);
+    if (!k)
+        return 0;
+    double cols = 0;   /* columns of a cache row over every cache */
+    for (int p = 0; p < k->nk; p++)
+        cols += (double)k->dims[p] * (p ? k->layers : 1) * (k->separate ? 2 : 1);
+    double r = 2.0 * k->b * (double)k->skv * k->hkv * cols;
+    free(k);
+    return r;
+}
+
+double tune_parts_flops(const gen_kvset *shape)
+{
+    char e[256];
+    tune_parts *k = tune_parts_new(shape, e, sizeof e);
+    if (!k)
+        return 0;
+    double dk = 0;
+    for (int p = 0; p < k->nk; p++)
+        dk += k->dims[p];
+    double r = 2.0 * k->sq * (double)k->skv * k->b * k->hq * (dk + k->dv) * k->layers;
+    free(k);
+    return r;
+}
+
+static void prob_free(tune_attn_ctx *ctx, prob *d)
+{
+    const rt_cu *cu = ctx ? tune_ctx_cu(ctx) : NULL;
+    for (int i = 0; i < NCACHE; i++) {
+        free(d->hc[i]);
+        if (cu && d->dc[i])
+            cu->MemFree(d->dc[i]);
+    }
+    for (int l = 0; l < KF_PARTS_MAXL; l++) {
+        for (int p = 0; p < KF_PARTS_MAXK; p++) {
+            free(d->hq[l][p]);
+            if (cu && d->dq[l][p])
+                cu->MemFree(d->dq[l][p]);
+        }
+        if (cu && d->dout[l])
+            cu->MemFree(d->dout[l]);
+        if (cu && d->dlse[l])
+            cu->MemFree(d->dlse[l]);
+    }
+    if (cu && d->dbt)
+        cu->MemFree(d->dbt);
+    if (cu && d->dlen)
+        cu->MemFree(d->dlen);
+    if (cu && d->dws)
+        cu->MemFree(d->dws);
+    free(d->bt);
+    memset(d, 0, sizeof *d);
+}
+
+void tune_parts_free(tune_parts *k, tune_attn_ctx *ctx)
+{
+    if (!k)
+        return;
+    prob_free(ctx, &k->time);
+    free(k);
+}
+
+/* Rows of a contiguous cache per sequence (at least 1). */
+static int cap_rows(const prob *d) { return d->skv > 0 ? d->skv : 1; }
+
+/* Lays out problem d (b sequences, lens or skv keys each): block table (gate: pages shuffled;
+ * timing: consecutive), cache dims in tile order. host: fill host buffers with N(0, 1) values (NaN
+ * past every length and in unused pages); else the device buffers get a small constant. */
+static int prob_make(tune_attn_ctx *ctx, const tune_parts *k, prob *d, int host, uint64_t seed, char *msg, size_t msgn)
+{
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    int L = k->layers;
+    d->ncache = 0;
+    for (int pass = 0; pass < (k->separate ? 2 : 1); pass++)
+        for (int p = 0; p < k->nk; p++)
+            for (int l = 0; l < (p ? L : 1); l++)
+                d->cdim[d->ncache++] = k->dims[p];
+    if (k->ps) {
+        d->npages = 0, d->max_pages = 1;
+        for (int b = 0; b < d->b; b++) {
+            int np = ((host ? d->lens[b] : d->skv) + k->ps - 1) / k->ps;
+            d->npages += np;
+            d->max_pages = np + 1 > d->max_pages ? np + 1 : d->max_pages;
+        }
+        d->npages += host ? 3 : 0;
+        int *perm = malloc(sizeof(int) * (size_t)(d->npages + 1));
+        d->bt = malloc(sizeof(int) * (size_t)d->b * d->max_pages);
+        if (!perm || !d->bt) {
+            free(perm);
+            snprintf(msg, msgn, "out of host memory");
+            return -1;
+        }
+        check_rng r;
+        check_rng_seed(&r, seed ^ 0x9a9e5);
+        for (int i = 0; i < d->npages; i++)
+            perm[i] = i;
+        for (int i = d->npages - 1; host && i > 0; i--) {
+            int j = (int)(check_rng_next(&r) % (uint64_t)(i + 1)), t = perm[i];
+            perm[i] = perm[j], perm[j] = t;
+        }
+        int next = 0;
+        for (int b = 0; b < d->b; b++)
+            for (int pg = 0; pg < d->max_pages; pg++)
+                d->bt[b * d->max_pages + pg] = pg * k->ps < (host ? d->lens[b] : d->skv) ? perm[next++] : -1;
+        free(perm);
+    }
+    size_t rows = k->ps ? (size_t)d->npages * k->ps : (size_t)d->b * cap_rows(d);
+    d->nq = (size_t)d->b * k->sq * k->hq;
+    int r = 0;
+    for (int c = 0; c < d->ncache; c++) {
+        size_t row = (size_t)k->hkv * d->cdim[c];
+        d->nc[c] = rows * row;
+        r = r ? r : cu->MemAlloc(&d->dc[c], d->nc[c] * 2 + 16);
+        if (r)
+            break;
+        if (!host) {
+            r = cu->MemsetD32(d->dc[c], 0x3C003C00u, (d->nc[c] + 1) / 2);
+            continue;
+        }
+        if (!(d->hc[c] = malloc(d->nc[c] * 2 + 16))) {
+            snprintf(msg, msgn, "out of host memory");
+            return -1;
+        }
+        check_fill_nan(k->dt, d->hc[c], d->nc[c]);
+        for (int b = 0; b < d->b; b++)
+            for (int j = 0; j < d->lens[b]; j++) {
+                size_t at = k->ps ? ((size_t)d->bt[b * d->max_pages + j / k->ps] * k->ps + j % k->ps) * row
+                                  : ((size_t)b * cap_rows(d) + j) * row;
+                check_fill_normal(k->dt, d->hc[c] + at, row, seed ^ ((uint64_t)c << 56) ^ ((uint64_t)b << 40) ^ (uint64_t)j,
+                                  1.0);
+            }
+        r = cu->MemcpyHtoD(d->dc[c], d->hc[c], d->nc[c] * 2);
+    }
+    for (int l = 0; !r && l < L; l++)
+        for (int p = 0; !r && p < k->nk; p++) {
+            size_t n = d->nq * k->dims[p];
+            r = cu->MemAlloc(&d->dq[l][p], n * 2 + 16);
+            if (r)
+                break;
+            if (!host) {
+                r = cu->MemsetD32(d->dq[l][p], 0x3C003C00u, (n + 1) / 2);
+                continue;
+            }
+            if (!(d->hq[l][p] = malloc(n * 2 + 16))) {
+                snprintf(msg, msgn, "out of host memory");
+                return -1;
+            }
+            check_fill_normal(k->dt, d->hq[l][p], n, seed ^ (0x51ull << 48) ^ ((uint64_t)l << 8) ^ (uint64_t)p, 1.0);
+            r = cu->MemcpyHtoD(d->dq[l][p], d->hq[l][p], n * 2);
+        }
+    for (int l = 0; !r && l < L; l++) {
+        r = cu->MemAlloc(&d->dout[l], d->nq * k->dv * 2 + 16);
+        if (!r)
+            r = cu->MemAlloc(&d->dlse[l], d->nq * 4 + 16);
+    }
+    int lens[GATE_B];
+    for (int b = 0; b < GATE_B; b++)
+        lens[b] = d->lens[b];
+    if (!r && host) {
+        r = cu->MemAlloc(&d->dlen, sizeof lens);
+        if (!r)
+            r = cu->MemcpyHtoD(d->dlen, lens, sizeof lens);
+    }
+    if (!r && k->ps) {
+        r = cu->MemAlloc(&d->dbt, sizeof(int) * (size_t)d->b * d->max_pages);
+        if (!r)
+            r = cu->MemcpyHtoD(d->dbt, d->bt, sizeof(int) * (size_t)d->b * d->max_pages);
+    }
+    if (r)
+        return tune_ctx_fail(ctx, r, "split-score inputs: cuMemAlloc/cuMemcpyHtoD/cuMemsetD32", msg, msgn);
+    /* the kernel's params (workspace set per variant) */
+    kf_parts_params *p = &d->p;
+    memset(p, 0, sizeof *p);
+    long long crow = k->ps ? k->ps : cap_rows(d);
+    for (int c = 0; c < d->ncache; c++) {
+        long long w = (long long)k->hkv * d->cdim[c];
+        p->c[c] = (kf_parts_tensor){(const void *)(uintptr_t)d->dc[c], crow * w, w, d->cdim[c]};
+    }
+    for (int l = 0; l < L; l++) {
+        for (int q = 0; q < k->nk; q++) {
+            long long w = k->dims[q];
+            p->q[l][q] = (kf_parts_tensor){(const void *)(uintptr_t)d->dq[l][q], (long long)k->sq * k->hq * w, k->hq * w, w};
+        }
+        p->o[l] = (kf_parts_tensor){(const void *)(uintptr_t)d->dout[l], (long long)k->sq * k->hq * k->dv,
+                                    (long long)k->hq * k->dv, k->dv};
+        p->lse[l] = (float *)(uintptr_t)d->dlse[l];
+    }
+    p->lse_sb = (long long)k->hq * k->sq, p->lse_sh = k->sq;
+    p->kv_len = host ? (const int *)(uintptr_t)d->dlen : NULL;
+    p->block_table = k->ps ? (const int *)(uintptr_t)d->dbt : NULL;
+    p->bt_sb = d->max_pages;
+    p->b = d->b, p->sq = k->sq, p->skv = d->skv, p->hq = k->hq, p->hkv = k->hkv;
+    p->ws_rows = d->b * k->sq;
+    p->scale = (float)k->scale, p->scale_log2 = (float)(k->scale * 1.4426950408889634);
+    return 0;
+}
+
+/* The variant's split count and workspace (poisoned) on d. */
+static int prepare(tune_attn_ctx *ctx, const tune_attn_variant *v, prob *d, char *msg, size_t msgn)
+{
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    d->p.splits = (int)gen_kv_int(&v->vp, "sp", 1);
+    size_t ws = rt_parts_workspace_bytes(&v->vp, &d->p);
+    if (ws > d->ws_bytes) {
+        if (d->dws)
+            cu->MemFree(d->dws);
+        d->dws = 0, d->ws_bytes = 0;
+        int r = cu->MemAlloc(&d->dws, ws);
+        if (r)
+            return tune_ctx_fail(ctx, r, "split-score workspace: cuMemAlloc", msg, msgn);
+        d->ws_bytes = ws;
+    }
+    if (ws) {
+        int r = cu->MemsetD8(d->dws, 0xFF, ws);
+        if (r)
+            return tune_ctx_fail(ctx, r, "split-score workspace: cuMemsetD8", msg, msgn);
+    }
+    rt_parts_set_workspace(&v->vp, &d->p, ws ? (void *)(uintptr_t)d->dws : NULL);
+    if (rt_parts_launch_count(&v->vp) < 1 || (d->p.splits > 1 ? 2 : 1) > v->n_kernels) {
+        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, v->n_kernels);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct launch_arg {
+    const tune_attn_variant *v;
+    const rt_module *m;
+    kf_parts_params *p;
+    int layers;
+} launch_arg;
+
+static int launch(void *arg, char *msg, size_t msgn)
+{
+    launch_arg *a = arg;
+    unsigned grid[3];
+    void *args[] = {a->p};
+    if (rt_parts_grid(&a->v->vp, a->p, 0, grid)) {
+        snprintf(msg, msgn, "rt_parts_grid refused %s", a->v->key ? a->v->key : a->v->family);
+        return -1;
+    }
+    if (rt_module_launch(a->m, 0, grid, args, NULL, msg, msgn))
+        return -1;
+    for (int l = 0; a->p->splits > 1 && l < a->layers; l++) {
+        kf_attn_params c;
+        rt_parts_combine_params(a->p, l, &c);
+        void *cargs[] = {&c};
+        if (rt_parts_grid(&a->v->vp, a->p, 1, grid) || rt_module_launch(a->m, 1, grid, cargs, NULL, msg, msgn))
+            return -1;
+    }
+    return 0;
+}
+
+static ref_strided rs(const void *p, const kf_parts_tensor *t)
+{
+    ref_strided r = {p, t->sb, t->ss, t->sh};
+    return r;
+}
+
+/* Layer l of the gate problem as a ref_parts_desc over the host buffers. */
+static ref_parts_desc layer_desc(const tune_parts *k, const prob *d, int l)
+{
+    ref_parts_desc a;
+    memset(&a, 0, sizeof a);
+    a.dtype = k->dt;
+    a.nk = k->nk;
+    int L = k->layers;
+    for (int p = 0; p < k->nk; p++) {
+        int c = p ? 1 + (p - 1) * L + l : 0;
+        a.kp[p] = (ref_kpart){rs(d->hc[c], &d->p.c[c]), rs(d->hq[l][p], &d->p.q[l][p]), k->dims[p], k->hkv, k->ps > 0};
+    }
+    if (k->separate) {
+        int base = 1 + (k->nk - 1) * L;
+        a.nv = k->nk;
+        for (int p = 0; p < k->nk; p++) {
+            int c = base + (p ? 1 + (p - 1) * L + l : 0);
+            a.vp[p].alias = -1, a.vp[p].v = rs(d->hc[c], &d->p.c[c]), a.vp[p].dim = k->dims[p];
+            a.vp[p].heads = k->hkv, a.vp[p].paged = k->ps > 0;
+        }
+    } else {
+        a.nv = 1;
+        a.vp[0].alias = 0, a.vp[0].dim = k->dv;
+    }
+    a.kv_len = d->lens;
+    a.block_table = d->bt;
+    a.bt_sb = d->max_pages;
+    a.page_size = k->ps;
+    a.b = d->b, a.sq = k->sq, a.skv = d->skv, a.hq = k->hq, a.causal = k->causal, a.scale = k->scale;
+    return a;
+}
+
+int tune_parts_gate(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int *pass, double *rel_err,
+                    char *msg, size_t msgn)
+{
+    *pass = 0, *rel_err = NAN;
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    double t;
+    tune_ctx_phase(ctx, TUNE_PH_GATE_CALL, &t);
+    prob d;
+    memset(&d, 0, sizeof d);
+    d.b = GATE_B;
+    d.lens[0] = k->skv < 700 ? k->skv : 700, d.lens[1] = 0, d.lens[2] = k->skv < 65 ? k->skv : 65;
+    d.skv = d.lens[0] > d.lens[2] ? d.lens[0] : d.lens[2];
+    uint64_t seed = check_fresh_seed();
+    rt_module own;
+    memset(&own, 0, sizeof own);
+    const rt_module *m;
+    int rc = -1, L = k->layers;
+    uint16_t *ob = NULL;
+    float *lb = NULL;
+    double *ro = NULL, *rl = NULL, *rlr = NULL;
+    if (prob_make(ctx, k, &d, 1, seed, msg, msgn))
+        goto out;
+    tune_ctx_phase(ctx, TUNE_PH_GATE_FILL, &t);
+    if (!(m = tune_ctx_module(ctx, v, 0, &own, msg, msgn)) || prepare(ctx, v, &d, msg, msgn))
+        goto out;
+    int r = 0;
+    for (int l = 0; !r && l < L; l++) {
+        r = cu->MemsetD8(d.dout[l], 0xFF, d.nq * k->dv * 2);
+        if (!r)
+            r = cu->MemsetD32(d.dlse[l], CHECK_POISON32, d.nq);
+    }
+    if (r) {
+        tune_ctx_fail(ctx, r, "gate: poison outputs", msg, msgn);
+        goto out;
+    }
+    launch_arg a = {v, m, &d.p, L};
+    if (launch(&a, msg, msgn))
+        goto out;
+    if ((r = cu->CtxSynchronize())) {
+        tune_ctx_fail(ctx, r, "gate: the kernels failed", msg, msgn);
+        goto out;
+    }
+    tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
+    ob = malloc(d.nq * k->dv * 2 + 2), lb = malloc(d.nq * 4 + 4);
+    ro = malloc(sizeof(double) * (d.nq * k->dv + 1)), rl = malloc(sizeof(double) * (d.nq + 1));
+    rlr = malloc(sizeof(double) * (d.nq + 1));
+    if (!ob || !lb || !ro || !rl || !rlr) {
+        snprintf(msg, msgn, "gate: out of host memory");
+        goto out;
+    }
+    int all = 1;
+    double worst = 0;
+    char first[480] = "";
+    for (int l = 0; l < L; l++) {
+        if ((r = cu->MemcpyDtoH(ob, d.dout[l], d.nq * k->dv * 2)) || (r = cu->MemcpyDtoH(lb, d.dlse[l], d.nq * 4))) {
+            tune_ctx_fail(ctx, r, "gate: cuMemcpyDtoH", msg, msgn);
+            goto out;
+        }
+        ref_parts_desc a = layer_desc(k, &d, l);
+        ref_parts(&a, ro, rl);
+        /* lse [b, hq, sq] -> the reference's [b, sq, hq] */
+        for (int b = 0; b < d.b; b++)
+            for (int i = 0; i < k->sq; i++)
+                for (int h = 0; h < k->hq; h++)
+                    rlr[((size_t)b * k->hq + h) * k->sq + i] = rl[((size_t)b * k->sq + i) * k->hq + h];
+        check_stats so;
+        check_lse_stats sl;
+        check_compare(k->dt, ob, ro, d.nq * k->dv, &so);
+        check_compare_lse(lb, rlr, d.nq, &sl);
+        int ok = check_pass(&so, check_tol(k->dt)) && check_lse_pass(&sl, CHECK_LSE_TOL);
+        if (!(so.rel_err <= worst))
+            worst = so.rel_err;
+        if (!ok && all) {
+            char x[200], y[200];
+            check_format(x, sizeof x, &so, check_tol(k->dt));
+            check_format_lse(y, sizeof y, &sl, CHECK_LSE_TOL);
+            snprintf(first, sizeof first, "layer %d: o %s; lse %s", l, x, y);
+        }
+        all &= ok;
+    }
+    tune_ctx_phase(ctx, TUNE_PH_GATE_REF, &t);
+    *pass = all, *rel_err = worst;
+    if (all)
+        snprintf(msg, msgn, "pass: o rel %.2e (tol %.0e), %d layer%s, lens [%d, 0, %d], seed %llu", worst,
+                 check_tol(k->dt), L, L > 1 ? "s" : "", d.lens[0], d.lens[2], (unsigned long long)seed);
+    else
+        snprintf(msg, msgn, "FAIL: %s; lens [%d, 0, %d], seed %llu", first, d.lens[0], d.lens[2],
+                 (unsigned long long)seed);
+    rc = 0;
+out:
+    if (own.mod)
+        rt_module_unload(&own);
+    prob_free(ctx, &d);
+    free(ob), free(lb), free(ro), free(rl), free(rlr);
+    return rc;
+}
+
+int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int samples,
+                    tune_attn_timing *t, char *msg, size_t msgn)
+{
+    memset(t, 0, sizeof *t);
+    double tm;
+    tune_ctx_phase(ctx, TUNE_PH_TIME_CALL, &tm);
+    if (!k->time_ready) {
+        prob *d = &k->time;
+        memset(d, 0, sizeof *d);
+        d->b = k->b, d->skv = k->skv;
+        if (prob_make(ctx, k, d, 0, 0, msg, msgn)) {
+            prob_free(ctx, d);
+            return -1;
+        }
+        k->time_ready = 1;
+    }
+    tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
+    rt_module own;
+    memset(&own, 0, sizeof own);
+    const rt_module *m = tune_ctx_module(ctx, v, 0, &own, msg, msgn);
+    int rc = -1;
+    if (m && !prepare(ctx, v, &k->time, msg, msgn)) {
+        tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, &tm);
+        launch_arg a = {v, m, &k->time.p, k->layers};
+        rc = tune_ctx_time(ctx, launch, &a, samples, t, msg, msgn);
+    }
+    tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, &tm);
+    if (own.mod)
+        rt_module_unload(&own);
+    return rc;
+}

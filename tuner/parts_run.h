@@ -1,0 +1,41 @@
+/* tuner/parts_run.h: the tuner's split-score decode runner (attn_parts_decode): a correctness gate against tuner/ref_parts and L2-flushed timing */
+#ifndef KF_TUNER_PARTS_RUN_H
+#define KF_TUNER_PARTS_RUN_H
+
+#include <stddef.h>
+
+#include "gen/kv.h"
+#include "tuner/attn_run.h"
+
+/*
+ * One attn_parts_decode shape of a sweep (dtype, b, sq, skv, hq, hkv, parts, value, dv, layers,
+ * page_size, causal; the softmax scale is 1/sqrt(sum of the key dims)), with:
+ *  - the gate case: fresh random inputs each call, 3 sequences of min(skv, 700), 0 and 65 keys, the
+ *    shape's heads, layers and paging (pages shuffled, NaN in unused pages, past every length and in
+ *    unused block-table slots: -1); outputs and workspace poisoned; every layer's o within
+ *    check_tol(dtype) and lse within CHECK_LSE_TOL of the fp64 reference (tuner/ref_parts), nothing
+ *    left unwritten, no NaN;
+ *  - the timing case: the shape itself (b sequences of skv keys), inputs filled once on the device
+ *    (small constant values), paged caches with a block table of consecutive pages.
+ */
+typedef struct tune_parts tune_parts;
+
+/* NULL with a message in err when the shape is not an attn_parts_decode shape. */
+tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn);
+/* Frees the shape's host and device buffers (ctx: the session they were made in; may be NULL). */
+void tune_parts_free(tune_parts *k, tune_attn_ctx *ctx);
+
+/* Gate: 0 when the variant ran (*pass, *rel_err the worst layer's o; msg the verdict), -1 on an
+ * error of the harness or the driver (msg says which). */
+int tune_parts_gate(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int *pass, double *rel_err,
+                    char *msg, size_t msgn);
+/* Timing of the decode kernel and the per-layer combines of v on the timing case (tune_ctx_time). */
+int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int samples,
+                    tune_attn_timing *t, char *msg, size_t msgn);
+
+/* Bytes of cache a call of the shape reads once (every cache row of every sequence), and its
+ * multiply-adds counted as 2 * sq * skv * hq * (key dims + dv) per layer / 2 (flops / 2). */
+double tune_parts_bytes(const gen_kvset *shape);
+double tune_parts_flops(const gen_kvset *shape);
+
+#endif

@@ -29,7 +29,7 @@ int rt_kda_kernel_count(const gen_kvset *vp)
     if (family_is(vp, "kda_naive") || family_is(vp, "kda_decode"))
         return 1;
     if (family_is(vp, "kda_prefill"))
-        return gen_kv_int(vp, "fused", 0) ? 1 : 2;
+        return gen_kv_int(vp, "fused", 0) ? 1 : gen_kv_int(vp, "seg", 1) > 1 ? 4 : 2;
     return -1;
 }
 
@@ -40,18 +40,32 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
     if (family_is(vp, "kda_naive"))
         return kernel_index == 0 ? set_grid(grid, p->hv_heads, p->nseq, 1) : -1;
     if (family_is(vp, "kda_decode")) {
-        long long vsplit = gen_kv_int(vp, "vsplit", 0);
-        if (kernel_index != 0 || vsplit < 1)
+        long long vsplit = gen_kv_int(vp, "vsplit", 0), ipc = gen_kv_int(vp, "ipc", 1);
+        if (kernel_index != 0 || vsplit < 1 || ipc < 1)
             return -1;
-        return set_grid(grid, vsplit, p->hv_heads, p->nseq);
+        if (ipc == 1)
+            return set_grid(grid, vsplit, p->hv_heads, p->nseq);
+        long long items = vsplit * p->hv_heads * p->nseq;   /* a strided loop over the items */
+        return set_grid(grid, (items + ipc - 1) / ipc, 1, 1);
     }
     if (family_is(vp, "kda_prefill")) {
         long long c = gen_kv_int(vp, "chunk", 0), vs = gen_kv_int(vp, "vs", 0), dv = gen_kv_int(vp, "dv", 0);
-        long long fused = gen_kv_int(vp, "fused", -1);
-        if (c < 1 || vs < 1 || dv < vs || dv % vs || fused < 0 || p->total < 0)
+        long long fused = gen_kv_int(vp, "fused", -1), seg = gen_kv_int(vp, "seg", 1), dk = gen_kv_int(vp, "dk", 0);
+        if (c < 1 || vs < 1 || dv < vs || dv % vs || fused < 0 || seg < 1 || p->total < 0)
             return -1;
         if (!fused && kernel_index == 0)
             return set_grid(grid, (long long)p->total / c + p->nseq, p->hv_heads, 1);
+        if (!fused && seg > 1) {     /* segments: operators, their composition, the segments' passes */
+            if (dk < vs || dk % vs)
+                return -1;
+            if (kernel_index == 1)
+                return set_grid(grid, dv / vs + dk / vs, p->hv_heads, (long long)p->nseq * seg);
+            if (kernel_index == 2)
+                return set_grid(grid, dv / vs, p->hv_heads, p->nseq);
+            if (kernel_index == 3)
+                return set_grid(grid, dv / vs, p->hv_heads, (long long)p->nseq * seg);
+            return -1;
+        }
         if (kernel_index == (fused ? 0 : 1))
             return set_grid(grid, dv / vs, p->hv_heads, p->nseq);
         return -1;
@@ -67,7 +81,11 @@ size_t rt_kda_workspace_bytes(const gen_kvset *vp, const kf_kda_params *p)
     if (c < 1 || dk < 1 || dv < 1 || p->nseq < 1 || p->hv_heads < 1 || p->total < 0)
         return 0;
     long long slot = 2 * (3 * c * dk + c * c + c * dv) + 4 * dk;
-    return (size_t)(((long long)p->total / c + p->nseq) * p->hv_heads * slot);
+    long long bytes = ((long long)p->total / c + p->nseq) * p->hv_heads * slot;
+    long long seg = gen_kv_int(vp, "seg", 1);
+    if (seg > 1)   /* per (sequence, value head, segment): c, start state [dk][dv], transition [dk][dk] fp32 */
+        bytes = (bytes + 255) / 256 * 256 + (long long)p->nseq * p->hv_heads * seg * (2 * dk * dv + dk * dk) * 4;
+    return (size_t)bytes;
 }
 
 static int fail(char *err, size_t n, const char *fmt, ...)
@@ -94,6 +112,8 @@ int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t 
         return fail(err, errn, "dv is %d: the variant is built for dv %lld", p->dv, dv);
     if (p->nseq < 1 || p->nseq > 65535)
         return fail(err, errn, "nseq is %d: must be in [1, 65535]", p->nseq);
+    if (family_is(vp, "kda_prefill") && !gen_kv_int(vp, "fused", 1) && (long long)p->nseq * gen_kv_int(vp, "seg", 1) > 65535)
+        return fail(err, errn, "nseq is %d: with seg %lld, nseq * seg must be <= 65535", p->nseq, gen_kv_int(vp, "seg", 1));
     if (p->h_heads < 1 || p->hv_heads < 1 || p->hv_heads % p->h_heads)
         return fail(err, errn, "hv_heads is %d, h_heads %d: hv_heads must be a positive multiple of h_heads",
                     p->hv_heads, p->h_heads);

@@ -1,6 +1,9 @@
 -- kda_prefill.lua: chunked KDA prefill: per-chunk preparation (fp32) + serial state pass on tensor cores, or one fused kernel
 -- Launch (runtime/kda_launch.c): fused 0: k0 kf_kda_prep grid (total/chunk + nseq, hv), k1 kf_kda_state grid
--- (dv/vs, hv, nseq), workspace (total/chunk + nseq) * hv * slot bytes; fused 1: k0 kf_kda_state alone, no workspace.
+-- (dv/vs, hv, nseq), workspace (total/chunk + nseq) * hv * slot bytes (the state pass double-buffers the slot it reads);
+-- fused 1: k0 kf_kda_state alone, no workspace. seg > 1 (split): k0 prep, k1 kf_kda_segop grid (dv/vs + dk/vs, hv,
+-- nseq*seg), k2 kf_kda_segcomb grid (dv/vs, hv, nseq), k3 kf_kda_state grid (dv/vs, hv, nseq*seg); workspace adds
+-- nseq*hv*seg*(2*dk*dv + dk*dk) fp32 after the slots (rounded up to 256 bytes).
 local function slot_bytes(f, c)
   return 2 * (3 * c * f.dk + c * c + c * f.dv) + 4 * f.dk
 end
@@ -14,9 +17,13 @@ local function scratch_floats(f, c, un)
 end
 local function state_bytes(f, p)
   local ldk, ldc = f.dk + 8, p.chunk + 8
-  return 2 * p.vs * ldk + 2 * 2 * p.chunk * ldk + 2 * f.dk * ldc + 2 * p.chunk * ldc + 2 * p.vs * ldc
-    + 2 * p.chunk * p.vs + 4 * f.dk
+  local nbuf = p.fused == 1 and 1 or 2     -- the split path double-buffers the chunk it reads
+  local buf = 2 * 2 * p.chunk * ldk + 2 * f.dk * ldc + 2 * p.chunk * ldc + 2 * p.chunk * p.vs + 4 * f.dk
+  return 2 * p.vs * ldk + 2 * p.vs * ldc + nbuf * buf
 end
+-- state tiles (16 x 8) of a dk x vs state block
+local function f_tiles(dk, vs) return dk * vs // 128 end
+
 local function smem_of(p, f)
   local st = state_bytes(f, p)
   if p.fused == 1 then
@@ -32,15 +39,25 @@ return {
   shape    = { n = "int", t = "int", h = "int", hv = "int", dk = "int", dv = "int" },
   -- chunk: tokens per chunk; vs: value columns per state block; w: warps of the state block;
   -- tr: state held transposed [vs, K]; fused: one kernel (small batches); mma: 0 = CUDA-core fragments (debug)
-  params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 } },
+  -- seg: segments per sequence run in parallel (split path; the chunk update is affine in the state)
+  params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 },
+               seg = { 1, 4 } },
   fixed    = function(shape) return { dk = shape.dk, dv = shape.dv } end,
   valid    = function(p, f, dev)
     if f.dk ~= 64 and f.dk ~= 128 then return false, "dk must be 64 or 128, got " .. f.dk end
     if f.dv ~= 64 and f.dv ~= 128 then return false, "dv must be 64 or 128, got " .. f.dv end
     if p.vs > f.dv then return false, "vs " .. p.vs .. " > dv " .. f.dv end
+    local seg = p.seg or 1
+    if seg > 1 and (p.fused == 1 or p.tr ~= 1 or p.mma ~= 1) then
+      return false, "seg " .. seg .. " only on the split tensor-core path with tr 1"
+    end
+    if seg > 1 and 4 * (f.dk * f.dk + f.dk * p.vs) > dev.smem_optin then return false, "segment combine shared memory" end
+    -- mma 0 (the same fragments on CUDA cores) exists to debug the tensor-core path: one geometry is enough
+    if p.mma == 0 and (p.vs ~= 16 or p.w ~= 4) then return false, "mma 0 (debug) only with vs 16, w 4" end
     local ns = f.dk * p.vs // 128
     if ns % p.w ~= 0 then return false, "state tiles " .. ns .. " do not split over " .. p.w .. " warps" end
-    if ns // p.w > 16 then return false, "more than 16 state tiles per warp (register pressure)" end
+    -- 16 tiles (64 fp32 accumulators per thread: vs 64, w 4 at dk 128) spill 8-1288 B under NVRTC 13
+    if ns // p.w > 8 then return false, "more than 8 state tiles per warp (" .. ns // p.w .. ": registers spill)" end
     local s = smem_of(p, f)
     if s.state > dev.smem_optin then return false, "state block shared memory " .. s.state .. " > " .. dev.smem_optin end
     if s.prep > dev.smem_optin then return false, "prep shared memory " .. s.prep .. " > " .. dev.smem_optin end
@@ -52,12 +69,14 @@ return {
     -- chunk grows as C^2..C^3 and dominates: chunk 32 measured twice as fast as 64 on an H200
     -- at T 8192, H 16; bench/NOTES.md), enough state blocks
     if tokens * shape.hv <= 4096 then
-      return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 1, mma = 1 }
+      return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 1, mma = 1, seg = 1 }
     end
     local vs = 64
     if shape.n * shape.hv * (shape.dv // 64) < dev.sms then vs = 32 end
     if shape.n * shape.hv * (shape.dv // 32) < dev.sms then vs = 16 end
-    return { chunk = 32, vs = vs, w = 4, tr = 1, fused = 0, mma = 1 }
+    -- w: at most 8 state tiles per warp (valid), so vs 64 at dk 128 takes 8 warps
+    local w = (f_tiles(shape.dk, vs) > 32) and 8 or 4
+    return { chunk = 32, vs = vs, w = w, tr = 1, fused = 0, mma = 1, seg = 1 }
   end,
   render   = function(p, f)
     local hdr = subst([[
@@ -70,7 +89,8 @@ return {
 #define KF_PF_TR ${tr}
 #define KF_PF_MMA ${mma}
 #define KF_PF_FUSED ${fused}
-]], { dk = f.dk, dv = f.dv, c = p.chunk, vs = p.vs, w = p.w, tr = p.tr, mma = p.mma, fused = p.fused })
+#define KF_PF_SEG ${seg}
+]], { dk = f.dk, dv = f.dv, c = p.chunk, vs = p.vs, w = p.w, tr = p.tr, mma = p.mma, fused = p.fused, seg = p.seg or 1 })
     return hdr .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
       .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/prefill.cuh")
   end,
@@ -78,6 +98,12 @@ return {
     local s = smem_of(p, f)
     if p.fused == 1 then
       return { { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
+    end
+    if (p.seg or 1) > 1 then
+      return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
+               { name = "kf_kda_segop", threads = 32 * p.w, smem = s.state },
+               { name = "kf_kda_segcomb", threads = 32 * p.w, smem = 4 * (f.dk * f.dk + f.dk * p.vs) },
+               { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
     end
     return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
              { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }

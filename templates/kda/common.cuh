@@ -22,6 +22,10 @@ __device__ __forceinline__ void kf_kda_seq(const kf_kda_params &p, int n, long l
     }
 }
 
+/* 1: per token the decay exp(g_t) applies to the state before the delta-rule correction reads it
+ * (S <- diag(exp g) S; u = beta (v - S^T k)); 0 is a planted bug for the mutation test. */
+#define KF_KDA_DECAY_FIRST 1  /* KF_MUTANT_DECAY_ORDER */
+
 __device__ __forceinline__ float kf_kda_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 /* Log gate of element d of token row tok (absolute, after bos) of value head hv of sequence n. */

@@ -3,7 +3,9 @@
 #define KF_KDA_DECODE_CUH
 
 /*
- * Needs kda/common.cuh, KF_DEC_THREADS (multiple of 32, >= 96), KF_DEC_VSPLIT (value-column slices).
+ * Needs kda/common.cuh, common/mma.cuh (cp.async), KF_DEC_THREADS (multiple of 32, >= 96), KF_DEC_VSPLIT
+ * (value-column slices), KF_DEC_IPC (items per block: 1 = grid (vsplit, hv, nseq); > 1 = a strided
+ * loop over the items with the next state slice prefetched into shared memory, see the kernel).
  * Grid (vsplit, hv_heads, nseq): block (x, hv, n) owns value columns [x*VC, (x+1)*VC), VC = V/vsplit,
  * of the state of (n, hv), for every token of sequence n (one token in decode; any length works).
  *
@@ -26,44 +28,34 @@
 #define KF_DEC_RV (KF_DEC_VC / KF_DEC_RG_V)
 #define KF_DEC_R (KF_DEC_RK > KF_DEC_RV ? KF_DEC_RK : KF_DEC_RV)
 
-extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS)
-kf_kda_decode(const kf_kda_params p)
+#ifndef KF_DEC_IPC
+#define KF_DEC_IPC 1
+#endif
+
+/* Address of the thread's state row r (16 bytes) of (n, hv), value columns from c0, in h0. */
+__device__ __forceinline__ const float *kf_dec_h0_row(const kf_kda_params &p, bool vfirst, int n, int hv, int c0, int r)
+{
+    const int tid = threadIdx.x;
+    if (!vfirst)
+        return p.h0 + kf_kda_h0_off(p, n, hv, tid / KF_DEC_TPR_K + KF_DEC_RG_K * r, c0 + (tid % KF_DEC_TPR_K) * 4);
+    return p.h0 + kf_kda_h0_off(p, n, hv, (tid % KF_DEC_TPR_V) * 4, c0 + tid / KF_DEC_TPR_V + KF_DEC_RG_V * r);
+}
+
+/* Every token of sequence n for value columns [c0, c0 + VC) of head hv, from the state slice s
+ * (registers, layout of vfirst); writes o and the final state. */
+__device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, int c0, int hv, int n, float (&s)[KF_DEC_R][4])
 {
     __shared__ float qs[KF_KDA_K], ks[KF_KDA_K], eg[KF_KDA_K], vsm[KF_DEC_VC], us[KF_DEC_VC];
     __shared__ __align__(16) float red[2][KF_DEC_RG_K][KF_DEC_VC];
     __shared__ float beta_s, qk_s;
 
-    const int hv = blockIdx.y, n = blockIdx.z, tid = threadIdx.x;
-    const int c0 = blockIdx.x * KF_DEC_VC;
+    const int tid = threadIdx.x;
     const int h = hv / (p.hv_heads / p.h_heads);
-    const bool vfirst = p.h0 ? p.h0_vfirst != 0 : p.ht_vfirst != 0;
     long long bos, len;
     kf_kda_seq(p, n, bos, len);
-
-    float s[KF_DEC_R][4];
     /* thread coordinates of both layouts */
     const int cq = tid % KF_DEC_TPR_K, rgk = tid / KF_DEC_TPR_K;    /* K-first */
     const int kq = tid % KF_DEC_TPR_V, rgv = tid / KF_DEC_TPR_V;    /* V-first */
-
-    if (!vfirst) {
-#pragma unroll
-        for (int r = 0; r < KF_DEC_RK; ++r) {
-            const int kk = rgk + KF_DEC_RG_K * r;
-            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (p.h0)
-                x = *(const float4 *)(p.h0 + kf_kda_h0_off(p, n, hv, kk, c0 + cq * 4));
-            s[r][0] = x.x; s[r][1] = x.y; s[r][2] = x.z; s[r][3] = x.w;
-        }
-    } else {
-#pragma unroll
-        for (int r = 0; r < KF_DEC_RV; ++r) {
-            const int vv = c0 + rgv + KF_DEC_RG_V * r;
-            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (p.h0)
-                x = *(const float4 *)(p.h0 + kf_kda_h0_off(p, n, hv, kq * 4, vv));
-            s[r][0] = x.x; s[r][1] = x.y; s[r][2] = x.z; s[r][3] = x.w;
-        }
-    }
 
     for (long long i = 0; i < len; ++i) {
         const long long tok = bos + i;
@@ -94,9 +86,9 @@ kf_kda_decode(const kf_kda_params p)
                 const float e = eg[kk], kv = ks[kk], qv = qs[kk];
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    const float x = s[r][j] * e;
+                    const float s0 = s[r][j], x = s0 * e;  /* KF_MUTANT_NO_DECAY */
                     s[r][j] = x;
-                    a[j] += x * kv;
+                    a[j] += (KF_KDA_DECAY_FIRST ? x : s0) * kv;
                     b[j] += x * qv;
                 }
             }
@@ -109,7 +101,7 @@ kf_kda_decode(const kf_kda_params p)
                     A += red[0][g][c];
                     B += red[1][g][c];
                 }
-                const float u = beta * (vsm[c] - A);
+                const float u = beta * (vsm[c] - A);  /* KF_MUTANT_BETA_TWICE */
                 us[c] = u;
                 o[c] = kf_kda_bf16(B + u * qk);
             }
@@ -135,9 +127,9 @@ kf_kda_decode(const kf_kda_params p)
                 float a = 0.f, b = 0.f;
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    const float x = s[r][j] * e[j];
+                    const float s0 = s[r][j], x = s0 * e[j];  /* KF_MUTANT_NO_DECAY */
                     s[r][j] = x;
-                    a += x * kv[j];
+                    a += (KF_KDA_DECAY_FIRST ? x : s0) * kv[j];
                     b += x * qv[j];
                 }
 #pragma unroll
@@ -145,7 +137,7 @@ kf_kda_decode(const kf_kda_params p)
                     a += __shfl_xor_sync(0xffffffffu, a, off);
                     b += __shfl_xor_sync(0xffffffffu, b, off);
                 }
-                const float u = beta * (vsm[vv] - a);
+                const float u = beta * (vsm[vv] - a);  /* KF_MUTANT_BETA_TWICE */
                 if (kq == 0)
                     o[vv] = kf_kda_bf16(b + u * qk);
 #pragma unroll
@@ -184,5 +176,71 @@ kf_kda_decode(const kf_kda_params p)
         }
     }
 }
+
+#if KF_DEC_IPC == 1
+/* Grid (vsplit, hv_heads, nseq): one item per block; the state rows are loaded straight into registers. */
+extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS)
+kf_kda_decode(const kf_kda_params p)
+{
+    const int hv = blockIdx.y, n = blockIdx.z, c0 = blockIdx.x * KF_DEC_VC;
+    const bool vfirst = p.h0 ? p.h0_vfirst != 0 : p.ht_vfirst != 0;
+    const int nr = vfirst ? KF_DEC_RV : KF_DEC_RK;
+    float s[KF_DEC_R][4];
+#pragma unroll
+    for (int r = 0; r < KF_DEC_R; ++r) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (p.h0 && r < nr)
+            x = *(const float4 *)kf_dec_h0_row(p, vfirst, n, hv, c0, r);
+        s[r][0] = x.x; s[r][1] = x.y; s[r][2] = x.z; s[r][3] = x.w;
+    }
+    kf_dec_run(p, vfirst, c0, hv, n, s);
+}
+#else
+/* Grid (ceil(items / IPC)): block b takes items b, b + grid, ... (item = (x, hv, n), x fastest).
+ * The next item's state rows are copied (cp.async) into this thread's own shared slots while the
+ * current item computes, so every block keeps a state slice in flight. */
+__device__ __forceinline__ void kf_dec_prefetch(const kf_kda_params &p, bool vfirst, long long it, float4 *pre)
+{
+    const int x = (int)(it % KF_DEC_VSPLIT), hv = (int)((it / KF_DEC_VSPLIT) % p.hv_heads);
+    const int n = (int)(it / ((long long)KF_DEC_VSPLIT * p.hv_heads));
+    const int nr = vfirst ? KF_DEC_RV : KF_DEC_RK;
+#pragma unroll
+    for (int r = 0; r < KF_DEC_R; ++r)
+        if (r < nr) {
+            kf_cp_async16(kf_smem_u32(pre + r * KF_DEC_THREADS + threadIdx.x), kf_dec_h0_row(p, vfirst, n, hv, x * KF_DEC_VC, r), true);
+        }
+    kf_cp_async_commit();
+}
+
+extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS)
+kf_kda_decode(const kf_kda_params p)
+{
+    extern __shared__ __align__(16) float4 dec_pre[];     /* [R][THREADS]: the next item's rows */
+    const long long items = (long long)KF_DEC_VSPLIT * p.hv_heads * p.nseq;
+    const bool vfirst = p.h0 ? p.h0_vfirst != 0 : p.ht_vfirst != 0;
+    const int nr = vfirst ? KF_DEC_RV : KF_DEC_RK;
+    long long it = blockIdx.x;
+    if (p.h0 && it < items)
+        kf_dec_prefetch(p, vfirst, it, dec_pre);
+    for (; it < items; it += gridDim.x) {
+        const int x = (int)(it % KF_DEC_VSPLIT), hv = (int)((it / KF_DEC_VSPLIT) % p.hv_heads);
+        const int n = (int)(it / ((long long)KF_DEC_VSPLIT * p.hv_heads));
+        float s[KF_DEC_R][4];
+        if (p.h0)
+            kf_cp_async_wait<0>();
+#pragma unroll
+        for (int r = 0; r < KF_DEC_R; ++r) {
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (p.h0 && r < nr)
+                v = dec_pre[r * KF_DEC_THREADS + threadIdx.x];
+            s[r][0] = v.x; s[r][1] = v.y; s[r][2] = v.z; s[r][3] = v.w;
+        }
+        __syncthreads();                   /* the slots are read before the next copy overwrites them */
+        if (p.h0 && it + gridDim.x < items)
+            kf_dec_prefetch(p, vfirst, it + gridDim.x, dec_pre);
+        kf_dec_run(p, vfirst, x * KF_DEC_VC, hv, n, s);
+    }
+}
+#endif
 
 #endif

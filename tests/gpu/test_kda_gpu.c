@@ -1,4 +1,14 @@
 /* tests/gpu/test_kda_gpu.c: KDA kernels (naive, decode, prefill) on the GPU against the fp64 recurrence, plus timings */
+/*
+ * Needs a GPU: prints "skipped: no CUDA device" and returns 77 without one. Binaries are cached in
+ * $KF_TEST_DB (default ./kda_gpu_cache.db). With KFORGE_TEST_PRECOMPILE=1 and no GPU, every valid
+ * variant of the KDA families (K = V = 64 and 128) and every mutant binary is compiled for sm_90a
+ * into that database first (then the test skips), so a GPU machine with the same NVRTC calls no
+ * compiler.
+ * Mutant mode (KF_KDA_MUTANT=m, run by tests/mutants/test_kda_mutants.c): plants mutant m (-1: none)
+ * into the rendered prefill and decode sources (lines marked KF_MUTANT_*) and runs only the cases
+ * of mutant_suite(); exit 0 all passed, 1 some failed, 4 not planted, 5 no mutant m.
+ */
 #include <setjmp.h>
 #include "runtime/device.h"
 #include <stdarg.h>
@@ -10,9 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db/db.h"
 #include "gen/build.h"
+#include "gen/hash.h"
 #include "gen/template.h"
 #include "runtime/cuda.h"
 #include "runtime/kda_launch.h"
@@ -29,6 +41,73 @@ static gen_host *host;
 static db_store *db;
 static gen_target tg;
 static rt_devinfo dinfo;
+static int g_mutant = -1;      /* KF_KDA_MUTANT: the planted mutant, -1 none */
+static int g_planted;          /* lines mutated so far */
+static int g_precompile;       /* no GPU: variant_build compiles into the cache only */
+
+/* ---- mutants: known slips planted into the rendered source, each must fail the suite ------- */
+
+typedef struct kda_mutant {
+    const char *name, *marker;
+    const char *from[3], *to[3];   /* first pair that matches a marked line is applied */
+} kda_mutant;
+
+static const kda_mutant kda_mutants[] = {
+    { "drop the state decay", "KF_MUTANT_NO_DECAY", { "*= dec[r]", "s0 * e;", "s0 * e[j];" }, { "*= 1.f", "s0;", "s0;" } },
+    { "decay after the correction", "KF_MUTANT_DECAY_ORDER", { "DECAY_FIRST 1", NULL }, { "DECAY_FIRST 0", NULL } },
+    { "beta twice", "KF_MUTANT_BETA_TWICE", { "? kf_to_float(v[", "beta * (vsm" },
+      { "? beta[i] * kf_to_float(v[", "beta * beta * (vsm" } },
+    { "wrong chunk boundary", "KF_MUTANT_CHUNK_BOUNDARY", { "vb + ch + 1;", NULL }, { "vb + ch + 2;", NULL } },
+    { "state at the wrong segment boundary", "KF_MUTANT_SEG_BOUNDARY", { "sr = sg;", NULL }, { "sr = sg > 0 ? sg - 1 : 0;", NULL } },
+};
+#define N_MUTANTS ((int)(sizeof kda_mutants / sizeof kda_mutants[0]))
+
+/* Plants mutant m into j's source (prefill and decode only); returns the lines changed. */
+static int mutate(gen_job *j, const char *family, int m)
+{
+    if (m < 0 || (strcmp(family, "kda_prefill") && strcmp(family, "kda_decode")))
+        return 0;
+    const kda_mutant *mu = &kda_mutants[m];
+    size_t n = strlen(j->src);
+    char *out = malloc(2 * n + 1024), *w = out;
+    int planted = 0;
+    const char *line = j->src;
+    while (*line) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
+        char buf[4096];
+        int done = 0;
+        if (len < sizeof buf) {
+            memcpy(buf, line, len);
+            buf[len] = 0;
+            for (int k = 0; k < 3 && !done && strstr(buf, mu->marker); ++k) {
+                char *at = mu->from[k] ? strstr(buf, mu->from[k]) : NULL;
+                if (at) {
+                    w += sprintf(w, "%.*s%s%s", (int)(at - buf), buf, mu->to[k], at + strlen(mu->from[k]));
+                    planted++;
+                    done = 1;
+                }
+            }
+        }
+        if (!done) {
+            memcpy(w, line, len);
+            w += len;
+        }
+        line += len;
+    }
+    *w = 0;
+    if (!planted) {                           /* unchanged source: the unmutated binary and key serve */
+        free(out);
+        return 0;
+    }
+    free(j->src);
+    j->src = out;
+    char hex[33];
+    gen_hash128_str(out, hex);
+    hex[16] = 0;
+    snprintf(j->cache_key, sizeof j->cache_key, "%s.%s.mutant-%s", j->binary_key, tg.arch, hex);
+    return planted;
+}
 
 #define CU(call) do { CUresult r_ = (call); if (r_) { char b_[128]; rt_cuda_errstr(r_, b_, sizeof b_); \
     fail_msg("%s: %s", #call, b_); } } while (0)
@@ -52,14 +131,21 @@ static void variant_build(variant *v, const char *family, const gen_kvset *shape
     j.tmpl = t;
     if (gen_tmpl_fixed(t, shape, &j.fixed))
         fail_msg("fixed %s: %s", family, gen_host_errmsg(host));
-    if (params)
-        j.params = *params;
-    else if (gen_tmpl_default(t, shape, &tg.dev, &j.params))
+    if (gen_tmpl_default(t, shape, &tg.dev, &j.params))   /* params given override the default's */
         fail_msg("default %s: %s", family, gen_host_errmsg(host));
+    if (params)
+        gen_kv_merge(&j.params, params);
     if (gen_build_prepare(&j, &tg))
         fail_msg("prepare %s: %s", family, gen_host_errmsg(host));
+    g_planted += mutate(&j, family, g_mutant);
     if (gen_build_run(&j, 1, 4, db, &tg, NULL, NULL, err, sizeof err) != 0 || j.failed)
         fail_msg("compile %s: %s %s", j.variant_key, j.err, err);
+    if (g_precompile) {                       /* compiled into the cache; nothing to load */
+        memset(v, 0, sizeof *v);
+        snprintf(v->key, sizeof v->key, "%s", j.variant_key);
+        gen_job_free(&j);
+        return;
+    }
     rt_kernel_desc kd[GEN_MAX_KERNELS];
     for (int i = 0; i < j.n_kernels; ++i) {
         snprintf(kd[i].name, sizeof kd[i].name, "%s", j.kernels[i].name);
@@ -154,8 +240,13 @@ static void dprob_free(dprob *d)
     memset(d, 0, sizeof *d);
 }
 
+static void launch_only(const variant *v, dprob *d, int only);
+
 /* Launches every kernel of v for d (no poison, no sync). */
-static void launch(const variant *v, dprob *d)
+static void launch(const variant *v, dprob *d) { launch_only(v, d, -1); }
+
+/* Launches kernel `only` of v (every kernel when only < 0). */
+static void launch_only(const variant *v, dprob *d, int only)
 {
     char err[512];
     size_t ws = rt_kda_workspace_bytes(&v->vp, &d->p);
@@ -174,6 +265,8 @@ static void launch(const variant *v, dprob *d)
     for (int i = 0; i < nk; ++i) {
         unsigned grid[3];
         void *args[] = { &d->p };
+        if (only >= 0 && i != only)
+            continue;
         if (rt_kda_grid(&v->vp, &d->p, i, grid))
             fail_msg("%s: no grid for kernel %d", v->key, i);
         if (rt_module_launch(&v->m, i, grid, args, NULL, err, sizeof err))
@@ -509,7 +602,8 @@ static void long_case(const char *what, ref_kda_case *c, int cpu_heads)
     check_variant(what, &v, &dp, &nref);
     rt_module_unload(&v.m);
     static const char *alts[] = { "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1",
-                                  "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1" };
+                                  "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1",
+                                  "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
     for (size_t i = 0; i < sizeof alts / sizeof alts[0]; ++i) {
         gen_kvset pp;
         char err[128];
@@ -546,21 +640,25 @@ static void test_kda_gpu__prefill_long_sequences(void **state)
 
 /* ---- timing ----------------------------------------------------------------------------- */
 
-static double time_ms(const variant *v, dprob *d, int iters)
+static double time_ms_only(const variant *v, dprob *d, int iters, int only);
+static double time_ms(const variant *v, dprob *d, int iters) { return time_ms_only(v, d, iters, -1); }
+
+/* Median of iters timed launches of kernel `only` of v (all kernels when only < 0). */
+static double time_ms_only(const variant *v, dprob *d, int iters, int only)
 {
     CUevent e0, e1;
     double t[64];
     CU(cu->EventCreate(&e0, 0));
     CU(cu->EventCreate(&e1, 0));
-    launch(v, d);
-    launch(v, d);
+    launch_only(v, d, only);
+    launch_only(v, d, only);
     CU(cu->CtxSynchronize());
     if (iters > 64)
         iters = 64;
     for (int i = 0; i < iters; ++i) {
         float ms;
         CU(cu->EventRecord(e0, NULL));
-        launch(v, d);
+        launch_only(v, d, only);
         CU(cu->EventRecord(e1, NULL));
         CU(cu->EventSynchronize(e1));
         CU(cu->EventElapsedTime(&ms, e0, e1));
@@ -592,7 +690,10 @@ static void time_prefill(const char *what, ref_kda_case *c, const char *const *a
             assert_int_equal(gen_kv_parse(&pp, alts[i], err, sizeof err), 0);
         variant_build(&v, "kda_prefill", &sh, i >= 0 ? &pp : NULL);
         double ms = time_ms(&v, &dp, 20);
-        printf("  time %-28s %-66s %9.4f ms  ws %zu MB\n", what, v.key, ms, rt_kda_workspace_bytes(&v.vp, &dp.p) >> 20);
+        printf("  time %-28s %-66s %9.4f ms  ws %zu MB", what, v.key, ms, rt_kda_workspace_bytes(&v.vp, &dp.p) >> 20);
+        for (int k = 0; k < v.m.n && v.m.n > 1; ++k)      /* where the time goes: each kernel alone */
+            printf("  k%d %.4f", k, time_ms_only(&v, &dp, 10, k));
+        printf("\n");
         rt_module_unload(&v.m);
     }
     dprob_free(&dp);
@@ -605,15 +706,22 @@ static void test_kda_gpu__prefill_timings(void **state)
     printf("  device %s, %d SMs\n", dinfo.name, dinfo.sms);
     static const char *alts[] = { "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1",
                                   "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1",
-                                  "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1" };
+                                  "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1", "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1",
+                                  "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4",
+                                  "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
+                                  "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=4" };
     ref_kda_case c = kcase(1, NULL, 8192, 16, 16, 128);
-    time_prefill("T8192 H16 (target 0.25)", &c, alts, 5);
+    time_prefill("T8192 H16 (target 0.25)", &c, alts, 10);
+    static const char *alts64[] = { "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1",
+                                    "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
+                                    "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
     c = kcase(1, NULL, 8192, 64, 64, 128);
-    time_prefill("T8192 H64 (target 0.9)", &c, alts, 3);
+    time_prefill("T8192 H64 (target 0.9)", &c, alts64, 5);
     static const char *small[] = { "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1", "chunk=16,vs=16,w=4,tr=1,fused=1,mma=1",
-                                   "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1" };
+                                   "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1",
+                                   "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1", "chunk=32,vs=64,w=8,tr=1,fused=1,mma=1" };
     c = kcase(3, L3, 0, 2, 2, 128);
-    time_prefill("[17,0,16] H2 (target 0.015)", &c, small, 4);
+    time_prefill("[17,0,16] H2 (target 0.015)", &c, small, 6);
 }
 
 static void test_kda_gpu__decode_timings(void **state)
@@ -647,6 +755,149 @@ static void test_kda_gpu__decode_timings(void **state)
     free(ones);
 }
 
+/* ---- mutant suite and precompile ----------------------------------------------------------- */
+
+/* The variants the mutant suite runs (shape of every_variant): the default and both paths,
+ * both state layouts, every chunk size; decode default and a sliced one. */
+static const char *const mut_prefill[] = {
+    NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1",
+    "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1",
+    "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
+static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1", "vsplit=2,w=4,ipc=4" };
+#define N_MUT_PREFILL ((int)(sizeof mut_prefill / sizeof mut_prefill[0]))
+#define N_MUT_DECODE ((int)(sizeof mut_decode / sizeof mut_decode[0]))
+
+static void mut_variant(variant *v, int k, const gen_kvset *sh)
+{
+    const char *family = k < N_MUT_PREFILL ? "kda_prefill" : "kda_decode";
+    const char *pp = k < N_MUT_PREFILL ? mut_prefill[k] : mut_decode[k - N_MUT_PREFILL];
+    gen_kvset ps;
+    char err[128];
+    gen_kv_clear(&ps);
+    if (pp && gen_kv_parse(&ps, pp, err, sizeof err))
+        fail_msg("bad params '%s': %s", pp, err);
+    variant_build(v, family, sh, pp ? &ps : NULL);
+}
+
+/* Small cases x the mutant variants against the oracle; returns the exit code of mutant mode. */
+static int mutant_suite(void)
+{
+    ref_kda_case cs[8];
+    int nc = small_cases(cs, 128);
+    cs[nc] = kcase(6, LMIX, 0, 2, 4, 128); cs[nc].h0 = 2; cs[nc].ht = 1; nc++;
+    gen_kvset sh;
+    shape_of(&sh, 6, 64, 2, 4, 128, 128);
+    const int nv = N_MUT_PREFILL + N_MUT_DECODE;
+    variant *vs = calloc(nv, sizeof *vs);
+    for (int k = 0; k < nv; ++k)
+        mut_variant(&vs[k], k, &sh);
+    if (g_mutant >= 0)
+        printf("    mutant '%s': %d lines planted\n", kda_mutants[g_mutant].name, g_planted);
+    if (g_mutant >= 0 && !g_planted)
+        return 4;
+    failures = 0;
+    for (int i = 0; i < nc; ++i) {
+        ref_kda_host hp;
+        if (ref_kda_host_make(&hp, &cs[i], check_fresh_seed()))
+            return 3;
+        dprob dp;
+        dprob_make(&dp, &hp);
+        refout ref;
+        ref_cpu(&hp, 0, 0, &ref);
+        for (int k = 0; k < nv; ++k)
+            check_variant(case_name(&cs[i]), &vs[k], &dp, &ref);
+        refout_free(&ref);
+        dprob_free(&dp);
+        ref_kda_host_free(&hp);
+    }
+    for (int k = 0; k < nv; ++k)
+        rt_module_unload(&vs[k].m);
+    free(vs);
+    printf("    %d comparison(s) failed\n", failures);
+    return failures ? 1 : 0;
+}
+
+typedef struct joblist {
+    gen_job *j;
+    int n, cap;
+} joblist;
+
+static void add_job(joblist *l, const char *family, const gen_kvset *shape, const gen_kvset *params, int m)
+{
+    gen_tmpl *t = gen_tmpl_load(host, family);
+    if (!t)
+        return;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->j = realloc(l->j, sizeof *l->j * (size_t)l->cap);
+    }
+    gen_job *j = &l->j[l->n];
+    memset(j, 0, sizeof *j);
+    j->tmpl = t;
+    if (gen_tmpl_fixed(t, shape, &j->fixed))
+        return;
+    if (gen_tmpl_default(t, shape, &tg.dev, &j->params))
+        return;
+    if (params)
+        gen_kv_merge(&j->params, params);
+    if (gen_build_prepare(j, &tg)) {
+        gen_job_free(j);
+        return;
+    }
+    if (m >= 0 && !mutate(j, family, m)) {    /* nothing planted: the unmutated binary serves */
+        gen_job_free(j);
+        return;
+    }
+    l->n++;
+}
+
+/* No GPU, KFORGE_TEST_PRECOMPILE=1: every binary the suite and the mutant runs load, into db. */
+static int precompile(void)
+{
+    joblist l = { 0 };
+    const char *fams[] = { "kda_prefill", "kda_decode", "kda_naive" };
+    for (int f = 0; f < 3; ++f)
+        for (int d = 64; d <= 128; d += 64) {
+            gen_kvset sh;
+            shape_of(&sh, 6, 64, 2, 4, d, d);
+            gen_tmpl *t = gen_tmpl_load(host, fams[f]);
+            gen_kvset fixed;
+            plist *pl = malloc(sizeof *pl);
+            pl->n = 0;
+            if (t && !gen_tmpl_fixed(t, &sh, &fixed))
+                gen_tmpl_enumerate(t, &fixed, &tg.dev, collect, pl);
+            for (int i = 0; i < pl->n; ++i)
+                add_job(&l, fams[f], &sh, &pl->p[i], -1);
+            free(pl);
+        }
+    gen_kvset sh;
+    shape_of(&sh, 6, 64, 2, 4, 128, 128);
+    for (int m = 0; m < N_MUTANTS; ++m)
+        for (int k = 0; k < N_MUT_PREFILL + N_MUT_DECODE; ++k) {
+            const char *family = k < N_MUT_PREFILL ? "kda_prefill" : "kda_decode";
+            const char *pp = k < N_MUT_PREFILL ? mut_prefill[k] : mut_decode[k - N_MUT_PREFILL];
+            gen_kvset ps;
+            char err[128];
+            gen_kv_clear(&ps);
+            if (pp && gen_kv_parse(&ps, pp, err, sizeof err))
+                continue;
+            add_job(&l, family, &sh, pp ? &ps : NULL, m);
+        }
+    char err[512];
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    int failed = gen_build_run(l.j, l.n, threads > 0 ? (int)threads : 2, db, &tg, NULL, NULL, err, sizeof err);
+    int hits = 0;
+    for (int i = 0; i < l.n; ++i) {
+        if (l.j[i].failed)
+            fprintf(stderr, "FAILED %s: %s\n", l.j[i].variant_key, l.j[i].err);
+        hits += l.j[i].cache_hit;
+        gen_job_free(&l.j[i]);
+    }
+    printf("precompiled %d binaries for %s (%d already cached, %d failed)\n", l.n, tg.arch, hits, failed);
+    free(l.j);
+    return failed ? 1 : 0;
+}
+
 static int reset_failures(void **state) { (void)state; failures = 0; return 0; }
 static int check_failures(void **state)
 {
@@ -661,13 +912,21 @@ static int check_failures(void **state)
 int main(void)
 {
     char err[512];
+    const char *mut = getenv("KF_KDA_MUTANT"), *pre = getenv("KFORGE_TEST_PRECOMPILE");
+    if (mut && *mut) {
+        g_mutant = atoi(mut);
+        if (g_mutant >= N_MUTANTS)
+            return 5;
+    }
     cu = rt_cuda(err, sizeof err);
     int ndev = 0;
-    if (!cu || cu->DeviceGetCount(&ndev) || ndev < 1) {
+    int have_gpu = cu && !cu->DeviceGetCount(&ndev) && ndev >= 1;
+    g_precompile = !have_gpu && pre && *pre && strcmp(pre, "0");
+    if (!have_gpu && !g_precompile) {
         printf("skipped: no CUDA device\n");
         return 77;
     }
-    if (rt_module_context(0, err, sizeof err) || rt_device_info(0, &dinfo, err, sizeof err)) {
+    if (have_gpu && (rt_module_context(0, err, sizeof err) || rt_device_info(0, &dinfo, err, sizeof err))) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
@@ -675,15 +934,29 @@ int main(void)
     char tdir[1024];
     snprintf(tdir, sizeof tdir, "%s/templates", src ? src : ".");
     host = gen_host_new(src ? tdir : NULL);
-    if (db_open(&db, getenv("KF_TEST_DB") ? getenv("KF_TEST_DB") : "kda_gpu_cache.db", DB_CREATE) != DB_OK) {
+    const char *dbp = getenv("KF_TEST_DB") ? getenv("KF_TEST_DB") : "kda_gpu_cache.db";
+    if (db_open(&db, dbp, DB_CREATE) != DB_OK) {
         fprintf(stderr, "error: %s\n", db_errmsg(db));
         return 1;
+    }
+    if (g_precompile) {                       /* the H200's facts: gen_device_for_arch("sm_90a") */
+        int rc = gen_target_init(&tg, "sm_90a", 0, NULL) ? 1 : precompile();
+        db_close(db);
+        gen_host_free(host);
+        printf("skipped: no CUDA device (variants precompiled into %s)\n", dbp);
+        return rc ? 1 : 77;
     }
     gen_device gd;
     rt_gen_device(&dinfo, &gd);
     if (gen_target_init(&tg, dinfo.arch, 0, &gd)) {
         fprintf(stderr, "error: no target for %s\n", dinfo.arch);
         return 1;
+    }
+    if (mut && *mut) {                        /* mutant mode: the mutant suite only */
+        int rc = mutant_suite();
+        db_close(db);
+        gen_host_free(host);
+        return rc;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kda_gpu__check_refuses_bad_arguments),

@@ -33,7 +33,7 @@ static void on_sigint(int sig)
     g_stop = 1;
 }
 
-/* The tunable shapes of the selection (attn_decode, attn_prefill, kda_prefill, kda_decode), shard si of sn's part
+/* The tunable shapes of the selection (attn_decode, attn_prefill, attn_parts_decode, kda_prefill, kda_decode), shard si of sn's part
  * (sn 0: all of them). */
 static int tune_shapes(cli_opts *o, int si, int sn, gen_kvset **out)
 {
@@ -49,15 +49,15 @@ static int tune_shapes(cli_opts *o, int si, int sn, gen_kvset **out)
     int m = 0, skipped = 0;
     for (int i = 0; i < n; i++) {
         const char *f = gen_kv_str(&all[i], "family");
-        if (f && (!strcmp(f, "attn_decode") || !strcmp(f, "attn_prefill") || !strcmp(f, "kda_prefill") ||
-                  !strcmp(f, "kda_decode")))
+        if (f && (!strcmp(f, "attn_decode") || !strcmp(f, "attn_prefill") || !strcmp(f, "attn_parts_decode") ||
+                  !strcmp(f, "kda_prefill") || !strcmp(f, "kda_decode")))
             all[m++] = all[i];
         else
             skipped++;
     }
     if (skipped)
         cli_progress(o, "note: %d shape%s of families the tuner does not time (only attn_decode,"
-                     " attn_prefill, kda_prefill, kda_decode) left out\n", skipped, skipped == 1 ? "" : "s");
+                     " attn_prefill, attn_parts_decode, kda_prefill, kda_decode) left out\n", skipped, skipped == 1 ? "" : "s");
     if (sn > 0) {
         double *cost = malloc(sizeof(double) * (size_t)(m + 1));
         int *owner = malloc(sizeof(int) * (size_t)(m + 1));
@@ -235,7 +235,7 @@ int cmd_tune(cli_opts *o)
         return 1;
     if (n == 0) {
         free(shapes);
-        return cli_error("no shapes of a tunable family (attn_decode, attn_prefill, kda_prefill, kda_decode) in '%s'%s",
+        return cli_error("no shapes of a tunable family (attn_decode, attn_prefill, attn_parts_decode, kda_prefill, kda_decode) in '%s'%s",
                          o->shape ? "--shape" : o->sweep ? o->sweep : "default",
                          o->shard ? " for this shard" : "");
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/device_run.sh: on a GPU machine, from binaries built elsewhere: GPU tests, kforge run, tune, bench; logs under $OUT
-# usage: KF_BUILD=.devbuild bash tests/device_run.sh tests|runs|api|tune|bench ...
+# usage: KF_BUILD=.devbuild bash tests/device_run.sh tests|runs|py|mla|api|tune|bench ...
 # KF_BUILD holds kforge, libkforge*.so, tests/ (GPU test binaries and their caches), devlibs/ (cmocka, Lua).
 set -u
 OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
@@ -10,13 +10,17 @@ export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
 K=$B/kforge
 DB=${KF_DB:-$B/run.db}
+# test caches travel xz-compressed (tests/devbuild.sh)
+for z in "$B"/tests/*.db.xz; do
+  [ -f "$z" ] && python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "${z%.xz}"
+done
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/env.txt" 2>&1
 for what in "$@"; do
 case $what in
 tests)
   cd "$B/tests"
   for t in ${TESTS:-test_attn_gpu test_api_gpu test_kda_gpu test_kda_api_gpu test_mutants test_tune_gpu}; do
-    timeout 400 ./$t > "$OUT/$t.log" 2>&1; rc=$?
+    timeout ${TEST_TIMEOUT:-400} ./$t > "$OUT/$t.log" 2>&1; rc=$?
     echo "$t: exit $rc; $(grep -E '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed' "$OUT/$t.log" | tail -3 | tr '\n' ' ')"
   done ;;
 runs)
@@ -37,6 +41,11 @@ tune)
   tail -n 12 "$OUT/tune.err"
   "$K" report --db "$DB" --markdown > "$OUT/report.md" 2>&1; cat "$OUT/report.md"
   cp "$DB" "$OUT/tuned.db" ;;
+py)
+  cd "$ROOT/python/tests" && PYTHONPATH=$ROOT/python:$ROOT/python/tests timeout 300 python3 -m unittest -v test_gpu > "$OUT/py.log" 2>&1
+  echo "python GPU tests: exit $?; $(grep -E '^(OK|FAILED|Ran )' "$OUT/py.log" | tr '\n' ' ')" ;;
+mla)
+  cd "$ROOT" && timeout 200 python3 -m bench.mla_torch > "$OUT/mla_torch.md" 2>&1; echo "mla_torch exit $?"; cat "$OUT/mla_torch.md" ;;
 api)
   "$B/kf_api_costs" /tmp/kf_api > "$OUT/api.log" 2>&1; echo "kf_api_costs exit $?"; cat "$OUT/api.log"
   cd "$ROOT" && PYTHONPATH=$ROOT/python python3 bench/host_cost.py > "$OUT/host_cost.log" 2>&1; echo "host_cost exit $?"; tail -n 8 "$OUT/host_cost.log" ;;

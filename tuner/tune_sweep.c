@@ -18,6 +18,7 @@
 #include "runtime/cuda.h"
 #include "tuner/attn_run.h"
 #include "tuner/kda_run.h"
+#include "tuner/parts_run.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
 #include "tuner/tune_gate.h"
@@ -32,6 +33,56 @@
  * the shapes whose binaries are ready. A binary shared by several shapes (same fixed values)
  * is built once, with the first shape that needs it.
  */
+
+/* The families with their own runner (tuner/kda_run.h, tuner/parts_run.h): the shape's gate and
+ * timing cases behind one set of calls; GQA attention uses tune_attn_* directly. */
+typedef struct runner_ops {
+    const char *families[2];
+    void *(*make)(const gen_kvset *shape, char *err, size_t errn);
+    void (*release)(void *st, tune_attn_ctx *ctx);
+    int (*gate)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, int *pass, double *rel_err, char *msg,
+                size_t msgn);
+    int (*time)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, int samples, tune_attn_timing *t,
+                char *msg, size_t msgn);
+} runner_ops;
+
+static void *kda_make(const gen_kvset *s, char *e, size_t n) { return tune_kda_new(s, e, n); }
+static void kda_release(void *st, tune_attn_ctx *c) { tune_kda_free(st, c); }
+static int kda_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int *pass, double *e, char *m, size_t n)
+{
+    return tune_kda_gate(c, st, v, pass, e, m, n);
+}
+static int kda_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
+                    size_t n)
+{
+    return tune_kda_time(c, st, v, s, t, m, n);
+}
+static void *parts_make(const gen_kvset *s, char *e, size_t n) { return tune_parts_new(s, e, n); }
+static void parts_release(void *st, tune_attn_ctx *c) { tune_parts_free(st, c); }
+static int parts_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int *pass, double *e, char *m,
+                      size_t n)
+{
+    return tune_parts_gate(c, st, v, pass, e, m, n);
+}
+static int parts_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
+                      size_t n)
+{
+    return tune_parts_time(c, st, v, s, t, m, n);
+}
+
+static const runner_ops RUNNERS[] = {
+    {{"kda_prefill", "kda_decode"}, kda_make, kda_release, kda_gate, kda_time},
+    {{"attn_parts_decode", NULL}, parts_make, parts_release, parts_gate, parts_time},
+};
+
+static const runner_ops *runner_of(const char *family)
+{
+    for (size_t i = 0; i < sizeof RUNNERS / sizeof RUNNERS[0]; i++)
+        for (int k = 0; k < 2; k++)
+            if (RUNNERS[i].families[k] && !strcmp(RUNNERS[i].families[k], family))
+                return &RUNNERS[i];
+    return NULL;
+}
 
 /* The current measurements of one shape, as the selection reads them. */
 typedef struct meas_list {
@@ -49,7 +100,8 @@ typedef struct plan {
     int n_todo;
     tune_attn_case time_case;
     int use_naive, naive_job;    /* gate against the GPU naive kernel (large cases) */
-    tune_kda *kda;               /* KDA shapes: their gate and timing cases (time_case unused) */
+    const runner_ops *run;       /* KDA, split-score: the family's runner (time_case unused) */
+    void *run_st;                /* its per-shape state */
     tune_work work;
     double ceiling;              /* of work.ceiling on this GPU, NaN when not measured */
     int job_lo, job_hi;          /* the jobs first needed by this shape */
@@ -243,10 +295,10 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
     snprintf(p->family, sizeof p->family, "%s", fam ? fam : "");
     if (gen_shape_key(shape, p->shape_key, sizeof p->shape_key))
         return gen_host_fail(w->h, "shape key of a %s shape is too long", p->family);
-    int kda = !strcmp(p->family, "kda_prefill") || !strcmp(p->family, "kda_decode");
-    if (strcmp(p->family, "attn_decode") && strcmp(p->family, "attn_prefill") && !kda)
-        return gen_host_fail(w->h, "the tuner times attn_decode, attn_prefill, kda_prefill and kda_decode"
-                             " shapes, not '%s'", p->family);
+    const runner_ops *run = runner_of(p->family);
+    if (strcmp(p->family, "attn_decode") && strcmp(p->family, "attn_prefill") && !run)
+        return gen_host_fail(w->h, "the tuner times attn_decode, attn_prefill, attn_parts_decode, kda_prefill and"
+                             " kda_decode shapes, not '%s'", p->family);
     p->t = gen_tmpl_load(w->h, p->family);
     if (!p->t || tune_enumerate(p->t, shape, &w->tg.dev, &p->sp) || plan_todo(w, p))
         return -1;
@@ -257,10 +309,11 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
         p->sp.v[i].job = j;
     }
     p->naive_job = -1;
-    if (kda) {
+    if (run) {
         char e[400];
-        if (!(p->kda = tune_kda_new(shape, e, sizeof e)))
+        if (!(p->run_st = run->make(shape, e, sizeof e)))
             return gen_host_fail(w->h, "shape '%s': %s", p->shape_key, e);
+        p->run = run;
         return plan_finish(w, p, shape);
     }
     uint64_t seed = tune_seed_of(p->shape_key, 0x6b666f72);
@@ -322,8 +375,9 @@ static long plan_units(sweep *w, plan *p)
 
 static void plan_free(sweep *w, plan *p)
 {
-    tune_kda_free(p->kda, w->ctx);
-    p->kda = NULL;
+    if (p->run)
+        p->run->release(p->run_st, w->ctx);
+    p->run = NULL, p->run_st = NULL;
     tune_space_free(&p->sp);
     free(p->todo);
 }
@@ -418,12 +472,12 @@ enum { M_OK = 0, M_REJECTED = 1, M_BROKEN = 2, M_STOP = 3, M_DBERR = -1 };
 
 /* The correctness gate: fresh inputs on the bounded gate case, poisoned outputs, against
  * the reference. M_OK when it passed (nothing stored), else the verdict is stored. */
-static int gate_kda(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
+static int gate_runner(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
 {
     int pass;
     double e;
     char msg[800], r[700];
-    if (tune_kda_gate(w->ctx, p->kda, tv, &pass, &e, r, sizeof r)) {
+    if (p->run->gate(w->ctx, p->run_st, tv, &pass, &e, r, sizeof r)) {
         snprintf(msg, sizeof msg, "gate: %s", r);
         return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
                : tune_attn_broken(w->ctx)                        ? M_BROKEN
@@ -437,8 +491,8 @@ static int gate_kda(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_var
 
 static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
 {
-    if (p->kda)
-        return gate_kda(w, p, l, vi, tv);
+    if (p->run)
+        return gate_runner(w, p, l, vi, tv);
     int *kvl = malloc(sizeof(int) * (size_t)(p->time_case.b + 1));
     tune_attn_case gc;
     int reduced = tune_gate_case(p->shape, check_fresh_seed(), &gc, kvl);
@@ -494,7 +548,7 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
     }
     tune_attn_timing t;
     char err[512] = "";
-    int bad = p->kda ? tune_kda_time(w->ctx, p->kda, &tv, samples, &t, err, sizeof err)
+    int bad = p->run ? p->run->time(w->ctx, p->run_st, &tv, samples, &t, err, sizeof err)
                      : tune_attn_time(w->ctx, &tv, &p->time_case, samples, &t, err, sizeof err);
     if (bad) {
         snprintf(msg, sizeof msg, "timing: %s", err);

@@ -1,5 +1,6 @@
 /* tuner/tune_work.c: the work of one attention shape: bytes or FLOPs per call, unit, ceiling kind (pure) */
 #include "tuner/tune_work.h"
+#include "tuner/parts_run.h"
 
 #include <math.h>
 #include <string.h>
@@ -24,6 +25,16 @@ void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w)
         w->amount = 4.0 * b * hq * sq * skv * d * (gen_kv_int(shape, "causal", 0) ? 0.5 : 1.0);
         w->unit = "FLOP/s";
         w->ceiling = "gemm_bf16";
+    } else if (family && !strcmp(family, "attn_parts_decode")) {
+        /* cache bytes read once, or FLOPs (2 sq skv hq (key dims + dv) per layer) when the shape is
+         * compute-bound on an H200-like ridge (about 200 FLOP per byte of bf16 GEMM vs copy) */
+        double bytes = tune_parts_bytes(shape), flops = tune_parts_flops(shape);
+        w->amount = bytes;
+        if (flops > 200.0 * bytes) {
+            w->amount = flops;
+            w->unit = "FLOP/s";
+            w->ceiling = "gemm_bf16";
+        }
     } else if (family && (!strcmp(family, "kda_prefill") || !strcmp(family, "kda_decode"))) {
         double n = (double)gen_kv_int(shape, "n", 0), t = (double)gen_kv_int(shape, "t", 0);
         double h = (double)gen_kv_int(shape, "h", 0), hv = (double)gen_kv_int(shape, "hv", 0);

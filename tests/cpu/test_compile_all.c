@@ -1,4 +1,4 @@
-/* tests/cpu/test_compile_all.c: every valid variant of the default sweep (sm_90a, sm_80) and of the KDA families (sm_90a) compiles with NVRTC */
+/* tests/cpu/test_compile_all.c: every valid variant of the default sweep (sm_90a, sm_80), of the KDA families and of the split-score sweeps (sm_90a) compiles with NVRTC */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -183,6 +183,107 @@ static void test_compile__every_kda_variant_sm_90a(void **state)
 }
 static void test_compile__every_default_sweep_variant_sm_80(void **state) { compile_arch("sm_80"); }
 
+/* attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, D 128): both dtypes, causal or not, G 1 / 4 / 8, stages 2
+ * and 3 compile with no spill (the consumers hold O and S, 128 fp32, in registers: a spill is a slow kernel). */
+static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    g_host = h;
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_prefill");
+    if (!t)
+        fail_msg("%s", gen_host_errmsg(h));
+    jobs l = {0};
+    const char *dtypes[] = {"bf16", "fp16"};
+    int groups[] = {1, 4, 8};
+    const char *impls[] = {"wgmma", "wgmma_ov", "wgmma_pp"};
+    for (int k = 0; k < 3 * 2 * 2 * 3 * 2; k++) {
+        const int im = k / 24, a = k / 12 % 2, c = k / 6 % 2, g = k / 2 % 3, st = 2 + k % 2;
+        gen_kvset s, fixed, params;
+        gen_kv_clear(&s);
+        gen_kv_set_str(&s, "dtype", dtypes[a]);
+        gen_kv_set_int(&s, "b", 1);
+        gen_kv_set_int(&s, "sq", 4096);
+        gen_kv_set_int(&s, "skv", 4096);
+        gen_kv_set_int(&s, "hq", 8 * groups[g]);
+        gen_kv_set_int(&s, "hkv", 8);
+        gen_kv_set_int(&s, "d", 128);
+        gen_kv_set_int(&s, "causal", c);
+        char text[128], why[256];
+        gen_kv_clear(&params);
+        snprintf(text, sizeof text, "impl=%s,bm=128,w=8,bn=128,stages=%d", impls[im], st);
+        assert_int_equal(gen_kv_parse(&params, text, why, sizeof why), 0);
+        if (gen_tmpl_fixed(t, &s, &fixed))
+            fail_msg("%s", gen_host_errmsg(h));
+        if (gen_tmpl_valid(t, &fixed, &params, &tg.dev, why, sizeof why) != 1)
+            fail_msg("%s not valid on sm_90a: %s", text, why);
+        add(&l, t, &fixed, &params, &tg);
+    }
+    char err[256];
+    int failed = gen_build_run(l.v, l.n, (int)sysconf(_SC_NPROCESSORS_ONLN), NULL, &tg, NULL, NULL, err, sizeof err);
+    int spills = 0;
+    for (int i = 0; i < l.n; i++) {
+        if (l.v[i].failed)
+            print_error("%s\n", l.v[i].err);
+        else if (l.v[i].bin.spill_bytes) {
+            print_error("%s: %d bytes of spills\n", l.v[i].variant_key, l.v[i].bin.spill_bytes);
+            spills++;
+        }
+    }
+    print_message("attn_prefill impl=wgmma* sm_90a: %d binaries, %d failed, %d with spills, %d registers (first)\n",
+                  l.n, failed, spills, l.n ? l.v[0].bin.regs : 0);
+    for (int i = 0; i < l.n; i++)
+        gen_job_free(&l.v[i]);
+    free(l.v);
+    gen_host_free(h);
+    assert_int_equal(failed, 0);
+    assert_int_equal(spills, 0);
+}
+
+/* attn_parts_decode: every valid variant of the split-score shapes of sweeps mla_decode and audit_group
+ * (absorbed MLA Hq 16..128, Sq 1/2, page 64; base 128 + delta 32, layers 4 and 1) compiles for sm_90a with
+ * no spill. */
+static void test_compile__every_parts_sweep_variant_sm_90a_no_spills(void **state)
+{
+    (void)state;
+    gen_host *h = gen_host_new(NULL);
+    g_host = h;
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    jobs l = {0};
+    const char *sweeps[] = {"mla_decode", "audit_group"};
+    for (int k = 0; k < 2; k++) {
+        gen_sweep sw;
+        if (gen_sweep_load(h, sweeps[k], &sw))
+            fail_msg("%s", gen_host_errmsg(h));
+        for (int i = 0; i < sw.n; i++)
+            if (!strcmp(gen_kv_str(&sw.shapes[i], "family"), "attn_parts_decode"))
+                add_shape(h, &l, &sw.shapes[i], 1, &tg);
+        gen_sweep_free(&sw);
+    }
+    char err[256];
+    time_t t0 = time(NULL);
+    int failed = gen_build_run(l.v, l.n, (int)sysconf(_SC_NPROCESSORS_ONLN), NULL, &tg, NULL, NULL, err, sizeof err);
+    int spills = 0;
+    for (int i = 0; i < l.n; i++) {
+        if (l.v[i].failed)
+            print_error("%s\n", l.v[i].err);
+        else if (l.v[i].bin.spill_bytes) {
+            print_error("%s: %d bytes of spills\n", l.v[i].variant_key, l.v[i].bin.spill_bytes);
+            spills++;
+        }
+    }
+    print_message("attn_parts_decode sm_90a: %d distinct binaries compiled in %ld s, %d failed, %d with spills\n", l.n,
+                  (long)(time(NULL) - t0), failed, spills);
+    for (int i = 0; i < l.n; i++)
+        gen_job_free(&l.v[i]);
+    free(l.v);
+    gen_host_free(h);
+    assert_int_equal(failed, 0);
+    assert_int_equal(spills, 0);
+}
+
 int main(void)
 {
     unsetenv("KFORGE_TEMPLATE_DIR");
@@ -190,6 +291,8 @@ int main(void)
         cmocka_unit_test(test_compile__every_default_sweep_variant_sm_90a),
         cmocka_unit_test(test_compile__every_default_sweep_variant_sm_80),
         cmocka_unit_test(test_compile__every_kda_variant_sm_90a),
+        cmocka_unit_test(test_compile__prefill_wgmma_sm_90a_no_spills),
+        cmocka_unit_test(test_compile__every_parts_sweep_variant_sm_90a_no_spills),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,19 +64,15 @@ return {
     return true
   end,
   default  = function(shape, dev)
+    -- From the tuner on an H200 (2026-11-29, kforge tune --sweep kda --budget 16..24, bench/RESULTS.md):
+    -- chunk 16, w 8 and the split path won every shape: T8192 H16 chunk16.vs16.w8 1.11 ms; T8192 H64
+    -- vs64 2.81 ms (the chunk-32 default of before: 4.58); 8 x 2048 H16 vs64 1.42 ms (x1.34);
+    -- [17,0,16] H2/HV4 vs32 28 us (the fused one-launch path: 45). Few state blocks (N HV < 32) take
+    -- narrow value slices (vs 16) to fill the SMs, many take vs 64.
     local tokens = shape.n * shape.t
-    -- small calls: one launch, short chunks; long ones: 32-token chunks (the preparation of a
-    -- chunk grows as C^2..C^3 and dominates: chunk 32 measured twice as fast as 64 on an H200
-    -- at T 8192, H 16; bench/NOTES.md), enough state blocks
-    if tokens * shape.hv <= 4096 then
-      return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 1, mma = 1, seg = 1 }
-    end
-    local vs = 64
-    if shape.n * shape.hv * (shape.dv // 64) < dev.sms then vs = 32 end
-    if shape.n * shape.hv * (shape.dv // 32) < dev.sms then vs = 16 end
-    -- w: at most 8 state tiles per warp (valid), so vs 64 at dk 128 takes 8 warps
-    local w = (f_tiles(shape.dk, vs) > 32) and 8 or 4
-    return { chunk = 32, vs = vs, w = w, tr = 1, fused = 0, mma = 1, seg = 1 }
+    local vs = (shape.n * shape.hv < 32) and 16 or 64
+    if tokens * shape.hv <= 4096 then vs = 32 end
+    return { chunk = 16, vs = vs, w = 8, tr = 1, fused = 0, mma = 1, seg = 1 }
   end,
   render   = function(p, f)
     local hdr = subst([[

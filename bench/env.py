@@ -110,7 +110,21 @@ def kforge_info(db=None):
                                               time.gmtime(os.path.getmtime(info["library"])))
     except Exception as e:
         info["error"] = f"{type(e).__name__}: {e}"
+    info["build_rev"] = build_rev(info.get("library"))
     return info
+
+
+def build_rev(library):
+    """The revision the library was built from, as `kforge --version` beside it says it
+    ("3e788492365b", "-dirty" when built from a modified tree): a tree copied to another machine
+    may carry an older .git than the code it runs."""
+    exe = os.path.join(os.path.dirname(library), "kforge") if library else None
+    if not exe or not os.access(exe, os.X_OK):
+        return None
+    out = _run([exe, "--version"])
+    if out and "(" in out and out.rstrip().endswith(")"):
+        return out.rstrip()[out.index("(") + 1:-1]
+    return None
 
 
 def collect(device_index=0, args=None):

@@ -208,6 +208,8 @@ def markdown(res, json_path=None):
     rev = kf.get("git_rev") or "unknown"
     if kf.get("git_dirty"):
         rev += " (dirty)"
+    if kf.get("build_rev") and not kf["build_rev"].startswith(kf.get("git_rev") or "-"):
+        rev = f"{kf['build_rev']} (library build; source tree at {rev})"
     date = res.get("started") or env.get("date") or "?"
     title = (f"## {date} · {gpu.get('name', '?')} · driver {env.get('driver') or '?'} · "
              f"kforge {kf.get('version') or '?'} @ {rev}")

@@ -4,9 +4,7 @@
 
 #include <stdio.h>
 
-#ifndef KF_GIT_REV
-#define KF_GIT_REV "unknown"
-#endif
+#include "kf_rev.h"
 
 int cmd_export(cli_opts *o)
 {

@@ -16,9 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef KF_GIT_REV
-#define KF_GIT_REV "unknown"
-#endif
+#include "kf_rev.h"
 
 #define TUNE_MAX_DEVICES 64
 #define TUNE_EXIT_RESTART 75     /* a worker whose CUDA context broke: the parent starts it again */

@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef KF_GIT_REV
-#define KF_GIT_REV "unknown"
-#endif
+#include "kf_rev.h"
 
 struct cli_cmd {
     const char *name;

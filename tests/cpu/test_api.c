@@ -14,18 +14,7 @@
 #include "runtime/kforge.h"
 #include "runtime/plan.h"
 #include "runtime/select.h"
-
-static rt_devinfo h200(void)
-{
-    rt_devinfo d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.name, sizeof d.name, "NVIDIA H200");
-    snprintf(d.arch, sizeof d.arch, "sm_90a");
-    d.cc_major = 9;
-    d.sms = 132;
-    d.smem_optin = 232448;
-    return d;
-}
+#include "tests/cpu/api_util.h"
 
 static kf_attn_desc decode(void)
 {
@@ -53,7 +42,7 @@ static int fake_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *
 /* One bad field at a time: the status and a message naming the field and its value. */
 static void expect(kf_attn_desc d, kf_status want, const char *needle)
 {
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     rt_choice ch;
     char msg[512];
     kf_status st = rt_select(&d, &dev, NULL, fake_default, NULL, &ch, msg, sizeof msg);
@@ -85,7 +74,7 @@ static void test_api__every_field_is_checked(void **state)
 
 static void test_api__selection_is_pure_and_prefers_winners(void **state)
 {
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     kf_attn_desc d = decode();
     rt_choice a, b;
     char msg[256];
@@ -189,7 +178,7 @@ static int kda_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *e
 
 static void expect_kda(kf_kda_desc d, kf_status want, const char *needle)
 {
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     rt_choice ch;
     char msg[512];
     kf_status st = rt_kda_select(&d, &dev, NULL, kda_default, NULL, &ch, msg, sizeof msg);
@@ -239,7 +228,7 @@ static void test_api__every_kda_field_is_checked(void **state)
     d = kda_prefill(), d.beta_strides[1] = -1, expect_kda(d, KF_ERR_ARG, "desc.beta_strides[1] must be >= 0, got -1");
     d = kda_prefill(), d.state_strides[2] = 130, expect_kda(d, KF_ERR_UNSUPPORTED, "desc.state_strides[2] = 130");
     d = kda_prefill(), d.state_strides[0] = -4, expect_kda(d, KF_ERR_ARG, "desc.state_strides[0] must be >= 0, got -4");
-    rt_devinfo old = h200();
+    rt_devinfo old = api_h200();
     old.cc_major = 7;
     rt_choice ch;
     char msg[256];
@@ -252,7 +241,7 @@ static void test_api__every_kda_field_is_checked(void **state)
 
 static void test_api__kda_selection_is_pure_and_prefers_winners(void **state)
 {
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     kf_kda_desc d = kda_prefill();
     rt_choice a, b;
     char msg[256];
@@ -323,12 +312,6 @@ static void test_api__kda_strides_resolve(void **state)
     assert_true(p.scale == 0.5f);
 }
 
-static int jit_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
-{
-    rt_devinfo dev = h200();
-    return rt_jit_default(arg, shape, &dev, vp, err, n);
-}
-
 /* The real templates' defaults (embedded, through the runtime's JIT host): valid for the plan's maxima,
  * keyed, and with workspace exactly when the split prefill is chosen. */
 static void test_api__kda_selection_through_the_templates(void **state)
@@ -337,10 +320,10 @@ static void test_api__kda_selection_through_the_templates(void **state)
     rt_jit *j = rt_jit_new(NULL, err, sizeof err);
     if (!j)
         fail_msg("rt_jit_new: %s", err);
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     dev.smem_sm = 233472, dev.regs_sm = 65536, dev.l2 = 62914560;
     static const struct { kf_kda_mode mode; int n, tokens, h, hv, d; const char *family; int ws; } cs[] = {
-        {KF_KDA_PREFILL, 3, 33, 2, 4, 128, "kda_prefill", 0},        /* small: fused, no workspace */
+        {KF_KDA_PREFILL, 3, 33, 2, 4, 128, "kda_prefill", 1},        /* small: the split path won on the H200 */
         {KF_KDA_PREFILL, 3, 1055, 2, 4, 128, "kda_prefill", 1},      /* long: split, workspace */
         {KF_KDA_PREFILL, 1, 8192, 16, 16, 64, "kda_prefill", 1},
         {KF_KDA_DECODE, 64, 64, 4, 8, 128, "kda_decode", 0},
@@ -352,7 +335,7 @@ static void test_api__kda_selection_through_the_templates(void **state)
         d.h = cs[i].h, d.hv = cs[i].hv, d.dk = d.dv = cs[i].d;
         rt_choice ch;
         char msg[512];
-        kf_status st = rt_kda_select(&d, &dev, NULL, jit_default, j, &ch, msg, sizeof msg);
+        kf_status st = rt_kda_select(&d, &dev, NULL, api_jit_default, j, &ch, msg, sizeof msg);
         if (st)
             fail_msg("case %zu: %s: %s", i, kf_status_str(st), msg);
         assert_string_equal(gen_kv_str(&ch.vp, "family"), cs[i].family);
@@ -367,7 +350,7 @@ static void test_api__kda_selection_through_the_templates(void **state)
 /* rt_kda_bind: the checks of kf_kda_run, without a device. */
 static kf_status bind(const kf_kda_desc *d, const kf_kda_tensors *t, kf_kda_params *a, char *msg, size_t n)
 {
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     rt_choice ch;
     kf_kda_params base;
     assert_int_equal(rt_kda_select(d, &dev, NULL, kda_default, NULL, &ch, msg, n), KF_OK);

@@ -1,33 +1,8 @@
 /* runtime/attn_launch.c: grid sizes and split-KV workspace of the attention families (see attn_launch.h) */
 #include "attn_launch.h"
+#include "grid.h"
 
 #include <string.h>
-
-static long long cdiv_ll(long long a, long long b) { return (a + b - 1) / b; }
-
-/* Rows per block of the combine kernel a decode variant launches; mirrors combine_rows() in attn_decode.lua. */
-static long long decode_combine_rows(long long d)
-{
-    long long tpr = d / 4, r;
-    if (tpr < 1)
-        return -1;
-    r = 128 / tpr;
-    if (r < 1)
-        r = 1;
-    if (r > 8)
-        r = 8;
-    return r;
-}
-
-static int set_grid(unsigned grid[3], long long x, long long y, long long z)
-{
-    if (x < 1 || y < 1 || z < 1 || x > 2147483647LL || y > 65535 || z > 65535)
-        return -1;
-    grid[0] = (unsigned)x;
-    grid[1] = (unsigned)y;
-    grid[2] = (unsigned)z;
-    return 0;
-}
 
 rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
 {
@@ -41,7 +16,7 @@ rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
             geo.kind = RT_GEOM_PREFILL;
     } else if (strcmp(fam, "attn_decode") == 0) {
         geo.tm = gen_kv_int(vp, "tm", 0), geo.g = gen_kv_int(vp, "g", 0);
-        geo.rows = decode_combine_rows(gen_kv_int(vp, "d", 0));
+        geo.rows = rt_combine_rows(gen_kv_int(vp, "d", 0));
         if (geo.tm >= 1 && geo.g >= 1)
             geo.kind = RT_GEOM_DECODE;
     } else if (strcmp(fam, "attn_combine") == 0) {
@@ -60,19 +35,19 @@ int rt_attn_grid_geom(const rt_attn_geom *geo, const kf_attn_params *p, int kern
     case RT_GEOM_PREFILL:
         if (kernel_index != 0 || (long long)p->hkv * geo->g != p->hq)
             return -1;
-        return set_grid(grid, cdiv_ll(p->sq, geo->bm), p->hq, p->b);
+        return rt_set_grid(grid, rt_cdiv(p->sq, geo->bm), p->hq, p->b);
     case RT_GEOM_DECODE:
         if ((long long)p->hkv * geo->g != p->hq || p->splits < 1)
             return -1;
         if (kernel_index == 0)
-            return set_grid(grid, p->splits, (long long)p->hkv * cdiv_ll(geo->g * p->sq, geo->tm), p->b);
+            return rt_set_grid(grid, p->splits, (long long)p->hkv * rt_cdiv(geo->g * p->sq, geo->tm), p->b);
         if (kernel_index == 1 && p->splits > 1 && geo->rows >= 1 && p->ws_rows >= 1)
-            return set_grid(grid, cdiv_ll((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
+            return rt_set_grid(grid, rt_cdiv((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
         return -1;
     case RT_GEOM_COMBINE:
         if (kernel_index != 0 || p->ws_rows < 1 || p->splits < 1)
             return -1;
-        return set_grid(grid, cdiv_ll((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
+        return rt_set_grid(grid, rt_cdiv((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
     default:
         return -1;
     }

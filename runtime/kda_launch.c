@@ -1,20 +1,11 @@
 /* runtime/kda_launch.c: grids, workspace and argument checks of the KDA families (see kda_launch.h) */
 #include "kda_launch.h"
+#include "grid.h"
 
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-static int set_grid(unsigned grid[3], long long x, long long y, long long z)
-{
-    if (x < 1 || y < 1 || z < 1 || x > 2147483647LL || y > 65535 || z > 65535)
-        return -1;
-    grid[0] = (unsigned)x;
-    grid[1] = (unsigned)y;
-    grid[2] = (unsigned)z;
-    return 0;
-}
 
 static int family_is(const gen_kvset *vp, const char *name)
 {
@@ -38,15 +29,15 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
     if (!vp || !p || !grid || p->nseq < 1 || p->hv_heads < 1)
         return -1;
     if (family_is(vp, "kda_naive"))
-        return kernel_index == 0 ? set_grid(grid, p->hv_heads, p->nseq, 1) : -1;
+        return kernel_index == 0 ? rt_set_grid(grid, p->hv_heads, p->nseq, 1) : -1;
     if (family_is(vp, "kda_decode")) {
         long long vsplit = gen_kv_int(vp, "vsplit", 0), ipc = gen_kv_int(vp, "ipc", 1);
         if (kernel_index != 0 || vsplit < 1 || ipc < 1)
             return -1;
         if (ipc == 1)
-            return set_grid(grid, vsplit, p->hv_heads, p->nseq);
+            return rt_set_grid(grid, vsplit, p->hv_heads, p->nseq);
         long long items = vsplit * p->hv_heads * p->nseq;   /* a strided loop over the items */
-        return set_grid(grid, (items + ipc - 1) / ipc, 1, 1);
+        return rt_set_grid(grid, rt_cdiv(items, ipc), 1, 1);
     }
     if (family_is(vp, "kda_prefill")) {
         long long c = gen_kv_int(vp, "chunk", 0), vs = gen_kv_int(vp, "vs", 0), dv = gen_kv_int(vp, "dv", 0);
@@ -54,20 +45,20 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
         if (c < 1 || vs < 1 || dv < vs || dv % vs || fused < 0 || seg < 1 || p->total < 0)
             return -1;
         if (!fused && kernel_index == 0)
-            return set_grid(grid, (long long)p->total / c + p->nseq, p->hv_heads, 1);
+            return rt_set_grid(grid, (long long)p->total / c + p->nseq, p->hv_heads, 1);
         if (!fused && seg > 1) {     /* segments: operators, their composition, the segments' passes */
             if (dk < vs || dk % vs)
                 return -1;
             if (kernel_index == 1)
-                return set_grid(grid, dv / vs + dk / vs, p->hv_heads, (long long)p->nseq * seg);
+                return rt_set_grid(grid, dv / vs + dk / vs, p->hv_heads, (long long)p->nseq * seg);
             if (kernel_index == 2)
-                return set_grid(grid, dv / vs, p->hv_heads, p->nseq);
+                return rt_set_grid(grid, dv / vs, p->hv_heads, p->nseq);
             if (kernel_index == 3)
-                return set_grid(grid, dv / vs, p->hv_heads, (long long)p->nseq * seg);
+                return rt_set_grid(grid, dv / vs, p->hv_heads, (long long)p->nseq * seg);
             return -1;
         }
         if (kernel_index == (fused ? 0 : 1))
-            return set_grid(grid, dv / vs, p->hv_heads, p->nseq);
+            return rt_set_grid(grid, dv / vs, p->hv_heads, p->nseq);
         return -1;
     }
     return -1;

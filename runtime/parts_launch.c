@@ -1,19 +1,8 @@
 /* runtime/parts_launch.c: grids, workspace and the combine hand-off of the split-score decode family (see parts_launch.h) */
 #include "parts_launch.h"
+#include "grid.h"
 
 #include <string.h>
-
-static long long cdiv_ll(long long a, long long b) { return (a + b - 1) / b; }
-
-/* Rows per block of the combine kernel; mirrors combine_rows() in attn_parts_decode.lua. */
-static long long combine_rows(long long dv)
-{
-    long long tpr = dv / 4, r;
-    if (tpr < 1)
-        return -1;
-    r = 128 / tpr;
-    return r < 1 ? 1 : (r > 8 ? 8 : r);
-}
 
 static int is_parts(const gen_kvset *vp)
 {
@@ -31,14 +20,6 @@ int rt_parts_launch_count(const gen_kvset *vp)
     return 1 + (sp > 1 ? (int)layers : 0);
 }
 
-static int set_grid(unsigned grid[3], long long x, long long y, long long z)
-{
-    if (x < 1 || y < 1 || z < 1 || x > 2147483647LL || y > 65535 || z > 65535)
-        return -1;
-    grid[0] = (unsigned)x, grid[1] = (unsigned)y, grid[2] = (unsigned)z;
-    return 0;
-}
-
 int rt_parts_grid(const gen_kvset *vp, const kf_parts_params *p, int kernel_index, unsigned grid[3])
 {
     if (!is_parts(vp) || !p || !grid || p->b < 1 || p->sq < 1 || p->hkv < 1 || p->splits < 1)
@@ -47,12 +28,12 @@ int rt_parts_grid(const gen_kvset *vp, const kf_parts_params *p, int kernel_inde
     if (tm < 1 || g < 1 || (long long)p->hkv * g != p->hq)
         return -1;
     if (kernel_index == 0)
-        return set_grid(grid, p->splits, (long long)p->hkv * cdiv_ll(g * p->sq, tm), p->b);
+        return rt_set_grid(grid, p->splits, (long long)p->hkv * rt_cdiv(g * p->sq, tm), p->b);
     if (kernel_index == 1 && p->splits > 1) {
-        long long rows = combine_rows(dv);
+        long long rows = rt_combine_rows(dv);
         if (rows < 1 || p->ws_rows < 1)
             return -1;
-        return set_grid(grid, cdiv_ll((long long)p->ws_rows * p->hq, rows), 1, 1);
+        return rt_set_grid(grid, rt_cdiv((long long)p->ws_rows * p->hq, rows), 1, 1);
     }
     return -1;
 }

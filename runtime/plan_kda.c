@@ -2,7 +2,6 @@
 #include "runtime/kda_launch.h"
 #include "runtime/plan.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,27 +35,17 @@ kf_status kf_kda_plan(kf_ctx *c, const kf_kda_desc *d, kf_plan **out) { return r
 
 /* ---- one call ------------------------------------------------------------------ */
 
-static kf_status say(kf_status st, char *msg, size_t n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static kf_status say(kf_status st, char *msg, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, n, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 /* NULL when required, set when refused, alignment (align bytes; misaligned 16-byte rows are
  * KF_ERR_UNSUPPORTED, a pointer not aligned to its own element KF_ERR_ARG). */
 static kf_status check_ptr(const char *name, const void *ptr, int wanted, const char *why_not, unsigned align,
                            char *msg, size_t n)
 {
     if (!ptr && wanted)
-        return say(KF_ERR_ARG, msg, n, "tensors.%s is NULL", name);
+        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s is NULL", name);
     if (ptr && !wanted)
-        return say(KF_ERR_ARG, msg, n, "tensors.%s = %p is set but %s", name, ptr, why_not);
+        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s = %p is set but %s", name, ptr, why_not);
     if (ptr && ((uintptr_t)ptr & (align - 1)))
-        return say(align == 16 ? KF_ERR_UNSUPPORTED : KF_ERR_ARG, msg, n, "tensors.%s = %p is not %u-byte aligned",
+        return rt_say(align == 16 ? KF_ERR_UNSUPPORTED : KF_ERR_ARG, msg, n, "tensors.%s = %p is not %u-byte aligned",
                    name, ptr, align);
     return KF_OK;
 }
@@ -73,17 +62,17 @@ kf_status rt_kda_bind(const kf_kda_desc *d, const kf_kda_params *base, const gen
     kf_status st;
     msg[0] = 0;
     if (!t)
-        return say(KF_ERR_ARG, msg, msgn, "tensors is NULL");
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors is NULL");
     if (t->n < 0 || t->n > d->max_seqs)
-        return say(KF_ERR_ARG, msg, msgn, "tensors.n = %d is outside 0..%d (the plan's max_seqs)", t->n, d->max_seqs);
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.n = %d is outside 0..%d (the plan's max_seqs)", t->n, d->max_seqs);
     if (t->total < 0 || t->total > d->max_tokens)
-        return say(KF_ERR_ARG, msg, msgn, "tensors.total = %d is outside 0..%d (the plan's max_tokens)", t->total,
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.total = %d is outside 0..%d (the plan's max_tokens)", t->total,
                    d->max_tokens);
     if (t->cu_seqlens && t->cu_seqlens64)
-        return say(KF_ERR_ARG, msg, msgn, "tensors.cu_seqlens and tensors.cu_seqlens64 are both set (at most one)");
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.cu_seqlens and tensors.cu_seqlens64 are both set (at most one)");
     const void *cu = t->cu_seqlens ? (const void *)t->cu_seqlens : (const void *)t->cu_seqlens64;
     if (!cu && t->n > 0 && t->total % t->n)
-        return say(KF_ERR_ARG, msg, msgn,
+        return rt_say(KF_ERR_ARG, msg, msgn,
                    "tensors.total = %d is not a multiple of tensors.n = %d (padded sequences have total / n tokens "
                    "each; pass cu_seqlens for packed ones)", t->total, t->n);
     const int sig = d->gate == KF_KDA_GATE_SIGMOID;
@@ -101,7 +90,7 @@ kf_status rt_kda_bind(const kf_kda_desc *d, const kf_kda_params *base, const gen
         (st = check_ptr("cu_seqlens64", t->cu_seqlens64, t->cu_seqlens64 != NULL, "", 8, msg, msgn)))
         return st;
     if (t->workspace && ((uintptr_t)t->workspace & 15u))
-        return say(KF_ERR_UNSUPPORTED, msg, msgn, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
+        return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
 
     kf_kda_params a = *base;
     a.q = t->q, a.k = t->k, a.v = t->v, a.o = t->o;
@@ -130,7 +119,7 @@ kf_status rt_kda_bind(const kf_kda_desc *d, const kf_kda_params *base, const gen
         return KF_OK;  /* nothing to launch */
     char err[512];
     if (rt_kda_check(vp, &a, err, sizeof err))
-        return say(KF_ERR_ARG, msg, msgn, "tensors (n %d, total %d): %s", t->n, t->total, err);
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors (n %d, total %d): %s", t->n, t->total, err);
     return KF_OK;
 }
 

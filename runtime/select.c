@@ -3,9 +3,19 @@
 #include "runtime/attn_launch.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+kf_status rt_say(kf_status st, char *msg, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, n, fmt, ap);
+    va_end(ap);
+    return st;
+}
 
 static kf_status argerr(char *msg, size_t n, const char *fmt, long long v)
 {

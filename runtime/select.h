@@ -67,6 +67,9 @@ kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_ta
  * no pointers. */
 void rt_kda_base_params(const kf_kda_desc *d, void *params_out);
 
+/* Formats a message into msg[n] (printf-style) and returns st: `return rt_say(KF_ERR_ARG, msg, n, ...)`. */
+kf_status rt_say(kf_status st, char *msg, size_t n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 int rt_table_add(rt_table *t, const rt_winner *w);
 void rt_table_free(rt_table *t);
 

@@ -5,20 +5,9 @@
 
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-static kf_status say(kf_status st, char *msg, size_t n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static kf_status say(kf_status st, char *msg, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, n, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 /* "latent512_rope64" -> dims {512, 64}; -1 when malformed. */
 static int parse_parts(const char *s, int dims[KF_PARTS_MAXK])
@@ -48,51 +37,51 @@ kf_status rt_parts_check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts
 {
     memset(info, 0, sizeof *info);
     if (!d)
-        return say(KF_ERR_ARG, msg, n, "desc is NULL");
+        return rt_say(KF_ERR_ARG, msg, n, "desc is NULL");
     if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
-        return say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", (int)d->dtype);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", (int)d->dtype);
     if (!d->parts)
-        return say(KF_ERR_ARG, msg, n, "desc.parts is NULL (e.g. \"latent512_rope64\")");
+        return rt_say(KF_ERR_ARG, msg, n, "desc.parts is NULL (e.g. \"latent512_rope64\")");
     if (strlen(d->parts) >= sizeof info->parts || (info->nk = parse_parts(d->parts, info->dims)) < 1)
-        return say(KF_ERR_ARG, msg, n, "desc.parts = '%.80s' is not 1..4 parts <name><dim> joined by '_'", d->parts);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.parts = '%.80s' is not 1..4 parts <name><dim> joined by '_'", d->parts);
     snprintf(info->parts, sizeof info->parts, "%s", d->parts);
     int sum = 0;
     for (int i = 0; i < info->nk; i++) {
         if (info->dims[i] < 16 || info->dims[i] % 16 || info->dims[i] > 1024)
-            return say(KF_ERR_UNSUPPORTED, msg, n, "desc.parts = '%s': part %d has dim %d (a multiple of 16 in 16..1024)",
+            return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.parts = '%s': part %d has dim %d (a multiple of 16 in 16..1024)",
                        d->parts, i, info->dims[i]);
         sum += info->dims[i];
     }
     if (d->value != KF_PARTS_VALUE_ALIAS && d->value != KF_PARTS_VALUE_SEPARATE)
-        return say(KF_ERR_ARG, msg, n, "desc.value must be KF_PARTS_VALUE_ALIAS or KF_PARTS_VALUE_SEPARATE, got %d",
+        return rt_say(KF_ERR_ARG, msg, n, "desc.value must be KF_PARTS_VALUE_ALIAS or KF_PARTS_VALUE_SEPARATE, got %d",
                    (int)d->value);
     if (d->value == KF_PARTS_VALUE_SEPARATE && d->dv != sum)
-        return say(KF_ERR_ARG, msg, n, "desc.dv = %d must be the sum of the parts' dims (%d) with separate values", d->dv,
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dv = %d must be the sum of the parts' dims (%d) with separate values", d->dv,
                    sum);
     if (d->value == KF_PARTS_VALUE_ALIAS && (d->dv < 16 || d->dv % 16 || d->dv > info->dims[0]))
-        return say(KF_ERR_ARG, msg, n, "desc.dv = %d must be a multiple of 16 within key part 0 (%d columns)", d->dv,
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dv = %d must be a multiple of 16 within key part 0 (%d columns)", d->dv,
                    info->dims[0]);
     if (d->hq <= 0 || d->hkv <= 0 || d->hq % d->hkv)
-        return say(KF_ERR_ARG, msg, n, "desc.hq = %d, desc.hkv = %d: both positive, hq a multiple of hkv", d->hq, d->hkv);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.hq = %d, desc.hkv = %d: both positive, hq a multiple of hkv", d->hq, d->hkv);
     if (d->layers < 1 || d->layers > KF_PARTS_MAXL)
-        return say(KF_ERR_ARG, msg, n, "desc.layers must be 1..4, got %d", d->layers);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.layers must be 1..4, got %d", d->layers);
     if (d->page_size && (d->page_size < 16 || d->page_size > 1024 || (d->page_size & (d->page_size - 1))))
-        return say(KF_ERR_UNSUPPORTED, msg, n, "desc.page_size = %d: 0 (contiguous) or a power of two in 16..1024",
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.page_size = %d: 0 (contiguous) or a power of two in 16..1024",
                    d->page_size);
     if (d->causal != 0 && d->causal != 1)
-        return say(KF_ERR_ARG, msg, n, "desc.causal must be 0 or 1, got %d", d->causal);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.causal must be 0 or 1, got %d", d->causal);
     if (!(d->scale > 0.0f) || isinf(d->scale))
-        return say(KF_ERR_ARG, msg, n, "desc.scale must be finite and > 0 (the caller's softmax scale), got %g",
+        return rt_say(KF_ERR_ARG, msg, n, "desc.scale must be finite and > 0 (the caller's softmax scale), got %g",
                    (double)d->scale);
     if (d->max_batch <= 0 || d->max_batch > 65535)
-        return say(KF_ERR_ARG, msg, n, "desc.max_batch must be 1..65535, got %d", d->max_batch);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.max_batch must be 1..65535, got %d", d->max_batch);
     if (d->max_q <= 0 || d->max_q > 16)
-        return say(d->max_q <= 0 ? KF_ERR_ARG : KF_ERR_UNSUPPORTED, msg, n, "desc.max_q must be 1..16 (decode), got %d",
+        return rt_say(d->max_q <= 0 ? KF_ERR_ARG : KF_ERR_UNSUPPORTED, msg, n, "desc.max_q must be 1..16 (decode), got %d",
                    d->max_q);
     if (d->max_kv < 0)
-        return say(KF_ERR_ARG, msg, n, "desc.max_kv must be >= 0, got %d", d->max_kv);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.max_kv must be >= 0, got %d", d->max_kv);
     if (dev->cc_major < 8)
-        return say(KF_ERR_UNSUPPORTED, msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
                    dev->name, dev->cc_major, dev->cc_minor);
     info->d = *d;
     info->d.parts = info->parts;
@@ -171,14 +160,14 @@ static kf_status view(const char *what, const kf_parts_view *v, long long d0, lo
                       kf_parts_tensor *out, char *msg, size_t n)
 {
     if (!v->ptr)
-        return say(KF_ERR_ARG, msg, n, "tensors.%s.ptr is NULL", what);
+        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s.ptr is NULL", what);
     if ((uintptr_t)v->ptr & 15u)
-        return say(KF_ERR_UNSUPPORTED, msg, n, "tensors.%s.ptr = %p is not 16-byte aligned", what, v->ptr);
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "tensors.%s.ptr = %p is not 16-byte aligned", what, v->ptr);
     for (int i = 0; i < 3; i++) {
         if (v->strides[i] < 0)
-            return say(KF_ERR_ARG, msg, n, "tensors.%s.strides[%d] must be >= 0, got %lld", what, i, v->strides[i]);
+            return rt_say(KF_ERR_ARG, msg, n, "tensors.%s.strides[%d] must be >= 0, got %lld", what, i, v->strides[i]);
         if (v->strides[i] % 8)
-            return say(KF_ERR_UNSUPPORTED, msg, n, "tensors.%s.strides[%d] = %lld breaks 16-byte row alignment "
+            return rt_say(KF_ERR_UNSUPPORTED, msg, n, "tensors.%s.strides[%d] = %lld breaks 16-byte row alignment "
                        "(must be a multiple of 8 elements)", what, i, v->strides[i]);
     }
     out->p = v->ptr;
@@ -197,23 +186,23 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
     char what[32];
     msg[0] = 0;
     if (!t)
-        return say(KF_ERR_ARG, msg, msgn, "tensors is NULL");
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors is NULL");
     if (t->batch < 0 || t->batch > d->max_batch)
-        return say(KF_ERR_ARG, msg, msgn, "tensors.batch = %d is outside 0..%d (the plan's max_batch)", t->batch,
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.batch = %d is outside 0..%d (the plan's max_batch)", t->batch,
                    d->max_batch);
     if (t->q_len < 1 || t->q_len > d->max_q)
-        return say(KF_ERR_ARG, msg, msgn, "tensors.q_len = %d is outside 1..%d (the plan's max_q)", t->q_len, d->max_q);
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.q_len = %d is outside 1..%d (the plan's max_q)", t->q_len, d->max_q);
     if (!t->kv_len && (t->kv_len_all < 0 || t->kv_len_all > d->max_kv))
-        return say(KF_ERR_ARG, msg, msgn, "tensors.kv_len_all = %d is outside 0..%d (the plan's max_kv)", t->kv_len_all,
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.kv_len_all = %d is outside 0..%d (the plan's max_kv)", t->kv_len_all,
                    d->max_kv);
     if (d->page_size && (!t->block_table || t->bt_stride < 1))
-        return say(KF_ERR_ARG, msg, msgn, "the plan is paged (page_size %d): tensors.block_table (%p) and "
+        return rt_say(KF_ERR_ARG, msg, msgn, "the plan is paged (page_size %d): tensors.block_table (%p) and "
                    "tensors.bt_stride (%d) are required", d->page_size, (const void *)t->block_table, t->bt_stride);
     if (!d->page_size && t->block_table)
-        return say(KF_ERR_ARG, msg, msgn, "tensors.block_table = %p is set but the plan's caches are contiguous",
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.block_table = %p is set but the plan's caches are contiguous",
                    (const void *)t->block_table);
     if (t->workspace && ((uintptr_t)t->workspace & 15u))
-        return say(KF_ERR_UNSUPPORTED, msg, msgn, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
+        return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
     kf_parts_params a = *base;
     const int L = d->layers, sq = t->q_len;
     const long long rows = d->page_size ? d->page_size : d->max_kv;
@@ -241,7 +230,7 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
         if ((st = view(what, &ov, (long long)sq * d->hq * d->dv, (long long)d->hq * d->dv, d->dv, &a.o[l], msg, msgn)))
             return st;
         if (t->lse[l] && ((uintptr_t)t->lse[l] & 3u))
-            return say(KF_ERR_ARG, msg, msgn, "tensors.lse[%d] = %p is not 4-byte aligned", l, (void *)t->lse[l]);
+            return rt_say(KF_ERR_ARG, msg, msgn, "tensors.lse[%d] = %p is not 4-byte aligned", l, (void *)t->lse[l]);
         a.lse[l] = t->lse[l];
     }
     a.lse_sb = (long long)d->hq * sq;

@@ -666,6 +666,22 @@ void tune_ctx_phase(tune_attn_ctx *ctx, int what, double *t)
     tune_lap(what >= 0 && what < 6 ? acc[what] : NULL, t);
 }
 
+int tune_ctx_run(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn)
+{
+    if (enqueue(arg, msg, msgn))
+        return -1;
+    CUresult r = ctx->cu->CtxSynchronize();
+    return r ? cu_fail(ctx, r, what, msg, msgn) : 0;
+}
+
+int tune_ctx_upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, size_t pad)
+{
+    CUresult r = ctx->cu->MemAlloc(p, bytes + pad);
+    if (!r && bytes)
+        r = ctx->cu->MemcpyHtoD(*p, src, bytes);
+    return (int)r;
+}
+
 static int dalloc(tune_attn_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
 {
     CU_TRY(ctx->cu->MemAlloc(p, bytes ? bytes : 16), "cuMemAlloc");
@@ -1010,6 +1026,23 @@ out:
 }
 
 /* ---- timing ------------------------------------------------------------------ */
+
+int tune_ctx_time_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
+                          void *arg, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn)
+{
+    rt_module own;
+    memset(&own, 0, sizeof own);
+    const rt_module *m = tune_ctx_module(ctx, v, 0, &own, msg, msgn);
+    int rc = -1;
+    if (m && !bind(arg, m, msg, msgn)) {
+        tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, tm);
+        rc = tune_ctx_time(ctx, enqueue, arg, samples, t, msg, msgn);
+    }
+    tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, tm);
+    if (own.mod)
+        rt_module_unload(&own);
+    return rc;
+}
 
 int tune_ctx_time(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
                   char *msg, size_t msgn)

@@ -136,7 +136,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
 int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
                    tune_attn_timing *t, char *err, size_t errn);
 
-/* ---- for the other families' runners (tuner/kda_run.c) ------------------------------ */
+/* ---- for the other families' runners (tuner/kda_run.c, tuner/parts_run.c) ------------ */
 
 /* The session's driver table. */
 const rt_cu *tune_ctx_cu(const tune_attn_ctx *c);
@@ -152,6 +152,17 @@ typedef int (*tune_enqueue_fn)(void *arg, char *msg, size_t msgn);
  * L2 flush (a 2x-L2 buffer written), median and spread as tune_attn_time. -1 with msg. */
 int tune_ctx_time(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
                   char *msg, size_t msgn);
+/* Binds a runner's call to the loaded module m of its variant (workspace, checks); 0 or -1 with msg. */
+typedef int (*tune_bind_fn)(void *arg, const rt_module *m, char *msg, size_t msgn);
+/* The timing of a runner: loads v (slot 0), bind(arg, m), then tune_ctx_time(enqueue, arg); phases
+ * time_load and time_run counted from *tm (tune_ctx_phase); unloads what it loaded. -1 with msg. */
+int tune_ctx_time_variant(tune_attn_ctx *c, const tune_attn_variant *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
+                          void *arg, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn);
+/* One call of enqueue, then a synchronize; a failure of it goes through tune_ctx_fail with `what`. -1 with msg. */
+int tune_ctx_run(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn);
+/* cuMemAlloc of bytes + pad into *p, then bytes of src copied there (none when bytes is 0): the
+ * driver's result (0: done), for the caller's tune_ctx_fail. */
+int tune_ctx_upload(tune_attn_ctx *c, CUdeviceptr *p, const void *src, size_t bytes, size_t pad);
 /* Phase accounting for a runner: counts a gate or timing call (and starts *t), or adds the time
  * since *t to one phase counter (and restarts *t). */
 enum { TUNE_PH_GATE_FILL, TUNE_PH_GATE_REF, TUNE_PH_GATE_RUN, TUNE_PH_TIME_FILL, TUNE_PH_TIME_LOAD,

@@ -94,9 +94,7 @@ static int dev_make(tune_attn_ctx *ctx, const ref_kda_host *hp, dev_prob *d, cha
     for (int i = 0; i < 9; i++) {
         if (!src[i] || !bytes[i])
             continue;
-        int r = cu->MemAlloc(&d->buf[i], bytes[i] + 16);
-        if (!r)
-            r = cu->MemcpyHtoD(d->buf[i], src[i], bytes[i]);
+        int r = tune_ctx_upload(ctx, &d->buf[i], src[i], bytes[i], 16);
         if (r)
             return tune_ctx_fail(ctx, r, "KDA inputs: cuMemAlloc/cuMemcpyHtoD", msg, msgn);
     }
@@ -149,7 +147,17 @@ typedef struct launch_arg {
     const tune_attn_variant *v;
     const rt_module *m;
     kf_kda_params *p;
+    tune_attn_ctx *ctx;        /* for bind (timing): prepare(ctx, k, v, d) */
+    tune_kda *k;
+    dev_prob *d;
 } launch_arg;
+
+static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
+{
+    launch_arg *a = arg;
+    a->m = m;
+    return prepare(a->ctx, a->k, a->v, a->d, msg, msgn);
+}
 
 static int launch(void *arg, char *msg, size_t msgn)
 {
@@ -234,12 +242,8 @@ int tune_kda_gate(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, i
         goto out;
     }
     launch_arg a = {v, m, &d.p};
-    if (launch(&a, msg, msgn))
+    if (tune_ctx_run(ctx, launch, &a, "gate: the kernels failed", msg, msgn))
         goto out;
-    if ((r = cu->CtxSynchronize())) {
-        tune_ctx_fail(ctx, r, "gate: the kernels failed", msg, msgn);
-        goto out;
-    }
     ob = malloc(d.o_bytes + 2), raw = malloc(d.ht_elems * 4 + 4);
     go = malloc(sizeof(double) * (hp.no + 1)), ght = malloc(sizeof(double) * (nst + 1));
     ro = calloc(hp.no + 1, sizeof(double)), rht = calloc(nst + 1, sizeof(double));
@@ -323,17 +327,6 @@ int tune_kda_time(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, i
         k->time_ready = 1;
     }
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
-    rt_module own;
-    memset(&own, 0, sizeof own);
-    const rt_module *m = tune_ctx_module(ctx, v, 0, &own, msg, msgn);
-    int rc = -1;
-    if (m && !prepare(ctx, k, v, &k->time, msg, msgn)) {
-        tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, &tm);
-        launch_arg a = {v, m, &k->time.p};
-        rc = tune_ctx_time(ctx, launch, &a, samples, t, msg, msgn);
-    }
-    tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, &tm);
-    if (own.mod)
-        rt_module_unload(&own);
-    return rc;
+    launch_arg a = {v, NULL, &k->time.p, ctx, k, &k->time};
+    return tune_ctx_time_variant(ctx, v, bind, launch, &a, samples, t, &tm, msg, msgn);
 }

@@ -247,16 +247,10 @@ static int prob_make(tune_attn_ctx *ctx, const tune_parts *k, prob *d, int host,
     int lens[GATE_B];
     for (int b = 0; b < GATE_B; b++)
         lens[b] = d->lens[b];
-    if (!r && host) {
-        r = cu->MemAlloc(&d->dlen, sizeof lens);
-        if (!r)
-            r = cu->MemcpyHtoD(d->dlen, lens, sizeof lens);
-    }
-    if (!r && k->ps) {
-        r = cu->MemAlloc(&d->dbt, sizeof(int) * (size_t)d->b * d->max_pages);
-        if (!r)
-            r = cu->MemcpyHtoD(d->dbt, d->bt, sizeof(int) * (size_t)d->b * d->max_pages);
-    }
+    if (!r && host)
+        r = tune_ctx_upload(ctx, &d->dlen, lens, sizeof lens, 0);
+    if (!r && k->ps)
+        r = tune_ctx_upload(ctx, &d->dbt, d->bt, sizeof(int) * (size_t)d->b * d->max_pages, 0);
     if (r)
         return tune_ctx_fail(ctx, r, "split-score inputs: cuMemAlloc/cuMemcpyHtoD/cuMemsetD32", msg, msgn);
     /* the kernel's params (workspace set per variant) */
@@ -319,7 +313,16 @@ typedef struct launch_arg {
     const rt_module *m;
     kf_parts_params *p;
     int layers;
+    tune_attn_ctx *ctx;            /* for bind (timing): prepare(ctx, v, d) */
+    prob *d;
 } launch_arg;
+
+static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
+{
+    launch_arg *a = arg;
+    a->m = m;
+    return prepare(a->ctx, a->v, a->d, msg, msgn);
+}
 
 static int launch(void *arg, char *msg, size_t msgn)
 {
@@ -416,12 +419,8 @@ int tune_parts_gate(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *
         goto out;
     }
     launch_arg a = {v, m, &d.p, L};
-    if (launch(&a, msg, msgn))
+    if (tune_ctx_run(ctx, launch, &a, "gate: the kernels failed", msg, msgn))
         goto out;
-    if ((r = cu->CtxSynchronize())) {
-        tune_ctx_fail(ctx, r, "gate: the kernels failed", msg, msgn);
-        goto out;
-    }
     tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
     ob = malloc(d.nq * k->dv * 2 + 2), lb = malloc(d.nq * 4 + 4);
     ro = malloc(sizeof(double) * (d.nq * k->dv + 1)), rl = malloc(sizeof(double) * (d.nq + 1));
@@ -494,17 +493,6 @@ int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *
         k->time_ready = 1;
     }
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
-    rt_module own;
-    memset(&own, 0, sizeof own);
-    const rt_module *m = tune_ctx_module(ctx, v, 0, &own, msg, msgn);
-    int rc = -1;
-    if (m && !prepare(ctx, v, &k->time, msg, msgn)) {
-        tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, &tm);
-        launch_arg a = {v, m, &k->time.p, k->layers};
-        rc = tune_ctx_time(ctx, launch, &a, samples, t, msg, msgn);
-    }
-    tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, &tm);
-    if (own.mod)
-        rt_module_unload(&own);
-    return rc;
+    launch_arg a = {v, NULL, &k->time.p, k->layers, ctx, &k->time};
+    return tune_ctx_time_variant(ctx, v, bind, launch, &a, samples, t, &tm, msg, msgn);
 }

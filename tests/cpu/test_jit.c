@@ -11,17 +11,7 @@
 #include "gen/build.h"
 #include "gen/template.h"
 #include "runtime/jit.h"
-
-static rt_devinfo h200(void)
-{
-    rt_devinfo d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.name, sizeof d.name, "NVIDIA H200");
-    snprintf(d.arch, sizeof d.arch, "sm_90a");
-    d.cc_major = 9, d.sms = 132, d.smem_optin = 232448, d.smem_sm = 233472, d.regs_sm = 65536;
-    d.l2 = 62914560;
-    return d;
-}
+#include "tests/cpu/api_util.h"
 
 static gen_kvset shape_of(const char *text)
 {
@@ -37,7 +27,7 @@ static void test_jit__default_and_keys_match_the_template_and_are_kept(void **st
     char err[512];
     rt_jit *j = rt_jit_new(NULL, err, sizeof err);
     assert_non_null(j);
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     gen_kvset shape = shape_of("family=attn_decode,dtype=bf16,b=32,sq=1,skv=8192,hq=32,hkv=8,d=128,causal=0");
     gen_kvset vp1, vp2;
     assert_int_equal(rt_jit_default(j, &shape, &dev, &vp1, err, sizeof err), 0);
@@ -89,7 +79,7 @@ static void test_jit__more_questions_than_kept_answers(void **state)
 {
     char err[512];
     rt_jit *j = rt_jit_new(NULL, err, sizeof err);
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     char first[600] = "";
     for (int g = 1; g <= 80; g++) {  /* more variants (one group size each) than the 64 kept answers */
         char text[256], variant[512], key[600];

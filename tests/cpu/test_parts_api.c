@@ -13,30 +13,9 @@
 #include "runtime/parts_launch.h"
 #include "runtime/parts_plan.h"
 #include "runtime/select.h"
+#include "tests/cpu/api_util.h"
 
 static rt_jit *g_jit;
-
-static rt_devinfo h200(void)
-{
-    rt_devinfo d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.name, sizeof d.name, "NVIDIA H200");
-    snprintf(d.arch, sizeof d.arch, "sm_90a");
-    d.cc_major = 9;
-    d.sms = 132;
-    d.smem_optin = 232448;
-    d.smem_sm = 233472;
-    d.regs_sm = 65536;
-    d.l2 = 50331648;
-    return d;
-}
-
-static int jit_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
-{
-    (void)arg;
-    rt_devinfo dev = h200();
-    return rt_jit_default(g_jit, shape, &dev, vp, err, n);
-}
 
 static kf_parts_desc mla(int hq)
 {
@@ -62,10 +41,10 @@ static kf_parts_desc base_delta(int layers)
 
 static void expect(kf_parts_desc d, kf_status want, const char *needle)
 {
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     rt_choice ch;
     char msg[512];
-    kf_status st = rt_parts_select(&d, &dev, NULL, jit_default, NULL, &ch, msg, sizeof msg);
+    kf_status st = rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, msg, sizeof msg);
     if (st != want || !strstr(msg, needle))
         fail_msg("status %d (want %d), message '%s' (want '%s')", st, want, msg, needle);
 }
@@ -97,12 +76,12 @@ static void test_parts_api__refuses_bad_descriptions(void **state)
 static void test_parts_api__selects_the_template_default(void **state)
 {
     (void)state;
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     rt_choice a, b;
     char msg[512];
     kf_parts_desc d = mla(128);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &a, msg, sizeof msg), KF_OK);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &b, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &b, msg, sizeof msg), KF_OK);
     char ka[512], kb[512];
     gen_kv_keyform(&a.vp, ka, sizeof ka);
     gen_kv_keyform(&b.vp, kb, sizeof kb);
@@ -115,7 +94,7 @@ static void test_parts_api__selects_the_template_default(void **state)
     assert_non_null(strstr(msg, "latent512_rope64"));
     /* B 1: splits fill the machine, the workspace covers them */
     d.max_batch = 1;
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &a, msg, sizeof msg), KF_OK);
     long long sp = gen_kv_int(&a.vp, "sp", 0);
     assert_true(sp > 1);
     assert_int_equal(a.workspace, (size_t)(sp * 1 * 128 * (512 + 1) * 4));
@@ -126,11 +105,11 @@ static void *fake(uintptr_t x) { return (void *)(x << 8); }
 static void test_parts_api__binds_a_joint_layer_call(void **state)
 {
     (void)state;
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     rt_choice ch;
     char msg[512];
     kf_parts_desc d = base_delta(4);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &ch, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, msg, sizeof msg), KF_OK);
     rt_parts_info info;
     assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
     gen_kv_set_int(&ch.vp, "sp", 2);   /* a split call: two layers' partials in the workspace */
@@ -186,11 +165,11 @@ static void test_parts_api__binds_a_joint_layer_call(void **state)
 static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
 {
     (void)state;
-    rt_devinfo dev = h200();
+    rt_devinfo dev = api_h200();
     rt_choice ch;
     char msg[512];
     kf_parts_desc d = mla(16);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, jit_default, NULL, &ch, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, msg, sizeof msg), KF_OK);
     rt_parts_info info;
     assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
     kf_parts_params base, p;

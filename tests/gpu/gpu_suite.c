@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gen/hash.h"
+#include "tests/gpu/gpu_job.h"
 #include "runtime/cuda.h"
 
 #define KV(...) .kv_len = {__VA_ARGS__}, .kv_len_n = sizeof((int[]){__VA_ARGS__}) / sizeof(int)
@@ -211,45 +211,10 @@ void suite_close(suite *s)
 static int mutate(suite *s, gen_job *j, char *why, size_t whyn)
 {
     const suite_mutant *m = &suite_mutants[s->mutant];
-    size_t n = strlen(j->src), extra = 64 + strlen(m->to);
-    char *out = malloc(n + extra * 8 + 1), *w = out;
-    int planted = 0;
-    const char *line = j->src;
-    while (*line) {
-        const char *eol = strchr(line, '\n');
-        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
-        char buf[4096];
-        int done = 0;
-        if (len < sizeof buf) {
-            memcpy(buf, line, len);
-            buf[len] = 0;
-            char *at = strstr(buf, m->marker) ? strstr(buf, m->from) : NULL;
-            if (at && planted < 8) {
-                w += sprintf(w, "%.*s%s%s", (int)(at - buf), buf, m->to, at + strlen(m->from));
-                planted++;
-                done = 1;
-            }
-        }
-        if (!done) {
-            memcpy(w, line, len);
-            w += len;
-        }
-        line += len;
-    }
-    *w = 0;
-    if (!planted) {
+    if (!gpu_job_mutate(j, s->tg.arch, m->marker, &m->from, &m->to, 1, 8)) {
         snprintf(why, whyn, "mutant '%s' not planted: no line with %s containing '%s'", m->name, m->marker, m->from);
-        free(out);
         return -1;
     }
-    free(j->src);
-    j->src = out;
-    char hex[33];
-    gen_hash128_str(out, hex);
-    hex[16] = 0;
-    char key[600];
-    snprintf(key, sizeof key, "%s.%s.mutant-%s", j->binary_key, s->tg.arch, hex);
-    snprintf(j->cache_key, sizeof j->cache_key, "%s", key);
     return 0;
 }
 

@@ -24,13 +24,13 @@
 
 #include "db/db.h"
 #include "gen/build.h"
-#include "gen/hash.h"
 #include "gen/template.h"
 #include "runtime/cuda.h"
 #include "runtime/kda_launch.h"
 #include "runtime/module.h"
 #include "tuner/check.h"
 #include "tuner/ref_kda.h"
+#include "tests/gpu/gpu_job.h"
 
 #define TOL_O 1e-2
 #define TOL_HT 5e-3
@@ -68,45 +68,8 @@ static int mutate(gen_job *j, const char *family, int m)
     if (m < 0 || (strcmp(family, "kda_prefill") && strcmp(family, "kda_decode")))
         return 0;
     const kda_mutant *mu = &kda_mutants[m];
-    size_t n = strlen(j->src);
-    char *out = malloc(2 * n + 1024), *w = out;
-    int planted = 0;
-    const char *line = j->src;
-    while (*line) {
-        const char *eol = strchr(line, '\n');
-        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
-        char buf[4096];
-        int done = 0;
-        if (len < sizeof buf) {
-            memcpy(buf, line, len);
-            buf[len] = 0;
-            for (int k = 0; k < 3 && !done && strstr(buf, mu->marker); ++k) {
-                char *at = mu->from[k] ? strstr(buf, mu->from[k]) : NULL;
-                if (at) {
-                    w += sprintf(w, "%.*s%s%s", (int)(at - buf), buf, mu->to[k], at + strlen(mu->from[k]));
-                    planted++;
-                    done = 1;
-                }
-            }
-        }
-        if (!done) {
-            memcpy(w, line, len);
-            w += len;
-        }
-        line += len;
-    }
-    *w = 0;
-    if (!planted) {                           /* unchanged source: the unmutated binary and key serve */
-        free(out);
-        return 0;
-    }
-    free(j->src);
-    j->src = out;
-    char hex[33];
-    gen_hash128_str(out, hex);
-    hex[16] = 0;
-    snprintf(j->cache_key, sizeof j->cache_key, "%s.%s.mutant-%s", j->binary_key, tg.arch, hex);
-    return planted;
+    /* nothing planted: the source stays, and the unmutated binary and key serve */
+    return gpu_job_mutate(j, tg.arch, mu->marker, mu->from, mu->to, 3, 0);
 }
 
 #define CU(call) do { CUresult r_ = (call); if (r_) { char b_[128]; rt_cuda_errstr(r_, b_, sizeof b_); \
@@ -146,19 +109,11 @@ static void variant_build(variant *v, const char *family, const gen_kvset *shape
         gen_job_free(&j);
         return;
     }
-    rt_kernel_desc kd[GEN_MAX_KERNELS];
-    for (int i = 0; i < j.n_kernels; ++i) {
-        snprintf(kd[i].name, sizeof kd[i].name, "%s", j.kernels[i].name);
-        kd[i].threads = j.kernels[i].threads;
-        kd[i].smem = j.kernels[i].smem;
-    }
     memset(v, 0, sizeof *v);
-    if (rt_module_load(&v->m, j.bin.image, kd, j.n_kernels, err, sizeof err))
+    if (gpu_job_load(&j, &v->m, err, sizeof err))
         fail_msg("load %s: %s", j.variant_key, err);
     snprintf(v->key, sizeof v->key, "%s", j.variant_key);
-    v->vp = j.fixed;
-    gen_kv_merge(&v->vp, &j.params);
-    gen_kv_set_str(&v->vp, "family", family);
+    gpu_job_vp(&j, family, &v->vp);
     gen_job_free(&j);
 }
 

@@ -8,7 +8,6 @@
 
 #include "db/db.h"
 #include "gen/build.h"
-#include "gen/hash.h"
 #include "gen/template.h"
 #include "runtime/cuda.h"
 #include "runtime/device.h"
@@ -18,6 +17,7 @@
 #include "tuner/check.h"
 #include "tuner/parts_run.h"
 #include "tuner/ref_parts.h"
+#include "tests/gpu/gpu_job.h"
 
 /*
  * Needs a GPU: prints "skipped: no CUDA device" and returns 77 without one. With
@@ -152,40 +152,7 @@ static void case_shape(const pcase *c, int layers, gen_kvset *s)
 static int plant(gen_job *j)
 {
     const mutant *m = &mutants[g_mutant];
-    size_t n = strlen(j->src);
-    char *out = malloc(n + 4096), *w = out;
-    int planted = 0;
-    for (const char *line = j->src; *line;) {
-        const char *eol = strchr(line, '\n');
-        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
-        char buf[4096];
-        const char *at = NULL;
-        if (len < sizeof buf) {
-            memcpy(buf, line, len);
-            buf[len] = 0;
-            at = strstr(buf, m->marker) ? strstr(buf, m->from) : NULL;
-        }
-        if (at && planted < 8) {
-            w += sprintf(w, "%.*s%s%s", (int)(at - buf), buf, m->to, at + strlen(m->from));
-            planted++;
-        } else {
-            memcpy(w, line, len);
-            w += len;
-        }
-        line += len;
-    }
-    *w = 0;
-    if (!planted) {
-        free(out);
-        return -1;
-    }
-    free(j->src);
-    j->src = out;
-    char hex[33];
-    gen_hash128_str(out, hex);
-    hex[16] = 0;
-    snprintf(j->cache_key, sizeof j->cache_key, "%.540s.%s.mutant-%s", j->binary_key, tg.arch, hex);
-    return 0;
+    return gpu_job_mutate(j, tg.arch, m->marker, &m->from, &m->to, 1, 8) ? 0 : -1;
 }
 
 /* Builds (or finds in the database) the variant of case c with `layers` layers; load: onto the GPU. */
@@ -230,17 +197,9 @@ static int variant_build(variant *v, const pcase *c, int layers, int load)
         return -1;
     }
     snprintf(v->key, sizeof v->key, "%s", j.variant_key);
-    v->vp = j.fixed;
-    gen_kv_merge(&v->vp, &j.params);
-    gen_kv_set_str(&v->vp, "family", "attn_parts_decode");
+    gpu_job_vp(&j, "attn_parts_decode", &v->vp);
     if (load) {
-        rt_kernel_desc kd[GEN_MAX_KERNELS];
-        for (int i = 0; i < j.n_kernels; ++i) {
-            snprintf(kd[i].name, sizeof kd[i].name, "%s", j.kernels[i].name);
-            kd[i].threads = j.kernels[i].threads;
-            kd[i].smem = j.kernels[i].smem;
-        }
-        if (rt_module_load(&v->m, j.bin.image, kd, j.n_kernels, err, sizeof err)) {
+        if (gpu_job_load(&j, &v->m, err, sizeof err)) {
             printf("  error: load %s: %s\n", j.variant_key, err);
             gen_job_free(&j);
             return -1;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "runtime/cuda.h"
+#include "tests/mutants/spawn.h"
 
 /*
  * The mutants live in tests/gpu/test_kda_gpu.c (kda_mutants: drop the state decay, apply the decay
@@ -30,20 +31,9 @@ static char g_child[1200];
 
 static int spawn(int m)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        char arg[16];
-        snprintf(arg, sizeof arg, "%d", m);
-        setenv("KF_KDA_MUTANT", arg, 1);
-        execl(g_child, g_child, (char *)NULL);
-        _exit(3);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0)
-        return 3 << 8;
-    return st;
+    char arg[16];
+    snprintf(arg, sizeof arg, "%d", m);
+    return mut_spawn(g_child, NULL, NULL, "KF_KDA_MUTANT", arg);
 }
 
 static void test_kda_mutants__every_mutant_killed(void **state)
@@ -61,26 +51,7 @@ static void test_kda_mutants__every_mutant_killed(void **state)
         if (WIFEXITED(st) && WEXITSTATUS(st) == 5)
             break;
         total++;
-        const char *verdict;
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 4) {
-            verdict = "NOT PLANTED";
-        } else {
-            planted++;
-            if (WIFSIGNALED(st)) {
-                killed++;
-                verdict = "killed (the run crashed)";
-            } else if (WEXITSTATUS(st) == 1) {
-                killed++;
-                verdict = "killed";
-            } else if (WEXITSTATUS(st) == 0) {
-                verdict = "SURVIVED";
-            } else if (WEXITSTATUS(st) == 3) {
-                verdict = "ERROR (set-up failed)";
-            } else {
-                killed++;               /* a CUDA error inside the run: the mutant broke the kernel */
-                verdict = "killed (the run failed)";
-            }
-        }
+        const char *verdict = mut_verdict(st, 1, &planted, &killed);
         printf("mutant %d %s\n", m, verdict);
     }
     printf("\nKDA mutants killed %d / planted %d (of %d); baseline %s (%ld s)\n", killed, planted, total,

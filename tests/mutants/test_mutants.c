@@ -14,6 +14,7 @@
 
 #include "runtime/cuda.h"
 #include "tests/gpu/gpu_suite.h"
+#include "tests/mutants/spawn.h"
 
 /*
  * Each mutant (suite_mutants in tests/gpu/gpu_suite.c: the head-mapping bugs (h/Hkv)%Hkv, h/Hkv,
@@ -76,21 +77,9 @@ static int child(int m)
 /* Runs `self --child m` and returns its wait status. */
 static int spawn(int m, int build_only)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        char arg[16];
-        snprintf(arg, sizeof arg, "%d", m);
-        if (build_only)
-            setenv("KF_MUTANT_BUILD_ONLY", "1", 1);
-        execl(g_self, g_self, "--child", arg, (char *)NULL);
-        _exit(3);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0)
-        return 3 << 8;
-    return st;
+    char arg[16];
+    snprintf(arg, sizeof arg, "%d", m);
+    return mut_spawn(g_self, "--child", arg, build_only ? "KF_MUTANT_BUILD_ONLY" : NULL, "1");
 }
 
 static void test_mutants__every_mutant_killed(void **state)
@@ -106,23 +95,7 @@ static void test_mutants__every_mutant_killed(void **state)
         printf("== mutant %d: %s (%s: '%s' -> '%s')\n", m, suite_mutants[m].name, suite_mutants[m].marker,
                suite_mutants[m].from, suite_mutants[m].to);
         st = spawn(m, 0);
-        const char *verdict;
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 4) {
-            verdict = "NOT PLANTED";
-        } else {
-            planted++;
-            if (WIFSIGNALED(st)) {
-                killed++;
-                verdict = "killed (the run crashed)";
-            } else if (WEXITSTATUS(st) == 1) {
-                killed++;
-                verdict = "killed";
-            } else if (WEXITSTATUS(st) == 0) {
-                verdict = "SURVIVED";
-            } else {
-                verdict = "ERROR (set-up failed)";
-            }
-        }
+        const char *verdict = mut_verdict(st, 0, &planted, &killed);
         printf("mutant %d %-22s %s\n", m, suite_mutants[m].name, verdict);
     }
     printf("\nmutants killed %d / planted %d (of %d); baseline %s (%ld s)\n", killed, planted, suite_mutants_n,

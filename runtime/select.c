@@ -71,6 +71,11 @@ static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, char *
         return snprintf(msg, n, "decode serves up to 16 query rows per sequence, desc.max_q = %d "
                                 "(use KF_ATTN_PREFILL)", d->max_q),
                KF_ERR_UNSUPPORTED;
+    if (d->page_size < 0)
+        return argerr(msg, n, "desc.page_size must be >= 0 (0: contiguous K/V), got %lld", d->page_size);
+    if (d->page_size > 0 && d->kind != KF_ATTN_DECODE)
+        return snprintf(msg, n, "paged K/V (desc.page_size = %d) is served by decode plans only", d->page_size),
+               KF_ERR_UNSUPPORTED;
     if (d->kind == KF_ATTN_DECODE && d->packed_q)
         return snprintf(msg, n, "decode takes q as [B, Sq, Hq, D]; packed q (desc.packed_q) is for prefill"),
                KF_ERR_UNSUPPORTED;
@@ -191,15 +196,18 @@ void rt_attn_base_params(const kf_attn_desc *d, const gen_kvset *vp, void *param
     p->q_sb = st[0], p->q_ss = st[1], p->q_sh = st[2];
     strides(d->o_strides, d->max_q, d->hq, d->d, st);
     p->o_sb = st[0], p->o_ss = st[1], p->o_sh = st[2];
-    strides(d->k_strides, d->max_kv, d->hkv, d->d, st);
+    /* paged: the "batch" stride of K/V is the page stride of the pools */
+    long long kv_rows = d->page_size > 0 ? d->page_size : d->max_kv;
+    strides(d->k_strides, kv_rows, d->hkv, d->d, st);
     p->k_sb = st[0], p->k_ss = st[1], p->k_sh = st[2];
-    strides(d->v_strides, d->max_kv, d->hkv, d->d, st);
+    strides(d->v_strides, kv_rows, d->hkv, d->d, st);
     p->v_sb = st[0], p->v_ss = st[1], p->v_sh = st[2];
     p->b = d->max_batch;
     p->sq = d->max_q;
     p->skv = d->max_kv;
     p->hq = d->hq;
     p->hkv = d->hkv;
+    p->page_size = d->page_size;
     p->splits = (int)gen_kv_int(vp, "sp", 1);
     p->ws_rows = d->max_batch * d->max_q;
     p->lse_sh = d->max_q;

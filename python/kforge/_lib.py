@@ -78,6 +78,7 @@ class kf_attn_desc(ctypes.Structure):
         ("k_strides", Strides3),
         ("v_strides", Strides3),
         ("o_strides", Strides3),
+        ("page_size", ctypes.c_int),
     ]
 
 
@@ -93,7 +94,10 @@ class kf_attn_tensors(ctypes.Structure):
         ("batch", ctypes.c_int),
         ("q_len", ctypes.c_int),
         ("kv_len_all", ctypes.c_int),
+        ("total_q", ctypes.c_int),
         ("workspace", ctypes.c_void_p),
+        ("block_table", ctypes.c_void_p),   # const int32_t *
+        ("max_pages", ctypes.c_int),
     ]
 
 

@@ -478,6 +478,7 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
     ts.cu_seqlens_q = tcu.ptr if tcu is not None else None
     ts.kv_len = kv_ptr
     ts.batch, ts.q_len, ts.kv_len_all = b, sq, kv_all
+    ts.total_q = total if packed else 0  # packed: rows of q (the lse row stride, split rows)
     ts.workspace = None
 
     s = _stream_handle(stream)

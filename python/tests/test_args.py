@@ -130,6 +130,8 @@ class TestPrepare(unittest.TestCase):
         self.assertEqual((c.desc.packed_q, c.desc.max_batch, c.desc.max_q), (1, 2, 6))
         self.assertEqual(list(c.desc.q_strides)[1:], [8 * 64, 64])
         self.assertEqual((c.tensors.cu_seqlens_q, c.tensors.batch, c.tensors.q_len), (0x5000, 2, 6))
+        self.assertEqual(c.tensors.total_q, 10)  # the rows of packed q: kf_attn_run's lse row stride
+        self.assertEqual(kforge.prepare(*qkv()[:3], out=qkv()[3]).tensors.total_q, 0)
 
     def test_cai_stream_passed_through(self):
         q, k, v, o = qkv()

@@ -44,7 +44,7 @@ static void expect(kf_attn_desc d, kf_status want, const char *needle)
 {
     rt_devinfo dev = api_h200();
     rt_choice ch;
-    char msg[512];
+    char msg[512] = "";
     kf_status st = rt_select(&d, &dev, NULL, fake_default, NULL, &ch, msg, sizeof msg);
     if (st != want || !strstr(msg, needle))
         fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg, kf_status_str(want), needle);
@@ -70,6 +70,28 @@ static void test_api__every_field_is_checked(void **state)
     d = decode(), d.k_strides[1] = 1028, expect(d, KF_ERR_UNSUPPORTED, "desc.k_strides[1] = 1028");
     d = decode(), d.q_strides[0] = -8, expect(d, KF_ERR_ARG, "desc.q_strides[0] must be >= 0, got -8");
     d = decode(), d.o_strides[2] = 12, expect(d, KF_ERR_UNSUPPORTED, "desc.o_strides[2] = 12");
+    d = decode(), d.page_size = -16, expect(d, KF_ERR_ARG, "desc.page_size must be >= 0 (0: contiguous K/V), got -16");
+    d = decode(), d.kind = KF_ATTN_PREFILL, d.page_size = 64, expect(d, KF_ERR_UNSUPPORTED, "paged K/V (desc.page_size = 64) is served by decode plans only");
+    d = decode(), d.page_size = 64, expect(d, KF_OK, "");
+}
+
+/* Paged K/V: the pools' strides default to [pages, page_size, Hkv, D]; the page size reaches the kernel. */
+static void test_api__paged_strides_resolve(void **state)
+{
+    kf_attn_desc d = decode();
+    d.page_size = 32;
+    gen_kvset vp;
+    gen_kv_clear(&vp);
+    kf_attn_params p;
+    rt_attn_base_params(&d, &vp, &p);
+    assert_int_equal(p.page_size, 32);
+    assert_int_equal(p.k_sb, 32LL * d.hkv * d.d);
+    assert_int_equal(p.v_sb, 32LL * d.hkv * d.d);
+    assert_int_equal(p.k_ss, (long long)d.hkv * d.d);
+    d.page_size = 0;
+    rt_attn_base_params(&d, &vp, &p);
+    assert_int_equal(p.page_size, 0);
+    assert_int_equal(p.k_sb, (long long)d.max_kv * d.hkv * d.d);
 }
 
 static void test_api__selection_is_pure_and_prefers_winners(void **state)
@@ -443,6 +465,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api__every_field_is_checked),
+        cmocka_unit_test(test_api__paged_strides_resolve),
         cmocka_unit_test(test_api__selection_is_pure_and_prefers_winners),
         cmocka_unit_test(test_api__open_without_gpu_says_so),
         cmocka_unit_test(test_api__status_text_and_version),

@@ -1,4 +1,4 @@
-/* tests/gpu/test_api_gpu.c: the public API on a GPU: plan/run against the fp64 reference, graphs, threads */
+/* tests/gpu/test_api_gpu.c: the public API on a GPU: plan/run against the fp64 reference, graphs, threads, paged K/V */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -197,6 +197,94 @@ static void test_api_gpu__graph_of_100_steps_replays(void **state)
     problem_free(&p);
 }
 
+/* Paged K/V (desc.page_size, tensors.block_table): the pools hold the same keys as the contiguous
+ * cache in shuffled pages, NaN in every unused page and past every length; the run must match the
+ * fp64 reference and equal the contiguous plan bit for bit (o and lse). */
+static void paged_case(int b, int sq, int skv, int hq, int hkv, int causal, int ps)
+{
+    problem p;
+    problem_init(&p, b, sq, skv, hq, hkv, 128, causal);
+    kf_attn_desc dc = desc_of(&p), dp = dc;
+    dp.page_size = ps;
+    int maxp = (skv + ps - 1) / ps, npages = b * maxp + 3;   /* 3 unused pages */
+    size_t row = (size_t)hkv * 128, page = (size_t)ps * row;
+    uint16_t *pk = malloc((size_t)npages * page * 2), *pv = malloc((size_t)npages * page * 2);
+    check_fill_nan(p.dt, pk, (size_t)npages * page);
+    check_fill_nan(p.dt, pv, (size_t)npages * page);
+    int *perm = malloc(sizeof(int) * (size_t)npages), *bt = malloc(sizeof(int) * (size_t)b * maxp);
+    for (int i = 0; i < npages; i++)
+        perm[i] = i;
+    uint64_t seed = check_fresh_seed();
+    check_rng rng;
+    check_rng_seed(&rng, seed);
+    for (int i = npages - 1; i > 0; i--) {                   /* Fisher-Yates */
+        int j = (int)(check_rng_next(&rng) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int s = 0; s < b; s++)
+        for (int pg = 0; pg < maxp; pg++) {
+            int dst = perm[s * maxp + pg];
+            bt[s * maxp + pg] = dst;
+            for (int r = 0; r < ps && pg * ps + r < p.kv_len[s]; r++) {
+                size_t src = ((size_t)s * skv + (size_t)pg * ps + r) * row;
+                memcpy(pk + (size_t)dst * page + (size_t)r * row, p.hk + src, row * 2);
+                memcpy(pv + (size_t)dst * page + (size_t)r * row, p.hv + src, row * 2);
+            }
+        }
+    CUdeviceptr dk, dv, dbt, o2, l2;
+    CK(cu->MemAlloc(&dk, (size_t)npages * page * 2));
+    CK(cu->MemAlloc(&dv, (size_t)npages * page * 2));
+    CK(cu->MemAlloc(&dbt, sizeof(int) * (size_t)b * maxp));
+    CK(cu->MemcpyHtoD(dk, pk, (size_t)npages * page * 2));
+    CK(cu->MemcpyHtoD(dv, pv, (size_t)npages * page * 2));
+    CK(cu->MemcpyHtoD(dbt, bt, sizeof(int) * (size_t)b * maxp));
+    size_t nq = (size_t)b * sq * hq * 128, nl = (size_t)b * hq * sq;
+    CK(cu->MemAlloc(&o2, nq * 2));
+    CK(cu->MemAlloc(&l2, nl * 4));
+    kf_plan *pc, *pp;
+    assert_int_equal(kf_attn_plan(ctx, &dc, &pc), KF_OK);
+    kf_status st = kf_attn_plan(ctx, &dp, &pp);
+    if (st)
+        fail_msg("paged plan: %s: %s", kf_status_str(st), kf_errmsg(ctx));
+    /* contiguous run into o2/l2, paged run into the problem's o/lse (checked against fp64) */
+    kf_attn_tensors t = tensors_of(&p);
+    t.o = (void *)(uintptr_t)o2, t.lse = (float *)(uintptr_t)l2;
+    assert_int_equal(kf_attn_run(pc, &t, NULL), KF_OK);
+    poison(&p);
+    t = tensors_of(&p);
+    t.k = (void *)(uintptr_t)dk, t.v = (void *)(uintptr_t)dv;
+    t.block_table = (const int32_t *)(uintptr_t)dbt, t.max_pages = maxp;
+    if (kf_attn_run(pp, &t, NULL) != KF_OK)
+        fail_msg("paged run: %s", kf_errmsg(ctx));
+    CK(cu->CtxSynchronize());
+    char why[600];
+    int ok = verify(&p, why, sizeof why);
+    uint16_t *a = malloc(nq * 2), *c = malloc(nq * 2);
+    float *la = malloc(nl * 4), *lc = malloc(nl * 4);
+    CK(cu->MemcpyDtoH(a, p.o, nq * 2));
+    CK(cu->MemcpyDtoH(c, o2, nq * 2));
+    CK(cu->MemcpyDtoH(la, p.lse, nl * 4));
+    CK(cu->MemcpyDtoH(lc, l2, nl * 4));
+    int same = !memcmp(a, c, nq * 2) && !memcmp(la, lc, nl * 4);
+    print_message("paged b%d sq%d skv%d %d/%d causal%d page %d (%d pages shuffled, 3 unused) %s: %s, %s contiguous; %s\n",
+                  b, sq, skv, hq, hkv, causal, ps, npages, kf_plan_variant(pp), ok ? "pass" : "FAIL",
+                  same ? "bitwise equal to" : "DIFFERS from", why);
+    assert_true(ok);
+    assert_true(same);
+    kf_plan_free(pc), kf_plan_free(pp);
+    cu->MemFree(dk), cu->MemFree(dv), cu->MemFree(dbt), cu->MemFree(o2), cu->MemFree(l2);
+    free(pk), free(pv), free(perm), free(bt), free(a), free(c), free(la), free(lc);
+    problem_free(&p);
+}
+
+static void test_api_gpu__paged_decode(void **state)
+{
+    paged_case(3, 1, 777, 8, 2, 0, 16);
+    paged_case(2, 4, 1500, 8, 4, 1, 64);
+    paged_case(4, 2, 4097, 32, 8, 1, 128);
+    paged_case(2, 1, 300, 16, 1, 0, 32);
+}
+
 typedef struct thread_arg {
     int id, ok;
     char why[600];
@@ -267,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_api_gpu__plan_and_run_match_the_reference),
         cmocka_unit_test(test_api_gpu__graph_of_100_steps_replays),
         cmocka_unit_test(test_api_gpu__eight_threads_plan_and_run),
+        cmocka_unit_test(test_api_gpu__paged_decode),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kf_close(ctx);

@@ -102,7 +102,7 @@ typedef struct kf_attn_desc {
     /* Paged K/V (decode only): keys per page (> 0), or 0 for contiguous caches. Paged, k and v
      * are page pools and k_strides / v_strides give (page, row in page, head) strides (0: a
      * contiguous pool [pages, page_size, Hkv, D]); key j of sequence b is row j % page_size of
-     * page tensors.block_table[b * tensors.max_pages + j / page_size]. */
+     * page tensors.block_table[b * tensors.bt_stride + j / page_size]. */
     int page_size;
 } kf_attn_desc;
 #define KF_ATTN_DESC_INIT {KF_ATTN_DECODE, KF_BF16, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0}
@@ -119,8 +119,8 @@ typedef struct kf_attn_tensors {
     int kv_len_all;                /* keys of every sequence when kv_len is NULL, <= max_kv */
     int total_q;                   /* packed_q: rows of q (= cu_seqlens_q[batch]), <= max_batch * max_q */
     void *workspace;               /* kf_plan_workspace() bytes, or NULL to use the plan's own */
-    const int32_t *block_table;    /* [batch, max_pages] page indices; required when desc.page_size > 0 */
-    int max_pages;                 /* row stride of block_table, >= ceil(keys of the longest sequence / page_size) */
+    const int32_t *block_table;    /* [batch, bt_stride] page indices; required when desc.page_size > 0 */
+    int bt_stride;                 /* row stride of block_table, >= ceil(keys of the longest sequence / page_size) */
 } kf_attn_tensors;
 
 /* KF_OK when a kernel exists for d on this context's device, else the status and

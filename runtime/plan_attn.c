@@ -74,9 +74,9 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
                                d->page_size);
         if ((uintptr_t)t->block_table & 3u)
             return rt_plan_err(p, KF_ERR_ARG, "tensors.block_table = %p is not 4-byte aligned", (void *)t->block_table);
-        if (t->max_pages < need)
-            return rt_plan_err(p, KF_ERR_ARG, "tensors.max_pages = %d is less than the %lld pages of max_kv %d"
-                               " at page_size %d", t->max_pages, need, d->max_kv, d->page_size);
+        if (t->bt_stride < need)
+            return rt_plan_err(p, KF_ERR_ARG, "tensors.bt_stride = %d is less than the %lld pages of max_kv %d"
+                               " at page_size %d", t->bt_stride, need, d->max_kv, d->page_size);
     }
     if (t->workspace && misaligned(t->workspace))
         return rt_plan_err(p, KF_ERR_UNSUPPORTED, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
@@ -87,7 +87,7 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     a.cu_seqlens_q = d->packed_q ? t->cu_seqlens_q : NULL;
     a.kv_len = t->kv_len;
     a.block_table = d->page_size > 0 ? t->block_table : NULL;
-    a.bt_sb = d->page_size > 0 ? t->max_pages : 0;
+    a.bt_sb = d->page_size > 0 ? t->bt_stride : 0;
     a.b = t->batch;
     a.sq = t->q_len;
     a.skv = t->kv_len ? d->max_kv : t->kv_len_all;

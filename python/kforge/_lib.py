@@ -97,7 +97,7 @@ class kf_attn_tensors(ctypes.Structure):
         ("total_q", ctypes.c_int),
         ("workspace", ctypes.c_void_p),
         ("block_table", ctypes.c_void_p),   # const int32_t *
-        ("max_pages", ctypes.c_int),
+        ("bt_stride", ctypes.c_int),
     ]
 
 

@@ -138,7 +138,7 @@ void kfstub_layout(char *buf, size_t n) {
              OFF(kf_attn_tensors, o), OFF(kf_attn_tensors, lse), OFF(kf_attn_tensors, cu_seqlens_q),
              OFF(kf_attn_tensors, kv_len), OFF(kf_attn_tensors, batch), OFF(kf_attn_tensors, q_len),
              OFF(kf_attn_tensors, kv_len_all), OFF(kf_attn_tensors, total_q), OFF(kf_attn_tensors, workspace),
-             OFF(kf_attn_tensors, block_table), OFF(kf_attn_tensors, max_pages));
+             OFF(kf_attn_tensors, block_table), OFF(kf_attn_tensors, bt_stride));
     size_t w = strlen(buf);
     snprintf(buf + w, n - w,
              "kf_kda_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"

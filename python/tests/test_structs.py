@@ -18,7 +18,7 @@ EXPECTED = {
                            "page_size": 144}),
     "kf_attn_tensors": (96, {"q": 0, "k": 8, "v": 16, "o": 24, "lse": 32, "cu_seqlens_q": 40,
                              "kv_len": 48, "batch": 56, "q_len": 60, "kv_len_all": 64, "total_q": 68,
-                             "workspace": 72, "block_table": 80, "max_pages": 88}),
+                             "workspace": 72, "block_table": 80, "bt_stride": 88}),
     "kf_kda_desc": (232, {"mode": 0, "max_seqs": 4, "max_tokens": 8, "h": 12, "hv": 16, "dk": 20, "dv": 24,
                           "gate": 28, "lower_bound": 32, "l2norm": 36, "beta_sigmoid": 40, "state_layout": 44,
                           "has_initial_state": 48, "wants_final_state": 52, "scale": 56, "q_strides": 64,

@@ -253,7 +253,7 @@ static void paged_case(int b, int sq, int skv, int hq, int hkv, int causal, int 
     poison(&p);
     t = tensors_of(&p);
     t.k = (void *)(uintptr_t)dk, t.v = (void *)(uintptr_t)dv;
-    t.block_table = (const int32_t *)(uintptr_t)dbt, t.max_pages = maxp;
+    t.block_table = (const int32_t *)(uintptr_t)dbt, t.bt_stride = maxp;
     if (kf_attn_run(pp, &t, NULL) != KF_OK)
         fail_msg("paged run: %s", kf_errmsg(ctx));
     CK(cu->CtxSynchronize());

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/device_run.sh: on a GPU machine, from binaries built elsewhere: GPU tests, kforge run, tune, bench; logs under $OUT
-# usage: KF_BUILD=.devbuild bash tests/device_run.sh tests|runs|py|mla|api|tune|bench ...
+# usage: KF_BUILD=.devbuild bash tests/device_run.sh tests|runs|py|mla|api|tune|bench|pack ...
 # KF_BUILD holds kforge, libkforge*.so, tests/ (GPU test binaries and their caches), devlibs/ (cmocka, Lua).
 set -u
 OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
@@ -52,5 +52,9 @@ api)
 bench)
   cd "$ROOT" && KFORGE_DB=$DB BENCH_TIME_BUDGET=${BENCH_BUDGET:-400} timeout ${BENCH_TIMEOUT:-560} bash bench/run.sh ${BENCH_ARGS:-} --out "$OUT/bench" > "$OUT/bench.log" 2>&1
   echo "bench exit $?"; tail -n 50 "$OUT/bench.log" ;;
+pack)
+  # the device tool returns at most 8 files: everything under $OUT as one archive
+  tar czf /tmp/kf_logs.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/kf_logs.tgz "$OUT/logs.tgz"
+  echo "packed: $OUT/logs.tgz" ;;
 esac
 done

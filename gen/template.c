@@ -12,6 +12,8 @@
 
 #define MAX_TEMPLATES 32
 #define MAX_INCLUDES 32
+#define MAX_IMPORTS 16                      /* library files one host has run (import()) */
+#define MAX_IMPORT_DEPS 8                   /* imports made by one library file */
 #define LUA_MEM_LIMIT (256u << 20)          /* bytes a template may allocate */
 #define LUA_STEP 100000                     /* hook period, VM instructions */
 #define LUA_STEP_LIMIT 5000                 /* 500 M instructions per call */
@@ -26,8 +28,19 @@ struct gen_tmpl {
     int ref;                               /* the returned table in the registry */
     int n_includes;
     char includes[MAX_INCLUDES][96];
+    int n_imported;                        /* imports made while the file itself ran */
+    char imported[MAX_INCLUDES][96];
     gen_space space;
     gen_kvset shape;                       /* declared shape fields: name -> type */
+};
+
+/* A library file run by import(): its value, kept in the registry, and the imports
+ * it made itself (a template importing it must list those too). */
+struct gen_import {
+    char path[96];
+    int ref;
+    int n_deps;
+    char deps[MAX_IMPORT_DEPS][96];
 };
 
 struct gen_host {
@@ -39,6 +52,10 @@ struct gen_host {
     int n;
     gen_tmpl *tmpl[MAX_TEMPLATES];
     gen_tmpl *active;                      /* template whose function is running (fragment()) */
+    gen_tmpl *loading;                     /* template whose file is running (import() at load) */
+    int n_imports;
+    struct gen_import imports[MAX_IMPORTS];
+    struct gen_import *running;            /* library file whose chunk is running */
 };
 
 static int fail(gen_host *h, const char *fmt, ...)
@@ -104,6 +121,105 @@ static int l_fragment(lua_State *L)
         return luaL_error(L, "%s", err);
     lua_pushlstring(L, data, len);
     free(data);
+    return 1;
+}
+
+static int listed_in(const gen_tmpl *t, const char *path)
+{
+    for (int i = 0; i < t->n_includes; i++)
+        if (strcmp(t->includes[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+/* Notes that im (and what it imports) was imported while a template's file ran:
+ * checked against its includes once the file has returned them. */
+static void note_import(gen_host *h, const struct gen_import *im, int depth)
+{
+    gen_tmpl *t = h->loading;
+    if (!t || depth > MAX_IMPORTS)
+        return;
+    int seen = 0;
+    for (int i = 0; i < t->n_imported; i++)
+        seen |= strcmp(t->imported[i], im->path) == 0;
+    if (!seen && t->n_imported < MAX_INCLUDES)
+        snprintf(t->imported[t->n_imported++], sizeof t->imported[0], "%s", im->path);
+    for (int d = 0; d < im->n_deps; d++)
+        for (int j = 0; j < h->n_imports; j++)
+            if (strcmp(h->imports[j].path, im->deps[d]) == 0)
+                note_import(h, &h->imports[j], depth + 1);
+}
+
+/* import(path): runs templates/<path> once per host in the same sandbox and returns
+ * its value (a table). A template must list path in `includes`, so that the
+ * template hash covers it. Sweep files may import anything under templates/. */
+static int l_import(lua_State *L)
+{
+    gen_host *h = host_of(L);
+    const char *path = luaL_checkstring(L, 1);
+    if (strlen(path) >= sizeof h->imports[0].path || strlen(path) < 5 ||
+        strcmp(path + strlen(path) - 4, ".lua") != 0)
+        return luaL_error(L, "import '%s': the path of a .lua file under templates/ is needed", path);
+    gen_tmpl *t = h->active;
+    if (t && !listed_in(t, path))
+        return luaL_error(L, "import '%s' is not listed in the includes of %s", path, t->path);
+    if (h->running) {                       /* a library importing another one */
+        struct gen_import *r = h->running;
+        int seen = 0;
+        for (int i = 0; i < r->n_deps; i++)
+            seen |= strcmp(r->deps[i], path) == 0;
+        if (!seen && r->n_deps >= MAX_IMPORT_DEPS)
+            return luaL_error(L, "import '%s': %s imports more than %d files", path, r->path,
+                              MAX_IMPORT_DEPS);
+        if (!seen)
+            snprintf(r->deps[r->n_deps++], sizeof r->deps[0], "%s", path);
+    }
+    for (int i = 0; i < h->n_imports; i++) {
+        struct gen_import *im = &h->imports[i];
+        if (strcmp(im->path, path) != 0)
+            continue;
+        if (im->ref == LUA_NOREF)
+            return luaL_error(L, "import '%s': imports itself (through %s)", path,
+                              h->running ? h->running->path : path);
+        note_import(h, im, 0);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, im->ref);
+        return 1;
+    }
+    if (h->n_imports >= MAX_IMPORTS)
+        return luaL_error(L, "import '%s': more than %d imported files", path, MAX_IMPORTS);
+    char *text = NULL, err[512], chunk[128];
+    size_t len = 0;
+    if (gen_source_read(&h->src, path, &text, &len, err, sizeof err))
+        return luaL_error(L, "import: %s", err);
+    snprintf(chunk, sizeof chunk, "@templates/%s", path);
+    int rc = luaL_loadbufferx(L, text, len, chunk, "t");
+    free(text);
+    if (rc != LUA_OK)
+        return lua_error(L);                /* "templates/lib/x.lua:LINE: message" */
+    struct gen_import *im = &h->imports[h->n_imports++];
+    memset(im, 0, sizeof *im);
+    snprintf(im->path, sizeof im->path, "%s", path);
+    im->ref = LUA_NOREF;                    /* running: a cycle finds it so */
+    struct gen_import *outer = h->running;
+    h->running = im;
+    rc = lua_pcall(L, 0, 1, 0);
+    h->running = outer;
+    if (rc == LUA_OK && !lua_istable(L, -1)) {
+        lua_pushfstring(L, "templates/%s: must return a table, returned %s", path,
+                        luaL_typename(L, -1));  /* the value: the top until pushed */
+        rc = LUA_ERRRUN;
+    }
+    if (rc != LUA_OK) {
+        /* not cached: the next import reports it again. Files it imported itself
+         * were appended after it and stay; files still running come before it. */
+        int idx = (int)(im - h->imports);
+        memmove(im, im + 1, (size_t)(h->n_imports - idx - 1) * sizeof *im);
+        h->n_imports--;
+        return lua_error(L);
+    }
+    lua_pushvalue(L, -1);
+    im->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    note_import(h, im, 0);
     return 1;
 }
 
@@ -175,6 +291,7 @@ static lua_State *sandbox_new(gen_host *h)
     lua_setfield(L, -2, "dump");
     lua_pop(L, 1);
     lua_register(L, "fragment", l_fragment);
+    lua_register(L, "import", l_import);
     lua_register(L, "cdiv", l_cdiv);
     lua_register(L, "subst", l_subst);
     lua_sethook(L, step_hook, LUA_MASKCOUNT, LUA_STEP);
@@ -465,6 +582,10 @@ static int validate(gen_host *h, gen_tmpl *t)
     }
     if (read_includes(h, t) || read_space(h, t) || read_shape(h, t))
         return -1;
+    for (int i = 0; i < t->n_imported; i++)
+        if (!listed_in(t, t->imported[i]))
+            return fail(h, "%s: import '%s' is not listed in the includes of %s", t->path,
+                        t->imported[i], t->path);
     return 0;
 }
 
@@ -518,8 +639,10 @@ gen_tmpl *gen_tmpl_load(gen_host *h, const char *family)
     h->steps = 0;
     /* mode "t": text only, never precompiled bytecode */
     int rc = luaL_loadbufferx(L, t->text, len, chunk, "t");
+    h->loading = t;
     if (rc == LUA_OK)
         rc = lua_pcall(L, 0, 1, 0);
+    h->loading = NULL;
     if (rc != LUA_OK) {
         fail(h, "%s", lua_tostring(L, -1));
         lua_pop(L, 1);
@@ -625,8 +748,11 @@ int gen_tmpl_default(gen_tmpl *t, const gen_kvset *shape, const gen_device *dev,
         return -1;
     int rc = table_to_kvset(t->host, t, "default()", params);
     lua_pop(t->host->L, 1);
-    if (rc == 0 && gen_tmpl_check_params(t, params))
-        return fail(t->host, "%s: default(): %s", t->path, gen_host_errmsg(t->host));
+    if (rc == 0 && gen_tmpl_check_params(t, params)) {
+        char why[sizeof t->host->err];   /* the message is rewritten into the buffer it is read from */
+        snprintf(why, sizeof why, "%s", gen_host_errmsg(t->host));
+        return fail(t->host, "%s: default(): %s", t->path, why);
+    }
     return rc;
 }
 

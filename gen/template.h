@@ -42,7 +42,9 @@ typedef struct gen_host gen_host;
 typedef struct gen_tmpl gen_tmpl;
 
 /* One sandboxed Lua state reading templates from dir (NULL: $KFORGE_TEMPLATE_DIR or
- * the embedded copy). Not thread-safe: one thread uses a host at a time. */
+ * the embedded copy). Templates and sweep files share library files through
+ * import(path), each run once per host (templates/README.md). Not thread-safe: one
+ * thread uses a host at a time. */
 gen_host *gen_host_new(const char *dir);
 void gen_host_free(gen_host *h);
 const char *gen_host_errmsg(const gen_host *h);   /* last error, never NULL */

@@ -18,7 +18,7 @@ static inline int rt_set_grid(unsigned grid[3], long long x, long long y, long l
 }
 
 /* Rows per block of the combine kernel (kf_attn_combine) for value width dv: clamp(128 / (dv / 4), 1, 8),
- * -1 when dv < 4; mirrors combine_rows() in attn_decode.lua and attn_parts_decode.lua. */
+ * -1 when dv < 4; mirrors combine_rows() in templates/lib/attn.lua. */
 static inline long long rt_combine_rows(long long dv)
 {
     long long tpr = dv / 4, r;

@@ -1,35 +1,27 @@
 -- attn_combine.lua: split-KV combine of fp32 partials (ws_o, ws_lse) into o (bf16/fp16) and lse
-local function dtype_ok(dt) return dt == "bf16" or dt == "fp16" end
+local A = import("lib/attn.lua")
 
 return {
   family   = "attn_combine",
   doc      = "merge split-KV attention partials: O = sum_s exp(lse_s - LSE) O_s, LSE = logsumexp(lse_s)",
-  includes = { "common/attn_params.h", "common/types.cuh", "attn/combine.cuh" },
+  includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "attn/combine.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", hq = "int", dv = "int" },
   -- rows: (query row, head) rows per block; vec: columns per thread (dv / vec threads per row)
   params   = { rows = { 1, 2, 4, 8 }, vec = { 2, 4, 8 } },
   fixed    = function(shape) return { dtype = shape.dtype, dv = shape.dv } end,
   valid    = function(p, f, dev)
-    if not dtype_ok(f.dtype) then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
+    if not A.dtype_ok(f.dtype) then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
     if f.dv % 8 ~= 0 or f.dv < 8 or f.dv > 1024 then return false, "dv must be a multiple of 8 in [8, 1024]" end
     if f.dv % p.vec ~= 0 then return false, "vec must divide dv" end
     local threads = f.dv // p.vec * p.rows
     if threads < 32 or threads > 1024 then return false, "threads per block " .. threads .. " not in [32, 1024]" end
     return true
   end,
-  default  = function(shape, dev)
-    local tpr = shape.dv // 4
-    local rows = 128 // tpr
-    if rows < 1 then rows = 1 end
-    if rows > 8 then rows = 8 end
-    return { rows = rows, vec = 4 }
-  end,
+  default  = function(shape, dev) return { rows = A.combine_rows(shape.dv), vec = 4 } end,
   render   = function(p, f)
     return subst("#define KF_BF16 ${bf16}\n#define KF_CMB_DV ${dv}\n#define KF_CMB_VEC ${vec}\n#define KF_CMB_ROWS ${rows}\n",
-                 { bf16 = (f.dtype == "bf16") and 1 or 0, dv = f.dv, vec = p.vec, rows = p.rows })
-      .. fragment("common/attn_params.h") .. "\n"
-      .. fragment("common/types.cuh") .. "\n"
-      .. fragment("attn/combine.cuh")
+                 { bf16 = A.bf16(f), dv = f.dv, vec = p.vec, rows = p.rows })
+      .. A.fragments({ "common/attn_params.h", "common/types.cuh", "attn/combine.cuh" })
   end,
   kernels  = function(p, f, dev)
     return { { name = "kf_attn_combine", threads = f.dv // p.vec * p.rows, smem = 0 } }

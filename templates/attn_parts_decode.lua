@@ -1,14 +1,6 @@
 -- attn_parts_decode.lua: split-score decode (absorbed MLA; base + per-layer delta with a joint layer-group scan), paged KV, split-KV + combine
-local function cdiv_(a, b) return (a + b - 1) // b end
-local function up64(x) return cdiv_(x, 64) * 64 end
-
--- combine kernel of a split variant: 4 columns per thread, up to 128 threads (runtime/parts_launch.c mirrors this)
-local function combine_rows(dv)
-  local r = 128 // (dv // 4)
-  if r < 1 then r = 1 end
-  if r > 8 then r = 8 end
-  return r
-end
+local A = import("lib/attn.lua")
+local function up64(x) return cdiv(x, 64) * 64 end
 
 -- "latent512_rope64" -> { {name = "latent", dim = 512}, {name = "rope", dim = 64} }, or nil, why
 local function parse_parts(s)
@@ -79,8 +71,8 @@ end
 return {
   family   = "attn_parts_decode",
   doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
-  includes = { "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
-               "parts/decode.cuh", "attn/combine.cuh" },
+  includes = { "lib/attn.lua", "common/parts_params.h", "common/attn_params.h", "common/types.cuh",
+               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", parts = "string",
                value = "string", dv = "int", layers = "int", page_size = "int", causal = "int" },
   -- tm: packed rows per tile (per layer); wn: warps per 16-row group (split keys for S, value columns for O);
@@ -93,9 +85,8 @@ return {
              layers = shape.layers, ps = shape.page_size, causal = shape.causal }
   end,
   valid    = function(p, f, dev)
-    if f.dtype ~= "bf16" and f.dtype ~= "fp16" then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
-    if f.g < 1 then return false, "g = hq / hkv must be >= 1" end
-    if f.causal ~= 0 and f.causal ~= 1 then return false, "causal must be 0 or 1" end
+    local ok, why = A.check_fixed(f, false)
+    if not ok then return false, why end
     if f.layers < 1 or f.layers > 4 then return false, "layers must be 1..4, got " .. f.layers end
     if f.ps ~= 0 and (f.ps < 16 or f.ps > 1024 or (f.ps & (f.ps - 1)) ~= 0) then
       return false, "page_size must be 0 (contiguous) or a power of two in 16..1024, got " .. f.ps
@@ -129,24 +120,19 @@ return {
     if s.threads >= 512 and (f.causal ~= 0 or p.stages < 2) then
       return false, s.threads .. " threads (128 registers) spill with causal masking or one stage"
     end
-    if s.smem > dev.smem_optin then return false, "shared memory " .. s.smem .. " > " .. dev.smem_optin end
-    return true
+    return A.check_smem(s.smem, dev)
   end,
   default  = function(shape, dev)
     local f = { parts = shape.parts, value = shape.value, dv = shape.dv, layers = shape.layers }
     local lo = layout(f)
-    local rows = (shape.hq // shape.hkv) * shape.sq
-    local tm = (rows <= 16) and 16 or ((rows <= 32) and 32 or 64)
+    local rows = A.packed_rows(shape)
+    local tm = A.tile_rows(rows)
     local wide = lo and lo.dv >= 256
     -- wide values (MLA 512): 4 warps per row group, 128 columns each; narrow ones: one warp, P in registers
     local p = { tm = tm, wn = wide and 4 or 1, bn = 64, stages = 2, sp = 1 }
     if wide and tm == 64 and shape.causal ~= 0 then p.tm = 32 end   -- 512 threads spill with the causal mask
     if lo and not wide and lo.dv % 32 == 0 and lo.dv // 2 + 32 > 120 then p.wn = 2 end
-    local ctas = shape.b * shape.hkv * cdiv_(rows, p.tm)
-    local maxsp = math.max(1, shape.skv // 256)
-    for _, sp in ipairs({ 1, 2, 4, 8, 16, 32, 64, 128 }) do
-      if sp <= maxsp and ctas * sp <= dev.sms then p.sp = sp end
-    end
+    p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, p.tm), shape.skv, dev)
     return p
   end,
   render   = function(p, f)
@@ -182,12 +168,9 @@ return {
 #define KF_VALIAS_OFF8 0 // KF_MUTANT_VALUE
 #define KF_FOR_CACHES(X) ${caches}
 #define KF_FOR_KPARTS(X) ${kparts}
-#define KF_CMB_DV ${dv}
-#define KF_CMB_VEC 4
-#define KF_CMB_ROWS ${crows}
-]], { bf16 = (f.dtype == "bf16") and 1 or 0, g = f.g, causal = f.causal, layers = f.layers, tm = p.tm, bn = p.bn,
+]], { bf16 = A.bf16(f), g = f.g, causal = f.causal, layers = f.layers, tm = p.tm, bn = p.bn,
       wn = p.wn, stages = p.stages, ps = f.ps, dq = lo.dq, dqp = lo.dqp, dv = lo.dv, w = lo.w, nparts = #lo.parts,
-      caches = table.concat(cl, " "), kparts = table.concat(kl, " "), crows = combine_rows(lo.dv) })
+      caches = table.concat(cl, " "), kparts = table.concat(kl, " ") }) .. A.combine_defines(lo.dv)
     return hdr .. fragment("common/parts_params.h") .. "\n" .. fragment("common/attn_params.h") .. "\n"
       .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n" .. table.concat(vf, "\n")
       .. fragment("parts/decode.cuh") .. "\n" .. fragment("attn/combine.cuh")
@@ -196,9 +179,7 @@ return {
     local lo = assert(layout(f))
     local s = shape_of(p, f, lo)
     local ks = { { name = "kf_parts_decode", threads = s.threads, smem = s.smem } }
-    if p.sp > 1 then
-      ks[2] = { name = "kf_attn_combine", threads = (lo.dv // 4) * combine_rows(lo.dv), smem = 0 }
-    end
+    if p.sp > 1 then ks[2] = A.combine_kernel(lo.dv) end
     return ks
   end,
 }

@@ -8,6 +8,7 @@
 -- The default takes WGMMA_DEFAULT where it is valid (sm_90a, head dim 128) and stays "mma" elsewhere. Measured on
 -- the H200 (2026-11-29, bf16 causal 32/8 D128 16K, kforge run, L2 flushed): mma 339 TFLOP/s, wgmma 522 (stages 3:
 -- 536), wgmma_ov 583 (562), wgmma_pp 585 (575); every impl passes the GPU suite (test_attn_gpu, 127 cases).
+local A = import("lib/attn.lua")
 local WGMMA_DEFAULT = "wgmma_pp"
 local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or impl == "wgmma_pp" end
 
@@ -30,27 +31,21 @@ local function valid_wgmma(p, f, dev)
   if p.bm ~= 128 or p.w ~= 8 then return false, "impl wgmma takes bm 128 and w 8 (two consumer warpgroups)" end
   if p.bn ~= 128 then return false, "impl wgmma takes bn 128" end
   if p.stages < 2 then return false, "impl wgmma needs 2 or 3 stages" end
-  local s = shape_of(p, f)
-  if s.smem > dev.smem_optin then return false, "shared memory " .. s.smem .. " > " .. dev.smem_optin end
-  return true
+  return A.check_smem(shape_of(p, f).smem, dev)
 end
 
 return {
   family   = "attn_prefill",
   doc      = "GQA attention forward for prefill (mma.sync FA2-style, or wgmma on sm_90a), causal bottom-right, varlen, strided/paged K/V",
-  includes = { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
+  includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
                "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
-  shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", d = "int", causal = "int" },
+  shape    = A.gqa_shape(),
   -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth
   params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp" }, bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
-  fixed    = function(shape)
-    return { dtype = shape.dtype, d = shape.d, g = shape.hq // shape.hkv, causal = shape.causal }
-  end,
+  fixed    = A.gqa_fixed,
   valid    = function(p, f, dev)
-    if f.dtype ~= "bf16" and f.dtype ~= "fp16" then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
-    if f.d ~= 64 and f.d ~= 128 and f.d ~= 256 then return false, "head dim must be 64, 128 or 256, got " .. tostring(f.d) end
-    if f.g < 1 then return false, "g = hq / hkv must be >= 1" end
-    if f.causal ~= 0 and f.causal ~= 1 then return false, "causal must be 0 or 1" end
+    local ok, why = A.check_fixed(f, true)
+    if not ok then return false, why end
     if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
     if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
     local s = shape_of(p, f)
@@ -60,14 +55,13 @@ return {
     -- seen spilling with nvcc 13.0 (bench/dev/compile_all.sh): two m tiles per warp above D 64, 128-key blocks at D 256
     if s.mt > 1 and f.d > 64 then return false, "bm/(16 w) > 1 m tiles per warp spills above head dim 64" end
     if f.d >= 256 and p.bn > 64 then return false, "bn > 64 spills at head dim 256" end
-    if s.smem > dev.smem_optin then return false, "shared memory " .. s.smem .. " > " .. dev.smem_optin end
-    return true
+    return A.check_smem(s.smem, dev)
   end,
   default  = function(shape, dev)
     -- measured on H200, causal 32/8 bf16: D128 16K bm128 w8 bn128 st2 336 TFLOP/s (bn64 304);
     -- D64 8K bm128 w4 bn64 268 (w8 bn128 253); D256 4K bm128 w8 bn64 255 (bn32 st3 209)
     if WGMMA_DEFAULT and dev.arch == "sm_90a" and shape.d == 128
-       and (shape.dtype == "bf16" or shape.dtype == "fp16") then
+       and A.dtype_ok(shape.dtype) then
       return { impl = WGMMA_DEFAULT, bm = 128, w = 8, bn = 128, stages = 2 }
     end
     if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
@@ -86,30 +80,15 @@ return {
 #define KF_SM90_OVERLAP ${ov}
 #define KF_SM90_PINGPONG ${pp}
 #define KF_FWD_NAME kf_attn_prefill
-]], { bf16 = (f.dtype == "bf16") and 1 or 0, d = f.d, g = f.g, causal = f.causal, bn = p.bn, stages = p.stages,
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, bn = p.bn, stages = p.stages,
       ov = (p.impl ~= "wgmma") and 1 or 0, pp = (p.impl == "wgmma_pp") and 1 or 0 })
-      return hdr .. fragment("common/attn_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
-        .. fragment("common/mma.cuh") .. "\n" .. fragment("common/wgmma.cuh") .. "\n" .. fragment("attn/fwd_sm90.cuh")
+      return hdr .. A.fragments({ "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "common/wgmma.cuh",
+                                  "attn/fwd_sm90.cuh" })
     end
     local s = shape_of(p, f)
-    local hdr = subst([[
-#define KF_BF16 ${bf16}
-#define KF_D ${d}
-#define KF_G ${g}
-#define KF_CAUSAL ${causal}
-#define KF_DECODE 0
-#define KF_TM ${tm}
-#define KF_BN ${bn}
-#define KF_WM ${wm}
-#define KF_WN ${wn}
-#define KF_STAGES ${stages}
-#define KF_QREG ${qreg}
-#define KF_MINB 1
-#define KF_FWD_NAME kf_attn_prefill
-]], { bf16 = (f.dtype == "bf16") and 1 or 0, d = f.d, g = f.g, causal = f.causal, tm = p.bm, bn = p.bn,
-      wm = s.wm, wn = s.wn, stages = p.stages, qreg = s.qreg })
-    return hdr .. fragment("common/attn_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
-      .. fragment("common/mma.cuh") .. "\n" .. fragment("attn/fwd.cuh")
+    local hdr = A.fwd_defines(f, { decode = 0, tm = p.bm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
+                                   qreg = s.qreg, name = "kf_attn_prefill" })
+    return hdr .. A.fragments({ "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh" })
   end,
   kernels  = function(p, f, dev)
     local s = shape_of(p, f)

@@ -254,20 +254,166 @@ static void test_template__fragment_must_be_listed(void **state)
     gen_host_free(h);
 }
 
-static void test_template__hash_changes_with_a_fragment(void **state)
+/* The hash of `family` changes when `file` is rewritten as `changed`, and comes back
+ * when it is rewritten as `original`. */
+static void expect_hash_follows(const char *family, const char *file, const char *changed,
+                                const char *original)
 {
     gen_host *h = gen_host_new(g_dir);
+    gen_tmpl *t = gen_tmpl_load(h, family);
+    if (!t)
+        fail_msg("%s: %s", family, gen_host_errmsg(h));
     char before[33];
-    snprintf(before, sizeof before, "%s", gen_tmpl_hash(gen_tmpl_load(h, "toy")));
+    snprintf(before, sizeof before, "%s", gen_tmpl_hash(t));
     gen_host_free(h);
-    write_file("toy/body.cuh", "extern \"C\" __global__ void toy(float *x) { x[threadIdx.x] -= ${W} * ${BN}; }\n");
+    write_file(file, changed);
     h = gen_host_new(g_dir);
-    assert_string_not_equal(before, gen_tmpl_hash(gen_tmpl_load(h, "toy")));
+    assert_string_not_equal(before, gen_tmpl_hash(gen_tmpl_load(h, family)));
     gen_host_free(h);
-    write_file("toy/body.cuh", good_body);
+    write_file(file, original);
     h = gen_host_new(g_dir);
-    assert_string_equal(before, gen_tmpl_hash(gen_tmpl_load(h, "toy")));
+    assert_string_equal(before, gen_tmpl_hash(gen_tmpl_load(h, family)));
     gen_host_free(h);
+}
+
+static void test_template__hash_changes_with_a_fragment(void **state)
+{
+    expect_hash_follows("toy", "toy/body.cuh",
+                        "extern \"C\" __global__ void toy(float *x) { x[threadIdx.x] -= ${W} * ${BN}; }\n",
+                        good_body);
+}
+
+/* ---- import(): library files shared by templates and sweeps ------------------ */
+
+/* A template of family `name` that imports lib/twice.lua at load and calls its twice()
+ * in render; `includes` is its includes list (Lua), `late` imports inside render instead. */
+static void write_importer(const char *name, const char *includes, int late)
+{
+    char text[1024], file[96];
+    snprintf(text, sizeof text,
+             "%s\n"
+             "return { family = '%s', includes = %s, shape = {}, params = { w = {1, 2} },\n"
+             "  fixed = function(s) return {} end, valid = function() return true end,\n"
+             "  default = function() return { w = 1 } end,\n"
+             "  render = function(p, f)\n"
+             "    local L = %s\n"
+             "    return 'w ' .. L.twice(p.w) .. ' runs ' .. L.runs end,\n"
+             "  kernels = function() return {} end }\n",
+             late ? "" : "local A = import('lib/twice.lua')", name, includes,
+             late ? "import('lib/twice.lua')" : "A");
+    snprintf(file, sizeof file, "%s.lua", name);
+    write_file(file, text);
+}
+
+static const char *twice_lib =
+    "import_runs = (import_runs or 0) + 1\n"
+    "local M = { runs = import_runs }\n"
+    "function M.twice(x)\n"
+    "  if x > 100 then error('too big') end\n"
+    "  return 2 * x\n"
+    "end\n"
+    "return M\n";
+
+static char *render_w(gen_host *h, const char *family, const char *w)
+{
+    gen_tmpl *t = gen_tmpl_load(h, family);
+    if (!t)
+        fail_msg("%s: %s", family, gen_host_errmsg(h));
+    gen_kvset fixed, params = shape_of(w), shape;
+    gen_kv_clear(&shape);
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), 0);
+    char *src = NULL;
+    if (gen_tmpl_render(t, &fixed, &params, &src))
+        return NULL;
+    return src;
+}
+
+static void test_import__runs_once_per_host_and_is_shared(void **state)
+{
+    write_file("lib/twice.lua", twice_lib);
+    write_importer("imp_a", "{ 'lib/twice.lua' }", 0);
+    write_importer("imp_b", "{ 'lib/twice.lua' }", 1);
+    write_file("sweeps/imp.lua",
+               "local L = import('lib/twice.lua')\n"
+               "return { shapes = { { family = 'imp_a', n = L.twice(21), runs = L.runs } } }\n");
+    gen_host *h = gen_host_new(g_dir);
+    char *a = render_w(h, "imp_a", "w=2"), *b = render_w(h, "imp_b", "w=1");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(strstr(a, "w 4 runs 1"));
+    assert_non_null(strstr(b, "w 2 runs 1"));  /* imported inside render: the same table */
+    gen_sweep sw;
+    assert_int_equal(gen_sweep_load(h, "imp", &sw), 0);  /* sweeps import without includes */
+    assert_int_equal(gen_kv_int(&sw.shapes[0], "n", 0), 42);
+    assert_int_equal(gen_kv_int(&sw.shapes[0], "runs", 0), 1);
+    gen_sweep_free(&sw);
+    free(a);
+    free(b);
+    gen_host_free(h);
+}
+
+static void test_import__must_be_listed_in_includes(void **state)
+{
+    write_file("lib/twice.lua", twice_lib);
+    write_file("lib/outer.lua", "local T = import('lib/twice.lua')\nreturn { twice = T.twice, runs = 0 }\n");
+    /* at load */
+    write_importer("bad", "{}", 0);
+    gen_host *h = gen_host_new(g_dir);
+    assert_null(gen_tmpl_load(h, "bad"));
+    assert_string_equal(gen_host_errmsg(h),
+                        "templates/bad.lua: import 'lib/twice.lua' is not listed in the includes of "
+                        "templates/bad.lua");
+    gen_host_free(h);
+    /* inside render: the template's line */
+    write_importer("imp_late", "{ 'toy/body.cuh' }", 1);
+    h = gen_host_new(g_dir);
+    assert_null(render_w(h, "imp_late", "w=1"));
+    assert_non_null(strstr(gen_host_errmsg(h), "templates/imp_late.lua:6: import 'lib/twice.lua' is not "
+                                               "listed in the includes of templates/imp_late.lua"));
+    gen_host_free(h);
+    /* what an imported file imports must be listed too, whether it runs now or was cached */
+    write_file("imp_outer.lua",
+               "local A = import('lib/outer.lua')\n"
+               "return { family = 'imp_outer', includes = { 'lib/outer.lua' }, shape = {}, params = { w = {1} },\n"
+               "  fixed = function(s) return {} end, valid = function() return true end,\n"
+               "  default = function() return { w = 1 } end, render = function() return '' end,\n"
+               "  kernels = function() return {} end }\n");
+    h = gen_host_new(g_dir);
+    for (int i = 0; i < 2; i++) {
+        assert_null(gen_tmpl_load(h, "imp_outer"));
+        assert_non_null(strstr(gen_host_errmsg(h), "import 'lib/twice.lua' is not listed in the includes "
+                                                   "of templates/imp_outer.lua"));
+    }
+    gen_host_free(h);
+}
+
+static void test_import__errors_name_the_imported_file_and_line(void **state)
+{
+    write_file("lib/twice.lua", twice_lib);
+    write_file("lib/broken.lua", "local M = {}\nM.x = 1 +\nreturn M\n");
+    write_file("lib/num.lua", "return 42\n");
+    write_file("lib/self.lua", "return import('lib/self.lua')\n");
+    expect_load_error("local A = import('lib/broken.lua')\nreturn {}\n", "templates/lib/broken.lua:3:");
+    expect_load_error("local A = import('lib/num.lua')\nreturn {}\n",
+                      "templates/lib/num.lua: must return a table, returned number");
+    expect_load_error("local A = import('lib/none.lua')\nreturn {}\n", "lib/none.lua");
+    expect_load_error("local A = import('lib/self.lua')\nreturn {}\n", "imports itself");
+    expect_load_error("local A = import('../etc/x.lua')\nreturn {}\n", "../etc/x.lua");
+    /* a runtime error in a library function called from render */
+    write_importer("imp_a", "{ 'lib/twice.lua' }", 0);
+    gen_host *h = gen_host_new(g_dir);
+    assert_null(render_w(h, "imp_a", "w=101"));
+    if (!strstr(gen_host_errmsg(h), "templates/lib/twice.lua:4: too big"))
+        fail_msg("error '%s' does not name templates/lib/twice.lua:4", gen_host_errmsg(h));
+    gen_host_free(h);
+}
+
+static void test_import__hash_changes_with_an_imported_file(void **state)
+{
+    write_file("lib/twice.lua", twice_lib);
+    write_importer("imp_a", "{ 'lib/twice.lua' }", 0);
+    expect_hash_follows("imp_a", "lib/twice.lua",
+                        "local M = { runs = 1 }\nfunction M.twice(x) return x + x end\nreturn M\n", twice_lib);
 }
 
 static void test_render__is_pure_and_has_a_banner(void **state)
@@ -476,6 +622,10 @@ int main(void)
         cmocka_unit_test(test_template__errors_name_file_and_line),
         cmocka_unit_test(test_template__fragment_must_be_listed),
         cmocka_unit_test(test_template__hash_changes_with_a_fragment),
+        cmocka_unit_test(test_import__runs_once_per_host_and_is_shared),
+        cmocka_unit_test(test_import__must_be_listed_in_includes),
+        cmocka_unit_test(test_import__errors_name_the_imported_file_and_line),
+        cmocka_unit_test(test_import__hash_changes_with_an_imported_file),
         cmocka_unit_test(test_render__is_pure_and_has_a_banner),
         cmocka_unit_test(test_nvrtc__compiles_and_reports_resources),
         cmocka_unit_test(test_nvrtc__errors_carry_the_log_and_variant),

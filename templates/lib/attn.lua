@@ -1,0 +1,98 @@
+-- lib/attn.lua: what the GQA attention templates share (attn_decode, attn_prefill, attn_parts_decode,
+-- attn_combine): the checks of the fixed values, the split-KV rules, the combine kernel's shape.
+-- A template reads it with import("lib/attn.lua") and lists it in its includes.
+local A = {}
+
+-- The shape of a GQA attention call (attn_decode, attn_prefill).
+function A.gqa_shape()
+  return { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", d = "int", causal = "int" }
+end
+
+-- Its compile-time facts: dtype, head dim, group size, causal flag.
+function A.gqa_fixed(shape)
+  return { dtype = shape.dtype, d = shape.d, g = shape.hq // shape.hkv, causal = shape.causal }
+end
+
+function A.dtype_ok(dt) return dt == "bf16" or dt == "fp16" end
+
+-- valid() checks of the fixed values: dtype, head dim (when f.d is one), group size, causal flag.
+-- true, or false and why.
+function A.check_fixed(f, head_dim)
+  if not A.dtype_ok(f.dtype) then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
+  if head_dim and f.d ~= 64 and f.d ~= 128 and f.d ~= 256 then
+    return false, "head dim must be 64, 128 or 256, got " .. tostring(f.d)
+  end
+  if f.g < 1 then return false, "g = hq / hkv must be >= 1" end
+  if f.causal ~= 0 and f.causal ~= 1 then return false, "causal must be 0 or 1" end
+  return true
+end
+
+function A.check_smem(smem, dev)
+  if smem > dev.smem_optin then return false, "shared memory " .. smem .. " > " .. dev.smem_optin end
+  return true
+end
+
+-- KF_BF16 of a render
+function A.bf16(f) return (f.dtype == "bf16") and 1 or 0 end
+
+-- The fragments, in order, joined by newlines.
+function A.fragments(paths)
+  local t = {}
+  for i, path in ipairs(paths) do t[i] = fragment(path) end
+  return table.concat(t, "\n")
+end
+
+-- Combine kernel of a split variant: 4 columns per thread, up to 128 threads, so 1..8 rows of dv
+-- columns per block (runtime/attn_launch.c and runtime/parts_launch.c mirror this).
+function A.combine_rows(dv)
+  local r = 128 // (dv // 4)
+  if r < 1 then r = 1 end
+  if r > 8 then r = 8 end
+  return r
+end
+
+-- The combine kernel's defines and its entry in a kernels() list (after the split kernel).
+function A.combine_defines(dv)
+  return subst("#define KF_CMB_DV ${dv}\n#define KF_CMB_VEC 4\n#define KF_CMB_ROWS ${rows}\n",
+               { dv = dv, rows = A.combine_rows(dv) })
+end
+function A.combine_kernel(dv)
+  return { name = "kf_attn_combine", threads = (dv // 4) * A.combine_rows(dv), smem = 0 }
+end
+
+-- The defines of the mma.sync forward kernel (attn/fwd.cuh) that decode and prefill share:
+-- k has decode (0/1), tm, bn, wm, wn, stages, qreg and name (the kernel's name).
+function A.fwd_defines(f, k)
+  return subst([[
+#define KF_BF16 ${bf16}
+#define KF_D ${d}
+#define KF_G ${g}
+#define KF_CAUSAL ${causal}
+#define KF_DECODE ${decode}
+#define KF_TM ${tm}
+#define KF_BN ${bn}
+#define KF_WM ${wm}
+#define KF_WN ${wn}
+#define KF_STAGES ${stages}
+#define KF_QREG ${qreg}
+#define KF_MINB 1
+#define KF_FWD_NAME ${name}
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, decode = k.decode, tm = k.tm, bn = k.bn,
+      wm = k.wm, wn = k.wn, stages = k.stages, qreg = k.qreg, name = k.name })
+end
+
+-- Decode defaults: the packed query tile for G x Sq rows of one KV head.
+function A.packed_rows(shape) return (shape.hq // shape.hkv) * shape.sq end
+function A.tile_rows(rows) return (rows <= 16) and 16 or ((rows <= 32) and 32 or 64) end
+
+-- Split-KV count: about one wave of CTAs (more splits measured slower), never fewer than 256 keys per split.
+function A.splits(ctas, skv, dev)
+  local best = 1
+  local maxsp = math.max(1, skv // 256)
+  for _, sp in ipairs({ 1, 2, 4, 8, 16, 32, 64, 128 }) do
+    if sp <= maxsp and ctas * sp <= dev.sms then best = sp end
+  end
+  return best
+end
+
+return A

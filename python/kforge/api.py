@@ -112,7 +112,7 @@ def _desc_key(d):
         return ("kda",) + tuple(tuple(v) if isinstance(v, ctypes.Array) else v for v in vals)
     return (d.kind, d.dtype, d.hq, d.hkv, d.d, d.causal, float(d.scale), d.max_batch, d.max_q,
             d.max_kv, d.packed_q, tuple(d.q_strides), tuple(d.k_strides), tuple(d.v_strides),
-            tuple(d.o_strides))
+            tuple(d.o_strides), d.page_size)
 
 
 class Context:
@@ -331,9 +331,10 @@ class Call:
 
 
 def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, out=None,
-            lse=False, kind=None, max_seqlen_q=None, stream=None):
+            lse=False, kind=None, max_seqlen_q=None, stream=None, block_table=None):
     """Checks the arguments and builds the kf_attn_desc and kf_attn_tensors; makes no call
-    into libkforge. Raises ArgumentError."""
+    into libkforge. Raises ArgumentError. With block_table (int32 [B, max_pages]) k and v are
+    page pools [pages, page_size, Hkv, D] (decode only)."""
     tq, tk, tv = _info("q", q), _info("k", k), _info("v", v)
     for t in (tq, tk, tv):
         if t.dtype not in _DTYPES:
@@ -351,12 +352,22 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
         if tq.ndim != 4:
             raise ArgumentError(f"q: expected [B, Sq, Hq, D]; got shape {tq.shape}")
         b, sq, hq, d = tq.shape
+    paged = block_table is not None
     for t in (tk, tv):
         if t.ndim != 4:
-            raise ArgumentError(f"{t.name}: expected [B, Skv, Hkv, D]; got shape {t.shape}")
+            want = "[pages, page_size, Hkv, D] (block_table given)" if paged else "[B, Skv, Hkv, D]"
+            raise ArgumentError(f"{t.name}: expected {want}; got shape {t.shape}")
     if tk.shape != tv.shape:
         raise ArgumentError(f"k and v shapes differ: {tk.shape} vs {tv.shape}")
     bk, skv, hkv, dk = tk.shape
+    page_size, tbt = 0, None
+    if paged:
+        tbt = _info("block_table", block_table)
+        if tbt.dtype != "int32" or tbt.ndim != 2 or tbt.strides[1] != 1:
+            raise ArgumentError(f"block_table: expected int32 [B, max_pages] with contiguous rows; got "
+                                f"{tbt.dtype} {tbt.shape} strides {tbt.strides}")
+        page_size = skv
+        bk, skv = tbt.shape[0], tbt.shape[1] * page_size  # capacity: max_pages pages per sequence
     if dk != d:
         raise ArgumentError(f"head dim of q ({d}) and k ({dk}) differ")
     if hkv <= 0 or hq % hkv:
@@ -443,7 +454,7 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
         keep.append(lse_out)
 
     if kind is None:
-        kind = KF_ATTN_DECODE if sq <= DECODE_MAX_Q else KF_ATTN_PREFILL
+        kind = KF_ATTN_DECODE if sq <= DECODE_MAX_Q or paged else KF_ATTN_PREFILL
     elif isinstance(kind, str):
         names = {"decode": KF_ATTN_DECODE, "prefill": KF_ATTN_PREFILL}
         if kind not in names:
@@ -460,6 +471,9 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
     d_.scale = 0.0 if scale is None else float(scale)
     d_.max_batch, d_.max_q, d_.max_kv = b, sq, skv
     d_.packed_q = 1 if packed else 0
+    if paged and kind != KF_ATTN_DECODE:
+        raise ArgumentError("block_table: paged K/V is served by decode only (kind='decode', Sq <= 16)")
+    d_.page_size = page_size
 
     def strides3(t, packed_rows):
         if packed_rows:  # [total, H, D]: the batch stride is unused; give a plausible positive one
@@ -479,6 +493,9 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
     ts.kv_len = kv_ptr
     ts.batch, ts.q_len, ts.kv_len_all = b, sq, kv_all
     ts.total_q = total if packed else 0  # packed: rows of q (the lse row stride, split rows)
+    if paged:
+        ts.block_table, ts.bt_stride = tbt.ptr, tbt.strides[0]
+        keep.append(block_table)
     ts.workspace = None
 
     s = _stream_handle(stream)
@@ -489,7 +506,7 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
 
 
 def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, out=None,
-              lse=False, kind=None, ctx=None, max_seqlen_q=None, stream=None):
+              lse=False, kind=None, ctx=None, max_seqlen_q=None, stream=None, block_table=None):
     """Attention of q [B, Sq, Hq, D] (or packed [total, Hq, D] with cu_seqlens_q and
     max_seqlen_q) over k, v [B, Skv, Hkv, D], bf16 or fp16, last dimension contiguous.
 
@@ -499,11 +516,14 @@ def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None,
     True to also return an fp32 [B, Hq, Sq] log-sum-exp, or such an array to fill.
     kind: 'decode' / 'prefill' (default decode when Sq <= 16). ctx: a Context (default: one
     per device with $KFORGE_DB). stream: a CUstream handle or torch stream (default: the
-    current torch stream). Returns out, or (out, lse). Raises kforge.Error.
+    current torch stream). block_table: int32 [B, max_pages] page indices: k and v are then
+    page pools [pages, page_size, Hkv, D] and key j of sequence b is row j % page_size of page
+    block_table[b, j // page_size] (decode only; capacity max_pages * page_size).
+    Returns out, or (out, lse). Raises kforge.Error.
     """
     call = prepare(q, k, v, causal=causal, kv_len=kv_len, cu_seqlens_q=cu_seqlens_q,
                    scale=scale, out=out, lse=lse, kind=kind, max_seqlen_q=max_seqlen_q,
-                   stream=stream)
+                   stream=stream, block_table=block_table)
     if ctx is None:
         dev = call.device
         if dev is None:

@@ -133,6 +133,25 @@ class TestPrepare(unittest.TestCase):
         self.assertEqual(c.tensors.total_q, 10)  # the rows of packed q: kf_attn_run's lse row stride
         self.assertEqual(kforge.prepare(*qkv()[:3], out=qkv()[3]).tensors.total_q, 0)
 
+    def test_paged(self):
+        q = arr((3, 1, 8, 128))
+        pool = arr((20, 64, 2, 128))                      # 20 pages of 64 keys
+        bt = arr((3, 5), "<i4", ptr=0x7000)               # 5 pages per sequence
+        c = kforge.prepare(q, pool, pool, out=arr((3, 1, 8, 128)), block_table=bt)
+        self.assertEqual((c.desc.page_size, c.desc.max_batch, c.desc.max_kv, c.desc.kind),
+                         (64, 3, 320, kforge.KF_ATTN_DECODE))
+        self.assertEqual(list(c.desc.k_strides), [64 * 2 * 128, 2 * 128, 128])
+        self.assertEqual((c.tensors.block_table, c.tensors.bt_stride, c.tensors.kv_len_all), (0x7000, 5, 320))
+        with self.assertRaises(kforge.ArgumentError) as cm:
+            kforge.prepare(q, pool, pool, out=arr((3, 1, 8, 128)), block_table=arr((3, 5), "<i8"))
+        self.assertIn("block_table: expected int32", str(cm.exception))
+        with self.assertRaises(kforge.ArgumentError) as cm:
+            kforge.prepare(q, pool, pool, out=arr((3, 1, 8, 128)), block_table=bt, kind="prefill")
+        self.assertIn("decode only", str(cm.exception))
+        with self.assertRaises(kforge.ArgumentError) as cm:
+            kforge.prepare(arr((2, 1, 8, 128)), pool, pool, out=arr((2, 1, 8, 128)), block_table=bt)
+        self.assertIn("batch of k/v (3) differs from the batch of q (2)", str(cm.exception))
+
     def test_cai_stream_passed_through(self):
         q, k, v, o = qkv()
         q.__cuda_array_interface__["stream"] = 0xabc0

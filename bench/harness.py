@@ -588,10 +588,33 @@ def run_shape(shape, contenders, timer, cfg, device):
     tol = TOL[shape.dtype]
     entry["reference"] = {"dtype": str(rdt).replace("torch.", ""), "tol": tol,
                           "seconds": round(time.time() - t0, 2)}
+
+    def verdict(o):
+        err = rel_err(o, ref)
+        bad = [] if err <= tol else [f"rel err {err:.3e} > {tol:g}" if math.isfinite(err)
+                                     else "output has NaN/Inf (unwritten or overflow)"]
+        return {"rel_err": err if math.isfinite(err) else None}, bad
+
+    ok = _check_contenders(contenders, case, entry, {"rel_err": None}, verdict, cfg)
+    del ref
+    _timed_rounds(shape, ok, timer, cfg)
+    entry["seconds"] = round(time.time() - t0, 2)
+    del case
+    empty_cache()
+    return entry
+
+
+_ERR_LABEL = {"rel_err": "err", "state_err": "state"}
+
+
+def _check_contenders(contenders, case, entry, fields, verdict, cfg):
+    """Sets up every contender, runs it once on poisoned outputs and checks it with verdict(out)
+    -> (error fields, list of failures); the passing ones are warmed up. Records each in
+    entry["contenders"]; returns [(contender, fn, record)] of those that ran (for the timing)."""
     ok = []
     for c in contenders:
         rec = {"name": c.name, "label": c.label, "role": c.role, "status": None, "message": None,
-               "rel_err": None, "rounds": []}
+               **fields, "rounds": []}
         entry["contenders"].append(rec)
         ts = time.time()
         try:
@@ -600,33 +623,26 @@ def run_shape(shape, contenders, timer, cfg, device):
             rec.update(c.info)
             if hasattr(fn, "poison"):
                 fn.poison()
-            o = fn()
+            out = fn()
             sync()
-            err = rel_err(o, ref)
-            rec["rel_err"] = err if math.isfinite(err) else None
-            if not (err <= tol):
-                rec["status"] = "wrong"
-                rec["message"] = (f"rel err {err:.3e} > {tol:g}" if math.isfinite(err)
-                                  else "output has NaN/Inf (unwritten or overflow)")
+            errs, bad = verdict(out)
+            rec.update(errs)
+            if bad:
+                rec["status"], rec["message"] = "wrong", "; ".join(bad)
             else:
                 for _ in range(cfg["warmup"]):
                     fn()
                 sync()
                 rec["status"] = "ok"
                 ok.append((c, fn, rec))
-            del o
-        except Exception as e:  # a peer refusing the shape (no kernel, compile failure, ...)
+            del out
+        except Exception as e:  # the library or a peer refusing the shape, a capture failure, ...
             _refused(rec, e, cfg)
         rec["setup_s"] = round(time.time() - ts, 2)
-        log(f"  {c.name:18s} {rec['status']:11s} "
-            + (f"err {rec['rel_err']:.2e} " if rec["rel_err"] is not None else "")
+        log(f"  {c.name:20s} {rec['status']:11s} "
+            + "".join(f"{_ERR_LABEL.get(k, k)} {rec[k]:.2e} " for k in fields if rec[k] is not None)
             + (rec["message"][:160] if rec["message"] else ""))
-    del ref
-    _timed_rounds(shape, ok, timer, cfg)
-    entry["seconds"] = round(time.time() - t0, 2)
-    del case
-    empty_cache()
-    return entry
+    return ok
 
 
 def _timed_rounds(shape, ok, timer, cfg):
@@ -670,46 +686,18 @@ def run_kda_shape(shape, contenders, timer, cfg, device):
     entry["reference"] = {"dtype": str(rdt).replace("torch.", ""), "tol": KDA_TOL_O, "tol_state": KDA_TOL_STATE,
                           "oracle": "token-by-token recurrence (bench/kda_torch.py naive)",
                           "seconds": round(time.time() - t0, 2)}
-    ok = []
-    for c in contenders:
-        rec = {"name": c.name, "label": c.label, "role": c.role, "status": None, "message": None,
-               "rel_err": None, "state_err": None, "rounds": []}
-        entry["contenders"].append(rec)
-        ts = time.time()
-        try:
-            c.info = {}
-            fn = c.setup(case)
-            rec.update(c.info)
-            if hasattr(fn, "poison"):
-                fn.poison()
-            out = fn()
-            sync()
-            eo, es = kda_errors(out, ref_o, ref_s)
-            rec["rel_err"] = eo if math.isfinite(eo) else None
-            rec["state_err"] = es if math.isfinite(es) else None
-            bad = []
-            if not (eo <= KDA_TOL_O):
-                bad.append(f"o rel err {eo:.3e} > {KDA_TOL_O:g}" if math.isfinite(eo)
-                           else "o has NaN/Inf (unwritten or overflow)")
-            if not (es <= KDA_TOL_STATE):
-                bad.append(f"final state rel err {es:.3e} > {KDA_TOL_STATE:g}" if math.isfinite(es)
-                           else "final state has NaN/Inf (unwritten or overflow)")
-            if bad:
-                rec["status"], rec["message"] = "wrong", "; ".join(bad)
-            else:
-                for _ in range(cfg["warmup"]):
-                    fn()
-                sync()
-                rec["status"] = "ok"
-                ok.append((c, fn, rec))
-            del out
-        except Exception as e:  # the library refusing or raising, a capture failure, ...
-            _refused(rec, e, cfg)
-        rec["setup_s"] = round(time.time() - ts, 2)
-        log(f"  {c.name:20s} {rec['status']:11s} "
-            + (f"err o {rec['rel_err']:.2e} " if rec["rel_err"] is not None else "")
-            + (f"state {rec['state_err']:.2e} " if rec["state_err"] is not None else "")
-            + (rec["message"][:160] if rec["message"] else ""))
+    def verdict(out):
+        eo, es = kda_errors(out, ref_o, ref_s)
+        bad = []
+        if not (eo <= KDA_TOL_O):
+            bad.append(f"o rel err {eo:.3e} > {KDA_TOL_O:g}" if math.isfinite(eo)
+                       else "o has NaN/Inf (unwritten or overflow)")
+        if not (es <= KDA_TOL_STATE):
+            bad.append(f"final state rel err {es:.3e} > {KDA_TOL_STATE:g}" if math.isfinite(es)
+                       else "final state has NaN/Inf (unwritten or overflow)")
+        return {"rel_err": eo if math.isfinite(eo) else None, "state_err": es if math.isfinite(es) else None}, bad
+
+    ok = _check_contenders(contenders, case, entry, {"rel_err": None, "state_err": None}, verdict, cfg)
     del ref_o, ref_s
     _timed_rounds(shape, ok, timer, cfg)
     entry["seconds"] = round(time.time() - t0, 2)

@@ -51,24 +51,17 @@ class _Layout:
         self.max_len = max(self.lens, default=0)
         self.tp = -(-self.max_len // chunk) * chunk
         self.identity = (not packed) and self.tp == t
-        self.dst = self.src = None
+        self.dst = None
         if packed:
             idx = [n * self.tp + i for n, ln in enumerate(self.lens) for i in range(ln)]
             self.dst = torch.tensor(idx, dtype=torch.long, device=device)
-            # gather form of the padding (a scatter, index_copy_, tripped a device-side bounds
-            # assert on graph replay on the H200): padded row n*Tp+i reads packed row cu[n]+i,
-            # or row T (an appended zero row) past the sequence's end
-            src, off = [], 0
-            for ln in self.lens:
-                src += [off + i if i < ln else t for i in range(self.tp)]
-                off += ln
-            self.src = torch.tensor(src, dtype=torch.long, device=device)
 
     def pad(self, x):
         """x packed [T, ...] or padded [N, T, ...] -> [N, Tp, ...] (new zero rows at the ends)."""
         if self.packed:
-            xz = torch.cat([x, x.new_zeros((1,) + tuple(x.shape[1:]))])
-            return xz.index_select(0, self.src).view((self.n, self.tp) + tuple(x.shape[1:]))
+            out = x.new_zeros((self.n * self.tp,) + tuple(x.shape[1:]))
+            out.index_copy_(0, self.dst, x)
+            return out.view((self.n, self.tp) + tuple(x.shape[1:]))
         if self.identity:
             return x
         out = x.new_zeros((self.n, self.tp) + tuple(x.shape[2:]))

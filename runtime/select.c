@@ -17,40 +17,34 @@ kf_status rt_say(kf_status st, char *msg, size_t n, const char *fmt, ...)
     return st;
 }
 
-static kf_status argerr(char *msg, size_t n, const char *fmt, long long v)
-{
-    snprintf(msg, n, fmt, v);
-    return KF_ERR_ARG;
-}
-
 static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, char *msg, size_t n)
 {
     if (!d)
         return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
     if (d->kind != KF_ATTN_PREFILL && d->kind != KF_ATTN_DECODE)
-        return argerr(msg, n, "desc.kind must be KF_ATTN_PREFILL or KF_ATTN_DECODE, got %lld", d->kind);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.kind must be KF_ATTN_PREFILL or KF_ATTN_DECODE, got %d", d->kind);
     if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
-        return argerr(msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %lld", d->dtype);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", d->dtype);
     if (d->hq <= 0)
-        return argerr(msg, n, "desc.hq must be positive, got %lld", d->hq);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.hq must be positive, got %d", d->hq);
     if (d->hkv <= 0)
-        return argerr(msg, n, "desc.hkv must be positive, got %lld", d->hkv);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.hkv must be positive, got %d", d->hkv);
     if (d->hq % d->hkv)
         return snprintf(msg, n, "desc.hq (%d) must be a multiple of desc.hkv (%d)", d->hq, d->hkv),
                KF_ERR_ARG;
     if (d->d <= 0)
-        return argerr(msg, n, "desc.d must be positive, got %lld", d->d);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.d must be positive, got %d", d->d);
     if (d->causal != 0 && d->causal != 1)
-        return argerr(msg, n, "desc.causal must be 0 or 1, got %lld", d->causal);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.causal must be 0 or 1, got %d", d->causal);
     if (!(d->scale >= 0.0f) || isinf(d->scale))
         return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(d)), got %g", d->scale),
                KF_ERR_ARG;
     if (d->max_batch <= 0)
-        return argerr(msg, n, "desc.max_batch must be positive, got %lld", d->max_batch);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.max_batch must be positive, got %d", d->max_batch);
     if (d->max_q <= 0)
-        return argerr(msg, n, "desc.max_q must be positive, got %lld", d->max_q);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.max_q must be positive, got %d", d->max_q);
     if (d->max_kv < 0)
-        return argerr(msg, n, "desc.max_kv must be >= 0, got %lld", d->max_kv);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.max_kv must be >= 0, got %d", d->max_kv);
     const long long *st[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
     const char *names[4] = {"q", "k", "v", "o"};
     for (int t = 0; t < 4; t++)
@@ -65,14 +59,13 @@ static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, char *
                        KF_ERR_UNSUPPORTED;
         }
     if (d->d != 64 && d->d != 128 && d->d != 256)
-        return argerr(msg, n, "head dim desc.d = %lld is not supported (64, 128 or 256)", d->d),
-               KF_ERR_UNSUPPORTED;
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.d = %d is not supported (64, 128 or 256)", d->d);
     if (d->kind == KF_ATTN_DECODE && d->max_q > 16)
         return snprintf(msg, n, "decode serves up to 16 query rows per sequence, desc.max_q = %d "
                                 "(use KF_ATTN_PREFILL)", d->max_q),
                KF_ERR_UNSUPPORTED;
     if (d->page_size < 0)
-        return argerr(msg, n, "desc.page_size must be >= 0 (0: contiguous K/V), got %lld", d->page_size);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.page_size must be >= 0 (0: contiguous K/V), got %d", d->page_size);
     if (d->page_size > 0 && d->kind != KF_ATTN_DECODE)
         return snprintf(msg, n, "paged K/V (desc.page_size = %d) is served by decode plans only", d->page_size),
                KF_ERR_UNSUPPORTED;

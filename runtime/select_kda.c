@@ -9,12 +9,6 @@
 
 #define KDA_MAX_GRID_YZ 65535  /* sequences and value heads go on grid y/z */
 
-static kf_status say(kf_status st, char *msg, size_t n, const char *fmt, long long v)
-{
-    snprintf(msg, n, fmt, v);
-    return st;
-}
-
 static kf_status check_flag(const char *field, int v, char *msg, size_t n)
 {
     if (v == 0 || v == 1)
@@ -46,23 +40,23 @@ static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, char *m
     if (!d)
         return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
     if (d->mode != KF_KDA_PREFILL && d->mode != KF_KDA_DECODE)
-        return say(KF_ERR_ARG, msg, n, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got %lld", d->mode);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got %d", d->mode);
     if (d->max_seqs <= 0)
-        return say(KF_ERR_ARG, msg, n, "desc.max_seqs must be positive, got %lld", d->max_seqs);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.max_seqs must be positive, got %d", d->max_seqs);
     if (d->max_tokens < 0)
-        return say(KF_ERR_ARG, msg, n, "desc.max_tokens must be >= 0, got %lld", d->max_tokens);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.max_tokens must be >= 0, got %d", d->max_tokens);
     if (d->h <= 0)
-        return say(KF_ERR_ARG, msg, n, "desc.h must be positive, got %lld", d->h);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.h must be positive, got %d", d->h);
     if (d->hv <= 0)
-        return say(KF_ERR_ARG, msg, n, "desc.hv must be positive, got %lld", d->hv);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.hv must be positive, got %d", d->hv);
     if (d->hv % d->h)
         return snprintf(msg, n, "desc.hv (%d) must be a multiple of desc.h (%d)", d->hv, d->h), KF_ERR_ARG;
     if (d->dk <= 0)
-        return say(KF_ERR_ARG, msg, n, "desc.dk must be positive, got %lld", d->dk);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dk must be positive, got %d", d->dk);
     if (d->dv <= 0)
-        return say(KF_ERR_ARG, msg, n, "desc.dv must be positive, got %lld", d->dv);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dv must be positive, got %d", d->dv);
     if (d->gate != KF_KDA_GATE_LOG && d->gate != KF_KDA_GATE_SIGMOID)
-        return say(KF_ERR_ARG, msg, n, "desc.gate must be KF_KDA_GATE_LOG or KF_KDA_GATE_SIGMOID, got %lld", d->gate);
+        return rt_say(KF_ERR_ARG, msg, n, "desc.gate must be KF_KDA_GATE_LOG or KF_KDA_GATE_SIGMOID, got %d", d->gate);
     if (d->gate == KF_KDA_GATE_SIGMOID && !(d->lower_bound >= -5.0f && d->lower_bound < 0.0f))
         return snprintf(msg, n, "desc.lower_bound = %g is outside [-5, 0) (the sigmoid gate's lower bound)",
                         (double)d->lower_bound),
@@ -72,7 +66,7 @@ static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, char *m
         (st = check_flag("wants_final_state", d->wants_final_state, msg, n)))
         return st;
     if (d->state_layout != KF_KDA_STATE_KV && d->state_layout != KF_KDA_STATE_VK)
-        return say(KF_ERR_ARG, msg, n, "desc.state_layout must be KF_KDA_STATE_KV or KF_KDA_STATE_VK, got %lld",
+        return rt_say(KF_ERR_ARG, msg, n, "desc.state_layout must be KF_KDA_STATE_KV or KF_KDA_STATE_VK, got %d",
                    d->state_layout);
     if (!(d->scale >= 0.0f) || isinf(d->scale))
         return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(dk)), got %g", (double)d->scale),
@@ -84,17 +78,17 @@ static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, char *m
         (st = check_strides("state", d->state_strides, 4, msg, n)))
         return st;
     if (d->dk != 64 && d->dk != 128)
-        return say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dk = %lld is not supported (64 or 128)", d->dk);
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dk = %d is not supported (64 or 128)", d->dk);
     if (d->dv != 64 && d->dv != 128)
-        return say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dv = %lld is not supported (64 or 128)", d->dv);
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dv = %d is not supported (64 or 128)", d->dv);
     if (d->dk != d->dv)
         return snprintf(msg, n, "desc.dk = %d and desc.dv = %d differ: the KDA kernels are verified for dk = dv only",
                         d->dk, d->dv),
                KF_ERR_UNSUPPORTED;
     if (d->max_seqs > KDA_MAX_GRID_YZ)
-        return say(KF_ERR_UNSUPPORTED, msg, n, "desc.max_seqs = %lld: at most 65535 sequences a call", d->max_seqs);
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.max_seqs = %d: at most 65535 sequences a call", d->max_seqs);
     if (d->hv > KDA_MAX_GRID_YZ)
-        return say(KF_ERR_UNSUPPORTED, msg, n, "desc.hv = %lld: at most 65535 value heads", d->hv);
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.hv = %d: at most 65535 value heads", d->hv);
     if (dev->cc_major < 8)
         return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
                         dev->name, dev->cc_major, dev->cc_minor),

@@ -281,3 +281,16 @@ int check_format_lse(char *buf, size_t size, const check_lse_stats *st, double t
                     st->max_abs, tol, st->bad, st->inf_mismatch, st->unwritten, st->n,
                     check_lse_pass(st, tol) ? "pass" : "FAIL");
 }
+
+double check_maxdiff(const double *x, const double *y, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] == y[i])
+            continue;
+        double e = fabs(x[i] - y[i]);
+        if (!(e <= m))
+            m = isnan(e) ? INFINITY : e;
+    }
+    return m;
+}

@@ -80,6 +80,9 @@ typedef struct check_stats {
 void check_compare(check_dtype t, const void *out, const double *ref, size_t n, check_stats *st);
 /* Verdict: unwritten == 0, nonfinite == 0 and rel_err <= tol. */
 bool check_pass(const check_stats *st, double tol);
+/* max |x - y| of two fp64 arrays (reference against reference), with -inf == -inf and any other
+ * non-finite disagreement infinite. */
+double check_maxdiff(const double *x, const double *y, size_t n);
 
 typedef struct check_lse_stats {
     size_t n;            /* entries compared */

@@ -86,6 +86,35 @@ static void add_shape(gen_host *h, jobs *l, const gen_kvset *shape, int all, con
     }
 }
 
+/* Compiles the jobs on every core, reports failures (and spills), frees the jobs and the host, and
+ * asserts that none failed (and, when no_spills, that none spilled). */
+static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const char *what, int no_spills)
+{
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    time_t t0 = time(NULL);
+    char err[256];
+    int failed = gen_build_run(l->v, l->n, threads, NULL, tg, NULL, NULL, err, sizeof err);
+    int spills = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (l->v[i].failed) {
+            print_error("%s\n", l->v[i].err);
+        } else if (l->v[i].bin.spill_bytes) {
+            if (no_spills)
+                print_error("%s: %d bytes of spills\n", l->v[i].variant_key, l->v[i].bin.spill_bytes);
+            spills++;
+        }
+    }
+    print_message("%s: %d distinct binaries compiled in %ld s on %d threads, %d failed, %d with spills\n", what,
+                  l->n, (long)(time(NULL) - t0), threads, failed, spills);
+    for (int i = 0; i < l->n; i++)
+        gen_job_free(&l->v[i]);
+    free(l->v);
+    gen_host_free(h);
+    assert_int_equal(failed, 0);
+    if (no_spills)
+        assert_int_equal(spills, 0);
+}
+
 static void compile_arch(const char *arch)
 {
     gen_host *h = gen_host_new(NULL);
@@ -121,24 +150,7 @@ static void compile_arch(const char *arch)
                         gen_kv_set_int(&s, "causal", c);
                         add_shape(h, &l, &s, 0, &tg);
                     }
-    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    time_t t0 = time(NULL);
-    char err[256];
-    int failed = gen_build_run(l.v, l.n, threads, NULL, &tg, NULL, NULL, err, sizeof err);
-    int spills = 0;
-    for (int i = 0; i < l.n; i++) {
-        if (l.v[i].failed)
-            print_error("%s\n", l.v[i].err);
-        else if (l.v[i].bin.spill_bytes)
-            spills++;
-    }
-    print_message("%s: %d distinct binaries compiled in %ld s on %d threads, %d failed, %d with spills\n",
-                  arch, l.n, (long)(time(NULL) - t0), threads, failed, spills);
-    for (int i = 0; i < l.n; i++)
-        gen_job_free(&l.v[i]);
-    free(l.v);
-    gen_host_free(h);
-    assert_int_equal(failed, 0);
+    build_and_check(h, &l, &tg, arch, 0);
 }
 
 static void test_compile__every_default_sweep_variant_sm_90a(void **state) { compile_arch("sm_90a"); }
@@ -166,20 +178,7 @@ static void test_compile__every_kda_variant_sm_90a(void **state)
             gen_kv_set_int(&s, "dv", dims[d]);
             add_shape(h, &l, &s, 1, &tg);
         }
-    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    time_t t0 = time(NULL);
-    char err[256];
-    int failed = gen_build_run(l.v, l.n, threads, NULL, &tg, NULL, NULL, err, sizeof err);
-    for (int i = 0; i < l.n; i++)
-        if (l.v[i].failed)
-            print_error("%s\n", l.v[i].err);
-    print_message("kda sm_90a: %d distinct binaries compiled in %ld s on %d threads, %d failed\n", l.n,
-                  (long)(time(NULL) - t0), threads, failed);
-    for (int i = 0; i < l.n; i++)
-        gen_job_free(&l.v[i]);
-    free(l.v);
-    gen_host_free(h);
-    assert_int_equal(failed, 0);
+    build_and_check(h, &l, &tg, "kda sm_90a", 0);
 }
 static void test_compile__every_default_sweep_variant_sm_80(void **state) { compile_arch("sm_80"); }
 
@@ -220,25 +219,7 @@ static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
             fail_msg("%s not valid on sm_90a: %s", text, why);
         add(&l, t, &fixed, &params, &tg);
     }
-    char err[256];
-    int failed = gen_build_run(l.v, l.n, (int)sysconf(_SC_NPROCESSORS_ONLN), NULL, &tg, NULL, NULL, err, sizeof err);
-    int spills = 0;
-    for (int i = 0; i < l.n; i++) {
-        if (l.v[i].failed)
-            print_error("%s\n", l.v[i].err);
-        else if (l.v[i].bin.spill_bytes) {
-            print_error("%s: %d bytes of spills\n", l.v[i].variant_key, l.v[i].bin.spill_bytes);
-            spills++;
-        }
-    }
-    print_message("attn_prefill impl=wgmma* sm_90a: %d binaries, %d failed, %d with spills, %d registers (first)\n",
-                  l.n, failed, spills, l.n ? l.v[0].bin.regs : 0);
-    for (int i = 0; i < l.n; i++)
-        gen_job_free(&l.v[i]);
-    free(l.v);
-    gen_host_free(h);
-    assert_int_equal(failed, 0);
-    assert_int_equal(spills, 0);
+    build_and_check(h, &l, &tg, "attn_prefill impl=wgmma* sm_90a", 1);
 }
 
 /* attn_parts_decode: every valid variant of the split-score shapes of sweeps mla_decode and audit_group
@@ -262,26 +243,7 @@ static void test_compile__every_parts_sweep_variant_sm_90a_no_spills(void **stat
                 add_shape(h, &l, &sw.shapes[i], 1, &tg);
         gen_sweep_free(&sw);
     }
-    char err[256];
-    time_t t0 = time(NULL);
-    int failed = gen_build_run(l.v, l.n, (int)sysconf(_SC_NPROCESSORS_ONLN), NULL, &tg, NULL, NULL, err, sizeof err);
-    int spills = 0;
-    for (int i = 0; i < l.n; i++) {
-        if (l.v[i].failed)
-            print_error("%s\n", l.v[i].err);
-        else if (l.v[i].bin.spill_bytes) {
-            print_error("%s: %d bytes of spills\n", l.v[i].variant_key, l.v[i].bin.spill_bytes);
-            spills++;
-        }
-    }
-    print_message("attn_parts_decode sm_90a: %d distinct binaries compiled in %ld s, %d failed, %d with spills\n", l.n,
-                  (long)(time(NULL) - t0), failed, spills);
-    for (int i = 0; i < l.n; i++)
-        gen_job_free(&l.v[i]);
-    free(l.v);
-    gen_host_free(h);
-    assert_int_equal(failed, 0);
-    assert_int_equal(spills, 0);
+    build_and_check(h, &l, &tg, "attn_parts_decode sm_90a", 1);
 }
 
 int main(void)

@@ -69,25 +69,12 @@ static result run_ref(const ref_attn_desc *a)
 
 static void out_free(result *r) { free(r->o); free(r->lse); }
 
-/* max |x - y|, with -inf == -inf and any other non-finite disagreement infinite */
-static double maxdiff(const double *x, const double *y, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (x[i] == y[i])
-            continue;
-        double e = fabs(x[i] - y[i]);
-        if (!(e <= m))
-            m = isnan(e) ? INFINITY : e;
-    }
-    return m;
-}
 
 static void assert_same(const result *x, const result *y, int hq, int dv, double tol)
 {
     assert_int_equal(x->rows, y->rows);
     size_t n = (size_t)(x->rows * hq);
-    double eo = maxdiff(x->o, y->o, n * dv), el = maxdiff(x->lse, y->lse, n);
+    double eo = check_maxdiff(x->o, y->o, n * dv), el = check_maxdiff(x->lse, y->lse, n);
     if (!(eo <= tol) || !(el <= tol))
         fail_msg("o differs by %g, lse by %g (tol %g)", eo, el, tol);
 }
@@ -178,7 +165,7 @@ static void test_ref__brute_force_sees_wrong_mask(void **state)
     result r = run_ref(&p.a);
     p.a.causal = 0;
     result x = brute(&p);
-    assert_true(maxdiff(r.o, x.o, (size_t)(r.rows * p.a.hq * p.a.dv)) > 1e-3);
+    assert_true(check_maxdiff(r.o, x.o, (size_t)(r.rows * p.a.hq * p.a.dv)) > 1e-3);
     out_free(&r); out_free(&x); prob_free(&p);
 }
 
@@ -349,8 +336,8 @@ static void test_ref__packed_equals_dense_per_sequence(void **state)
             s.v = (const char *)p.v + (size_t)ck[b] * p.a.v_ss * esz(&p);
             result x = run_ref(&s);
             size_t n = (size_t)nq[b] * HQ;
-            assert_true(maxdiff(x.o, r.o + (size_t)cq[b] * HQ * D, n * D) == 0.0);
-            assert_true(maxdiff(x.lse, r.lse + (size_t)cq[b] * HQ, n) == 0.0);
+            assert_true(check_maxdiff(x.o, r.o + (size_t)cq[b] * HQ * D, n * D) == 0.0);
+            assert_true(check_maxdiff(x.lse, r.lse + (size_t)cq[b] * HQ, n) == 0.0);
             out_free(&x);
         }
         out_free(&r); prob_free(&p);
@@ -441,9 +428,9 @@ static void gqa_case(int hq, int hkv, bool bug_visible)
     assert_same(&r, &xg, hq, m.dv, 0.0);
     size_t n = (size_t)(r.rows * hq * m.dv);
     if (bug_visible)
-        assert_true(maxdiff(r.o, xb.o, n) > 1e-3);   /* the test would catch the slip */
+        assert_true(check_maxdiff(r.o, xb.o, n) > 1e-3);   /* the test would catch the slip */
     else
-        assert_true(maxdiff(r.o, xb.o, n) == 0.0);   /* ratios where the slip hides */
+        assert_true(check_maxdiff(r.o, xb.o, n) == 0.0);   /* ratios where the slip hides */
     out_free(&r); out_free(&xg); out_free(&xb);
     prob_free(&p); prob_free(&good); prob_free(&bad);
 }
@@ -467,12 +454,12 @@ static void test_ref__causal_is_bottom_right_aligned(void **state)
         s.causal = 0; s.sq = 1; s.skv = i + m.skv - m.sq + 1;
         s.q = (const char *)p.q + (size_t)i * p.a.q_ss * esz(&p);
         result x = run_ref(&s);
-        assert_true(maxdiff(x.o, r.o + (size_t)i * m.hq * m.dv, (size_t)m.hq * m.dv) == 0.0);
-        assert_true(maxdiff(x.lse, r.lse + (size_t)i * m.hq, m.hq) == 0.0);
+        assert_true(check_maxdiff(x.o, r.o + (size_t)i * m.hq * m.dv, (size_t)m.hq * m.dv) == 0.0);
+        assert_true(check_maxdiff(x.lse, r.lse + (size_t)i * m.hq, m.hq) == 0.0);
         /* top-left alignment (keys 0 .. i) would give something else */
         s.skv = i + 1;
         result tl = run_ref(&s);
-        assert_true(maxdiff(tl.o, r.o + (size_t)i * m.hq * m.dv, (size_t)m.hq * m.dv) > 1e-6);
+        assert_true(check_maxdiff(tl.o, r.o + (size_t)i * m.hq * m.dv, (size_t)m.hq * m.dv) > 1e-6);
         out_free(&x); out_free(&tl);
     }
     out_free(&r); prob_free(&p);

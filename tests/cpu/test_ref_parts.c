@@ -221,25 +221,12 @@ static result layer_of(const result *all, int l, size_t n)
 
 static void result_free(result *r) { free(r->o); free(r->lse); }
 
-/* max |x - y|, with -inf == -inf and any other non-finite disagreement infinite */
-static double maxdiff(const double *x, const double *y, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (x[i] == y[i])
-            continue;
-        double e = fabs(x[i] - y[i]);
-        if (!(e <= m))
-            m = isnan(e) ? INFINITY : e;
-    }
-    return m;
-}
 
 static void assert_same(const result *x, const result *y, double tol)
 {
     assert_int_equal(x->n, y->n);
     assert_int_equal(x->dv, y->dv);
-    double eo = maxdiff(x->o, y->o, x->n * (size_t)x->dv), el = maxdiff(x->lse, y->lse, x->n);
+    double eo = check_maxdiff(x->o, y->o, x->n * (size_t)x->dv), el = check_maxdiff(x->lse, y->lse, x->n);
     if (!(eo <= tol) || !(el <= tol))
         fail_msg("o differs by %g, lse by %g (tol %g)", eo, el, tol);
 }
@@ -247,7 +234,7 @@ static void assert_same(const result *x, const result *y, double tol)
 static double odiff(const result *x, const result *y)
 {
     assert_int_equal(x->n * (size_t)x->dv, y->n * (size_t)y->dv);
-    return maxdiff(x->o, y->o, x->n * (size_t)x->dv);
+    return check_maxdiff(x->o, y->o, x->n * (size_t)x->dv);
 }
 
 /* ---- (a) absorbed MLA equals one-head attention over [latent | rope] -------- */

@@ -58,7 +58,15 @@ local function layout(f)
   return lo
 end
 
+-- impl "wgmma" (parts/decode_sm90.cuh, sm_90a): 3 warpgroups; Q [64][DQ] | stages x tile [BN][W] | the S exchange
+-- (2 parities x 2 consumers x 64 x BN fp32) | 1024 bytes of alignment slack | 8-byte mbarriers (q; full, empty per stage)
+local function shape_wgmma(p, f, lo)
+  local smem = 64 * lo.dq * 2 + p.stages * p.bn * lo.w * 2 + 4 * 64 * p.bn * 4 + 1024 + 8 * (1 + 2 * p.stages)
+  return { threads = 384, smem = smem }
+end
+
 local function shape_of(p, f, lo)
+  if p.impl == "wgmma" then return shape_wgmma(p, f, lo) end
   local wm = p.tm // 16
   local threads = 32 * f.layers * wm * p.wn
   local q = f.layers * p.tm * lo.dqp * 2
@@ -68,16 +76,39 @@ local function shape_of(p, f, lo)
   return { threads = threads, smem = q + p.stages * tile + pb + red, kw = p.bn // p.wn, dvw = lo.dv // p.wn }
 end
 
+-- The wgmma kernel's scope (absorbed MLA on Hopper): refuses the rest, naming the value.
+local function valid_wgmma(p, f, lo, dev)
+  if dev.arch ~= "sm_90a" then return false, "impl wgmma needs the sm_90a target, got " .. tostring(dev.arch) end
+  if f.layers ~= 1 then return false, "impl wgmma takes layers 1, got " .. f.layers end
+  if f.value == "separate" then return false, "impl wgmma needs value 'alias_" .. lo.parts[1].name .. "', got 'separate'" end
+  if lo.dq % 64 ~= 0 then return false, "impl wgmma needs key columns " .. lo.dq .. " to be a multiple of 64" end
+  -- each consumer's dv/2 value columns are whole 64-column swizzle panels (an MN-major wgmma B operand)
+  if f.dv % 128 ~= 0 or f.dv > 512 then
+    return false, "impl wgmma needs dv a multiple of 128 up to 512 (dv/2 whole 64-column panels, <= 256), got " .. f.dv
+  end
+  if p.tm ~= 64 then return false, "impl wgmma takes tm 64 (one wgmma row tile), got " .. p.tm end
+  if p.wn ~= 1 then return false, "impl wgmma takes wn 1 (its two consumer warpgroups are fixed), got " .. p.wn end
+  if p.bn ~= 32 and p.bn ~= 64 then return false, "impl wgmma takes bn 32 or 64, got " .. p.bn end
+  if p.stages < 2 then return false, "impl wgmma needs 2 or more stages, got " .. p.stages end
+  if p.tm > 2 * f.g then return false, "tm " .. p.tm .. " is taller than 2 x g = " .. 2 * f.g .. " rows" end
+  if f.ps ~= 0 and f.ps % p.bn ~= 0 then
+    return false, "impl wgmma needs page_size 0 or a multiple of bn " .. p.bn .. ", got " .. f.ps
+  end
+  return A.check_smem(shape_wgmma(p, f, lo).smem, dev)
+end
+
 return {
   family   = "attn_parts_decode",
   doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
   includes = { "lib/attn.lua", "common/parts_params.h", "common/attn_params.h", "common/types.cuh",
-               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh" },
+               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh", "parts/decode_sm90.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", parts = "string",
                value = "string", dv = "int", layers = "int", page_size = "int", causal = "int" },
-  -- tm: packed rows per tile (per layer); wn: warps per 16-row group (split keys for S, value columns for O);
-  -- bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
-  params   = { tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
+  -- impl: "mma" parts/decode.cuh (mma.sync, sm_80+), "wgmma" parts/decode_sm90.cuh (sm_90a, absorbed MLA: layers 1,
+  -- value aliased, tm 64, wn 1, bn 32/64, stages >= 2; a producer warpgroup and two consumers splitting the QK
+  -- reduction and the value columns); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
+  -- keys for S, value columns for O); bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
+  params   = { impl = { "mma", "wgmma" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
                sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
   fixed    = function(shape)
@@ -99,6 +130,7 @@ return {
     if #lo.caches > 12 then return false, "more than 12 caches (" .. #lo.caches .. ")" end
     if lo.dv ~= f.dv then return false, "dv " .. f.dv .. " does not match the value parts (" .. lo.dv .. ")" end
     if f.dv % 16 ~= 0 or f.dv > lo.parts[1].dim and f.value ~= "separate" then return false, "dv " .. f.dv .. " must be a multiple of 16 within the aliased part" end
+    if p.impl == "wgmma" then return valid_wgmma(p, f, lo, dev) end
     local s = shape_of(p, f, lo)
     if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/wn = " .. s.kw .. " must be a multiple of 16" end
     if s.dvw % 16 ~= 0 then return false, "value columns per warp dv/wn = " .. s.dvw .. " must be a multiple of 16" end
@@ -129,7 +161,7 @@ return {
     local tm = A.tile_rows(rows)
     local wide = lo and lo.dv >= 256
     -- wide values (MLA 512): 4 warps per row group, 128 columns each; narrow ones: one warp, P in registers
-    local p = { tm = tm, wn = wide and 4 or 1, bn = 64, stages = 2, sp = 1 }
+    local p = { impl = "mma", tm = tm, wn = wide and 4 or 1, bn = 64, stages = 2, sp = 1 }
     if wide and tm == 64 and shape.causal ~= 0 then p.tm = 32 end   -- 512 threads spill with the causal mask
     if lo and not wide and lo.dv % 32 == 0 and lo.dv // 2 + 32 > 120 then p.wn = 2 end
     p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, p.tm), shape.skv, dev)
@@ -171,6 +203,10 @@ return {
 ]], { bf16 = A.bf16(f), g = f.g, causal = f.causal, layers = f.layers, tm = p.tm, bn = p.bn,
       wn = p.wn, stages = p.stages, ps = f.ps, dq = lo.dq, dqp = lo.dqp, dv = lo.dv, w = lo.w, nparts = #lo.parts,
       caches = table.concat(cl, " "), kparts = table.concat(kl, " ") }) .. A.combine_defines(lo.dv)
+    if p.impl == "wgmma" then
+      return hdr .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
+                                  "common/wgmma.cuh", "parts/decode_sm90.cuh", "attn/combine.cuh" })
+    end
     return hdr .. fragment("common/parts_params.h") .. "\n" .. fragment("common/attn_params.h") .. "\n"
       .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n" .. table.concat(vf, "\n")
       .. fragment("parts/decode.cuh") .. "\n" .. fragment("attn/combine.cuh")

@@ -1,6 +1,6 @@
 -- sweeps/mla_decode.lua: DeepSeek-V3-style absorbed MLA decode: one latent KV head (latent 512 + rope 64, value = the latent), paged
 -- Family attn_parts_decode (templates/attn_parts_decode.lua; reference tuner/ref_parts.h); not part of
--- default.lua (its 224 distinct binaries would double test_compile_all's sm_90a time; that test compiles
+-- default.lua (its distinct binaries would double test_compile_all's sm_90a time; that test compiles
 -- them in their own case). Fields of a shape:
 --   family     "attn_parts_decode"
 --   dtype      "bf16": q, the cache and o (lse is fp32)

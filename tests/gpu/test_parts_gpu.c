@@ -28,12 +28,18 @@
  * outputs poisoned. Cases: MLA (latent 512 + rope 64, value = latent) Hq 16/32/64/128, Sq 1 and 2,
  * lengths 1, 63, 64, 65, 4097 and 0, splits, page sizes 16/64/128 and contiguous; base 128 + delta 32
  * (8/4 and 8/2 heads), layers 1..4 against the reference, and bit for bit (fp16) against the 1-layer
- * variant run on each layer alone. Mutants (value not aliased, delta not in the softmax, wrong
- * in-page offset) are planted in the rendered source, each in its own process: each must fail.
+ * variant run on each layer alone. The MLA cases run again with impl=wgmma (parts/decode_sm90.cuh, sm_90a:
+ * Hq 32/64/128, Sq 1 and 2 causal, the same lengths, pages, splits and tolerances; skipped with a line
+ * on a GPU that is not sm_90a). Mutants (value not aliased, delta not in the softmax, wrong in-page
+ * offset; the first and last again on the wgmma cases alone) are planted in the rendered source, each
+ * in its own process: each must fail.
  */
 
 enum { MLA = 0, BD = 1 };
-enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4 };
+enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16 };
+
+/* the wgmma kernel's params (tm 64, wn 1, bn 32: the only bn whose tiles fit 227 KB at 576 key columns) */
+#define WG(st, sp) "impl=wgmma,tm=64,wn=1,bn=32,stages=" #st ",sp=" #sp
 
 typedef struct pcase {
     int kind;                  /* MLA or BD */
@@ -66,6 +72,19 @@ static const pcase cases[] = {
     {BD, "bf16", 4, 1, 8, 4, 4, 0, 0, {1, 63, 64, 65}, NULL, M_DELTA},
     {BD, "bf16", 2, 1, 8, 2, 4, 0, 0, {4097, 0}, "sp=2", 0},
     {BD, "bf16", 2, 2, 8, 4, 4, 64, 1, {300, 2}, "tm=16,wn=2,bn=64,stages=2,sp=1", M_PAGE},
+    /* absorbed MLA, impl=wgmma (sm_90a): Hq 64/128 at Sq 1, Hq 32+ at Sq 2 (causal), Hq 32 at Sq 1 (half a tile) */
+    {MLA, "bf16", 4, 1, 64, 1, 1, 64, 0, {1, 63, 64, 65}, WG(3, 1), M_WVALUE | M_WPAGE},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 130}, WG(2, 4), M_WVALUE | M_WPAGE},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 64}, WG(3, 1), 0},
+    {MLA, "bf16", 2, 1, 64, 1, 1, 64, 0, {1000, 65}, WG(2, 2), 0},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 128, 0, {700, 129}, WG(2, 8), 0},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, WG(3, 1), 0},
+    {MLA, "bf16", 2, 2, 64, 1, 1, 64, 1, {4097, 63}, WG(2, 2), 0},
+    {MLA, "bf16", 2, 2, 32, 1, 1, 64, 1, {300, 2}, WG(3, 1), 0},
+    {MLA, "bf16", 2, 1, 32, 1, 1, 64, 0, {300, 64}, WG(2, 1), 0},
+    {MLA, "bf16", 2, 1, 64, 1, 1, 0, 0, {4097, 63}, WG(3, 1), M_WVALUE},
+    {MLA, "fp16", 2, 1, 128, 1, 1, 32, 0, {200, 17}, WG(3, 2), M_WPAGE},
+    {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, WG(2, 1), 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -86,19 +105,27 @@ static const pcase api_cases[] = {
 #define N_API (int)(sizeof api_cases / sizeof api_cases[0])
 
 /* the tuner's runner (tuner/parts_run.c) on the issue's shapes: its gate must pass; timings are printed
- * (default variants; the audit group against four calls of attn_decode D 64 at the same cache budget) */
-static const char *const time_shapes[] = {
-    "family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=4096,hq=16,hkv=1,parts=latent512_rope64,value=alias_latent,"
-    "dv=512,layers=1,page_size=64,causal=0",
-    "family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=4096,hq=128,hkv=1,parts=latent512_rope64,value=alias_latent,"
-    "dv=512,layers=1,page_size=64,causal=0",
-    "family=attn_parts_decode,dtype=bf16,b=128,sq=2,skv=4096,hq=128,hkv=1,parts=latent512_rope64,value=alias_latent,"
-    "dv=512,layers=1,page_size=64,causal=1",
-    "family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,parts=base128_delta32,value=separate,"
-    "dv=160,layers=4,page_size=0,causal=0",
-    "family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,parts=base128_delta32,value=separate,"
-    "dv=160,layers=1,page_size=0,causal=0",
-    "family=attn_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,d=64,causal=0",
+ * (default variants, or the params given; the audit group against four calls of attn_decode D 64 at the same
+ * cache budget; the MLA rows again with impl=wgmma, sm_90a only) */
+#define MLA_SHAPE(sq, hq, causal)                                                                                     \
+    "family=attn_parts_decode,dtype=bf16,b=128,sq=" #sq ",skv=4096,hq=" #hq ",hkv=1,parts=latent512_rope64,"          \
+    "value=alias_latent,dv=512,layers=1,page_size=64,causal=" #causal
+static const struct tshape {
+    const char *shape, *params;   /* params: overrides of the template default, or NULL */
+} time_shapes[] = {
+    {MLA_SHAPE(1, 16, 0), NULL},
+    {MLA_SHAPE(1, 128, 0), NULL},
+    {MLA_SHAPE(2, 128, 1), NULL},
+    {"family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,parts=base128_delta32,value=separate,"
+     "dv=160,layers=4,page_size=0,causal=0", NULL},
+    {"family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,parts=base128_delta32,value=separate,"
+     "dv=160,layers=1,page_size=0,causal=0", NULL},
+    {"family=attn_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,d=64,causal=0", NULL},
+    {MLA_SHAPE(1, 128, 0), WG(2, 1)},
+    {MLA_SHAPE(1, 128, 0), WG(3, 1)},
+    {MLA_SHAPE(1, 64, 0), WG(3, 1)},
+    {MLA_SHAPE(1, 64, 0), WG(3, 2)},
+    {MLA_SHAPE(2, 128, 1), WG(3, 1)},
 };
 #define N_TIME (int)(sizeof time_shapes / sizeof time_shapes[0])
 
@@ -110,6 +137,8 @@ static const mutant mutants[] = {
     {M_VALUE, "value not aliased (starts at column 64: rope dims read into V)", "KF_MUTANT_VALUE", "OFF8 0", "OFF8 8"},
     {M_DELTA, "delta scores not in the softmax", "KF_MUTANT_DELTA", "KF_SCORE_PARTS 2", "KF_SCORE_PARTS 1"},
     {M_PAGE, "wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
+    {M_WVALUE, "wgmma: value not aliased (V one panel to the right)", "KF_MUTANT_VALUE", "OFF8 0", "OFF8 8"},
+    {M_WPAGE, "wgmma: wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
 };
 #define N_MUT (int)(sizeof mutants / sizeof mutants[0])
 
@@ -118,6 +147,12 @@ static gen_host *host;
 static db_store *db;
 static gen_target tg;
 static int g_mutant = -1;      /* index into mutants applied to every source, or -1 */
+
+/* 1 when params (a case's or a time shape's) take impl=wgmma and the target is not sm_90a: skipped, with a line */
+static int needs_sm90a(const char *params)
+{
+    return params && strstr(params, "impl=wgmma") && strcmp(tg.arch, "sm_90a") != 0;
+}
 
 /* ---- variants ------------------------------------------------------------------------- */
 
@@ -573,6 +608,11 @@ static int run_case(const pcase *c, int quiet)
 {
     char cs[160];
     case_str(c, cs, sizeof cs);
+    if (needs_sm90a(c->params)) {
+        if (!quiet)
+            printf("  %-60s %s: skipped: needs sm_90a, this GPU is %s\n", cs, c->params, tg.arch);
+        return 1;
+    }
     variant v;
     int st = variant_build(&v, c, c->layers, 1);
     if (st > 0)
@@ -763,20 +803,37 @@ static int run_api_case(const pcase *c, const char *dbp)
 
 /* ---- the tuner's runner and timings ------------------------------------------------------ */
 
-/* Builds the default variant of shape text `st` into j (kept for the variant's life). -1 on error. */
-static int default_job(const char *st, gen_kvset *shape, gen_job *j)
+/* Builds the variant of time shape ts (the default, or the params it gives) into j (kept for the variant's
+ * life). -1 on error. */
+static int default_job(const struct tshape *ts, gen_kvset *shape, gen_job *j)
 {
-    char err[2048];
+    char err[2048], w[256];
     gen_kv_clear(shape);
-    if (gen_kv_parse(shape, st, err, sizeof err)) {
-        printf("  error: shape '%s': %s\n", st, err);
+    if (gen_kv_parse(shape, ts->shape, err, sizeof err)) {
+        printf("  error: shape '%s': %s\n", ts->shape, err);
         return -1;
     }
     gen_tmpl *t = gen_tmpl_load(host, gen_kv_str(shape, "family"));
     memset(j, 0, sizeof *j);
     j->tmpl = t;
-    if (!t || gen_tmpl_fixed(t, shape, &j->fixed) || gen_tmpl_default(t, shape, &tg.dev, &j->params) ||
-        gen_build_prepare(j, &tg)) {
+    if (!t || gen_tmpl_fixed(t, shape, &j->fixed) || gen_tmpl_default(t, shape, &tg.dev, &j->params)) {
+        printf("  error: template: %s\n", gen_host_errmsg(host));
+        return -1;
+    }
+    if (ts->params) {
+        gen_kvset over;
+        gen_kv_clear(&over);
+        if (gen_kv_parse(&over, ts->params, err, sizeof err)) {
+            printf("  error: params '%s': %s\n", ts->params, err);
+            return -1;
+        }
+        gen_kv_merge(&j->params, &over);
+        if (gen_tmpl_valid(t, &j->fixed, &j->params, &tg.dev, w, sizeof w) <= 0) {
+            printf("  error: variant not valid: %s\n", w);
+            return -1;
+        }
+    }
+    if (gen_build_prepare(j, &tg)) {
         printf("  error: template: %s\n", gen_host_errmsg(host));
         return -1;
     }
@@ -801,7 +858,11 @@ static int run_timings(void)
         gen_kvset shape;
         gen_job j;
         tune_attn_variant v;
-        if (default_job(time_shapes[i], &shape, &j) || tune_attn_variant_from_job(&v, &j)) {
+        if (needs_sm90a(time_shapes[i].params)) {
+            printf("  skipped: %s %s needs sm_90a, this GPU is %s\n", time_shapes[i].shape, time_shapes[i].params, tg.arch);
+            continue;
+        }
+        if (default_job(&time_shapes[i], &shape, &j) || tune_attn_variant_from_job(&v, &j)) {
             ok = 0;
             continue;
         }
@@ -863,8 +924,13 @@ static int mutant_child(int m)
 
 static int run_mutants(void)
 {
-    int killed = 0;
+    int killed = 0, planted = N_MUT;
     for (int m = 0; m < N_MUT; m++) {
+        if ((mutants[m].bit & (M_WVALUE | M_WPAGE)) && strcmp(tg.arch, "sm_90a") != 0) {
+            printf("  mutant %-66s skipped: its cases need sm_90a, this GPU is %s\n", mutants[m].name, tg.arch);
+            planted--;
+            continue;
+        }
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0)
@@ -876,8 +942,8 @@ static int run_mutants(void)
         printf("  mutant %-66s %s (exit %d)\n", mutants[m].name, verdict, code);
         killed += code != 0 && code != 4;
     }
-    printf("mutants killed: %d / %d\n", killed, N_MUT);
-    return killed == N_MUT;
+    printf("mutants killed: %d / %d\n", killed, planted);
+    return killed == planted;
 }
 
 /* Without a GPU: build every variant (and every mutant of the cases it applies to) into the database. */
@@ -901,7 +967,7 @@ static int precompile(void)
         for (int i = 0; m < 0 && i < N_TIME; i++) {
             gen_kvset sh;
             gen_job j;
-            bad += default_job(time_shapes[i], &sh, &j) < 0;
+            bad += default_job(&time_shapes[i], &sh, &j) < 0;
             gen_job_free(&j);
         }
         for (int i = 0; m < 0 && i < N_API; i++) {

@@ -4,6 +4,7 @@
 #include "gen/build.h"
 #include "gen/nvrtc.h"
 #include "runtime/cuda.h"
+#include "tuner/ceil_read.h"
 #include "tuner/tune_ceiling.h"
 #include "tuner/tune_enum.h"
 
@@ -144,13 +145,20 @@ int cmd_doctor_measure(cli_opts *o)
         db_close(db);
         return 1;
     }
-    tune_ceiling copy, gemm;
+    tune_ceiling copy, rd, gemm;
     int rc = 0;
     cli_progress(o, "measuring the device copy ceiling on %s (2 x %llu MiB per copy)\n", info.name,
                  (unsigned long long)(TUNE_COPY_BYTES >> 20));
     if (tune_ceiling_copy(0, TUNE_COPY_BYTES, 30, &copy, err, sizeof err))
         rc = cli_error("copy ceiling: %s", err);
     else if (db_ceiling_put(db, info.name, "copy", copy.value, "B/s") != DB_OK)
+        rc = cli_error("%s", db_errmsg(db));
+    if (!rc)
+        cli_progress(o, "measuring the device read ceiling (%s streams %llu MiB, built for %s)\n",
+                     TUNE_READ_KERNEL, (unsigned long long)(TUNE_READ_BYTES >> 20), tg.arch);
+    if (!rc && tune_ceiling_read(0, tg.arch, TUNE_READ_BYTES, 30, &rd, err, sizeof err))
+        rc = cli_error("read ceiling: %s", err);
+    else if (!rc && db_ceiling_put(db, info.name, "read", rd.value, "B/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
     gen_job *jobs = NULL;
     int n = 0;
@@ -163,21 +171,26 @@ int cmd_doctor_measure(cli_opts *o)
         rc = cli_error("GEMM ceiling: %s", err);
     else if (!rc && db_ceiling_put(db, info.name, "gemm_bf16", gemm.value, "FLOP/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
-    char jg[1024], jv[2048], jc[2048];
+    char jg[1024], jv[2048], jc[2048], jr[1024];
     if (!rc && o->json)
         printf("{\"gpu\":%s,\"copy\":{\"value\":%.6g,\"unit\":\"B/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
                "\"how\":\"cuMemcpyDtoD of 1 GiB, bytes read + written\"},"
+               "\"read\":{\"value\":%.6g,\"unit\":\"B/s\",\"median_ms\":%.6g,\"spread\":%.4f,\"variant\":%s,"
+               "\"how\":\"streaming-read kernel over 1 GiB, bytes read\"},"
                "\"gemm_bf16\":{\"value\":%.6g,\"unit\":\"FLOP/s\",\"median_ms\":%.6g,\"spread\":%.4f,"
                "\"variant\":%s,\"check_rel_err\":%.3g,\"kforge_own\":%.6g,\"cublas\":%s,"
                "\"how\":\"the fastest correct of cuBLAS and kforge's ceil_gemm, 8192^3\"}}\n",
-               gen_json_str(jg, sizeof jg, info.name), copy.value, copy.median_ms, copy.spread, gemm.value,
+               gen_json_str(jg, sizeof jg, info.name), copy.value, copy.median_ms, copy.spread, rd.value,
+               rd.median_ms, rd.spread, gen_json_str(jr, sizeof jr, rd.variant), gemm.value,
                gemm.median_ms, gemm.spread, gen_json_str(jv, sizeof jv, gemm.variant), gemm.check_err,
                gemm.own_value, gen_json_str(jc, sizeof jc, gemm.cublas));
     else if (!rc)
         printf("ceilings of %s, stored in %s:\n"
                "  copy       %.3f TB/s (read + written; cuMemcpyDtoD of 1 GiB, median of %d, spread %.1f%%)\n"
+               "  read       %.3f TB/s (read; %s, median of %d, spread %.1f%%)\n"
                "  gemm_bf16  %.1f TFLOP/s (%s, %d^3, median of %d, spread %.1f%%; kforge's own GEMM %.1f;"
                " cuBLAS: %s)\n", info.name, db_path(db), copy.value / 1e12, copy.samples, 100 * copy.spread,
+               rd.value / 1e12, rd.variant, rd.samples, 100 * rd.spread,
                gemm.value / 1e12, gemm.variant, TUNE_GEMM_SIZE, gemm.samples, 100 * gemm.spread,
                gemm.own_value / 1e12, gemm.cublas);
     for (int i = 0; i < n; i++)

@@ -1,5 +1,7 @@
 /* cli/cmd_report.c: `kforge report`: the winners per family and GPU with time, throughput, share of the ceiling, speed-up, band */
 #include "cli/cli.h"
+#include "tuner/tune_ceiling.h"
+#include "tuner/tune_work.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,11 +15,21 @@ typedef struct report_ctx {
     int fmt;
     char gpu[256], family[64];    /* the table being printed */
     int rows, tables;
+    int used[3];                  /* rows compared with each of CEIL_KINDS */
+    int fell_back;                /* rows whose "read" ceiling was missing: "copy" instead */
 } report_ctx;
+
+static const char *const CEIL_KINDS[3] = {"read", "copy", "gemm_bf16"};
+static const char *const CEIL_HOW[3] = {
+    "streaming device read, bytes read per second",
+    "cuMemcpyDtoD, bytes read + written per second",
+    "bf16 GEMM, FLOP/s",
+};
 
 typedef struct meas_fig {
     double throughput, frac;
     const char *unit;
+    const char *ceiling;          /* the kind frac is against, or NULL */
     char unit_buf[16];
     int n;
 } meas_fig;
@@ -33,7 +45,8 @@ static int fig_cb(const db_tune_meas *m, void *arg)
     return 1;
 }
 
-/* Throughput of the winner's measurement; the share recomputed against today's ceiling. */
+/* Throughput of the winner's measurement; the share recomputed against today's ceiling of the
+ * family's kind (tune_work_ceiling: "read" for decode bytes, "copy" when the GPU has no "read"). */
 static void figures(report_ctx *c, const db_winner *w, meas_fig *f)
 {
     memset(f, 0, sizeof *f);
@@ -41,10 +54,36 @@ static void figures(report_ctx *c, const db_winner *w, meas_fig *f)
     f->unit = "";
     if (w->measurement_id)
         db_tune_meas_by_id(c->db, w->measurement_id, fig_cb, f);
+    if (isnan(f->throughput))
+        return;
     double ceil;
-    const char *kind = !strcmp(f->unit, "FLOP/s") ? "gemm_bf16" : "copy";
-    if (!isnan(f->throughput) && db_ceiling_get(c->db, w->gpu, kind, &ceil) == DB_OK && ceil > 0)
-        f->frac = f->throughput / ceil;
+    const char *want = tune_work_ceiling(w->family, f->unit);
+    f->ceiling = tune_ceiling_lookup(c->db, w->gpu, want, &ceil);
+    if (!f->ceiling)
+        return;
+    f->frac = f->throughput / ceil;
+    for (int i = 0; i < 3; i++)
+        c->used[i] += !strcmp(f->ceiling, CEIL_KINDS[i]);
+    c->fell_back += strcmp(f->ceiling, want) != 0;
+}
+
+/* After the tables: which measured ceiling "% ceiling" is a share of. */
+static void footnote(const report_ctx *c)
+{
+    if (c->fmt != FMT_TEXT && c->fmt != FMT_MD)
+        return;
+    for (int i = 0, any = 0; i < 3; i++) {
+        if (!c->used[i])
+            continue;
+        if (!any++)
+            printf("\n%% ceiling: share of the GPU's ceiling measured by 'kforge doctor --measure'%s\n",
+                   c->fmt == FMT_MD ? ":\n" : ":");
+        printf(c->fmt == FMT_MD ? "- `%s`: %s\n" : "  %-10s %s\n", CEIL_KINDS[i], CEIL_HOW[i]);
+    }
+    if (c->fell_back)
+        printf("%s%d row%s of bytes read compared with 'copy': no 'read' ceiling stored for the GPU"
+               " (run 'kforge doctor --measure' on it to add one)\n", c->fmt == FMT_MD ? "\n" : "", c->fell_back,
+               c->fell_back == 1 ? "" : "s");
 }
 
 /* "3.90 TB/s", "571 TFLOP/s" */
@@ -124,9 +163,10 @@ static int row_cb(const db_winner *w, void *arg)
         break;
     case FMT_CSV:
         if (!c->rows)
-            printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band\n");
-        printf("\"%s\",%s,%s,%s,%.6g,%.6g,%s,%.4f,%.4f,%.4f\n", w->gpu, w->family, w->shape_key,
-               w->variant_key, w->median_ms, f.throughput, f.unit, f.frac, w->speedup, w->band);
+            printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band,ceiling\n");
+        printf("\"%s\",%s,%s,%s,%.6g,%.6g,%s,%.4f,%.4f,%.4f,%s\n", w->gpu, w->family, w->shape_key,
+               w->variant_key, w->median_ms, f.throughput, f.unit, f.frac, w->speedup, w->band,
+               f.ceiling ? f.ceiling : "");
         break;
     case FMT_JSON:
         printf("%s\n {\"gpu\":%s,\"family\":%s,\"shape\":%s,\"variant\":%s,\"params\":%s,"
@@ -137,6 +177,7 @@ static int row_cb(const db_winner *w, void *arg)
         printf(isnan(f.throughput) ? ",\"throughput\":null" : ",\"throughput\":%.6g", f.throughput);
         printf(",\"unit\":%s", gen_json_str(jg, sizeof jg, f.unit));
         printf(isnan(f.frac) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f", f.frac);
+        printf(f.ceiling ? ",\"ceiling\":\"%s\"" : ",\"ceiling\":null", f.ceiling);
         printf(isnan(w->speedup) ? ",\"speedup\":null" : ",\"speedup\":%.4f", w->speedup);
         printf(isnan(w->band) ? ",\"band\":null}" : ",\"band\":%.4f}", w->band);
         break;
@@ -156,7 +197,7 @@ int cmd_report(cli_opts *o)
     db_store *db = cli_open_db(o, 0);
     if (!db)
         return 1;
-    report_ctx c = {db, fmt, "", "", 0, 0};
+    report_ctx c = {db, fmt, "", "", 0, 0, {0}, 0};
     if (fmt == FMT_JSON)
         printf("[");
     int rc = 0;
@@ -167,6 +208,8 @@ int cmd_report(cli_opts *o)
     else if (!rc && !c.rows && fmt != FMT_CSV)
         printf("no winners%s%s%s%s in %s (run 'kforge tune')\n", gpu ? " for " : "", gpu ? gpu : "",
                family ? " of " : "", family ? family : "", db_path(db));
+    else if (!rc)
+        footnote(&c);
     db_close(db);
     return rc;
 }

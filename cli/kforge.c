@@ -57,8 +57,11 @@ static const struct cli_cmd commands[] = {
      "usage: kforge doctor [--measure] [--db PATH] [--templates DIR] [--json]\n"
      "  Reports the NVRTC version, the CUDA driver and GPU if any, the database path\n"
      "  and schema version, the template folder, and whether every template loads.\n"
-     "  --measure  measures GPU 0's ceilings instead (device copy bandwidth; kforge's own bf16\n"
-     "             GEMM, not cuBLAS) and stores them in the database for 'kforge report'.\n"},
+     "  --measure  measures GPU 0's ceilings instead and stores them in the database for\n"
+     "             'kforge tune' and 'kforge report': copy (cuMemcpyDtoD of 1 GiB, bytes read +\n"
+     "             written per second), read (a streaming-read kernel over 1 GiB, bytes read per\n"
+     "             second) and gemm_bf16 (the faster of cuBLAS, when present, and kforge's own\n"
+     "             bf16 GEMM).\n"},
     {"tune", cmd_tune, "time the variants of a sweep and keep the winners",
      "usage: kforge tune [FAMILY] [--sweep NAME | --shape S] [--db PATH] [--devices 0,1]\n"
      "                   [--shard i/n] [--budget N [--strategy random|halving] [--seed N]]\n"
@@ -97,8 +100,10 @@ static const struct cli_cmd commands[] = {
      "usage: kforge report [--gpu NAME] [--family F] [--markdown | --csv | --json] [--db PATH]\n"
      "  One table per GPU model and family: shape, winning variant, median time, throughput\n"
      "  (decode: bytes of K+V per second; prefill: FLOP/s, causal counted half), its share of\n"
-     "  the GPU's measured ceiling ('kforge doctor --measure': device copy, kforge's own bf16\n"
-     "  GEMM), speed-up over the default variant and the control band.\n"},
+     "  the GPU's measured ceiling ('kforge doctor --measure': read for bytes read, copy for\n"
+     "  KDA's bytes read + written and for bytes read when the database has no read ceiling,\n"
+     "  gemm_bf16 for FLOP/s), speed-up over the default variant and the control band. A note\n"
+     "  under the tables names the ceilings used (--json and --csv: a 'ceiling' field).\n"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

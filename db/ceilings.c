@@ -1,4 +1,4 @@
-/* db/ceilings.c: measured throughput ceilings (device copy, bf16 GEMM) per GPU model */
+/* db/ceilings.c: measured throughput ceilings (device copy, device read, bf16 GEMM) per GPU model */
 #include "db/store.h"
 
 db_rc db_ceiling_put(db_store *s, const char *gpu, const char *kind, double value,

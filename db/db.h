@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 /* Schema version written to PRAGMA user_version; migrations step 1 -> 2 -> ... */
-#define DB_SCHEMA_VERSION 1
+#define DB_SCHEMA_VERSION 2
 
 typedef enum {
     DB_OK = 0,
@@ -147,7 +147,8 @@ db_rc db_winner_each(db_store *s, const char *gpu, const char *family,
                      int (*fn)(const db_winner *w, void *arg), void *arg);
 
 /* Measured ceilings of a GPU model, for throughput / ceiling ratios.
- * kind is "copy" (device copy, unit "B/s") or "gemm_bf16" (unit "FLOP/s").
+ * kind is "copy" (cuMemcpyDtoD, bytes read + written, unit "B/s"), "read" (a streaming-read
+ * kernel, bytes read, unit "B/s"; schema 2) or "gemm_bf16" (unit "FLOP/s").
  * put replaces the row for (gpu, kind) and stamps measured_at (ISO time). */
 db_rc db_ceiling_put(db_store *s, const char *gpu, const char *kind, double value,
                      const char *unit);

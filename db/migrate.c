@@ -74,7 +74,19 @@ static const db_step db_steps[] = {
       "  value REAL NOT NULL, unit TEXT NOT NULL,"
       "  measured_at TEXT NOT NULL DEFAULT " DB_NOW ","
       "  PRIMARY KEY(gpu, kind));" },
-    /* { 2, "ALTER TABLE ...;" }, */
+    /* 2: the "read" ceiling (streaming device read). SQLite cannot alter a CHECK, so the
+     * table is rebuilt with its rows. */
+    { 2,
+      "CREATE TABLE ceilings_v2("
+      "  gpu TEXT NOT NULL, kind TEXT NOT NULL CHECK (kind IN ('copy', 'read', 'gemm_bf16')),"
+      "  value REAL NOT NULL, unit TEXT NOT NULL,"
+      "  measured_at TEXT NOT NULL DEFAULT " DB_NOW ","
+      "  PRIMARY KEY(gpu, kind));"
+      "INSERT INTO ceilings_v2(gpu, kind, value, unit, measured_at)"
+      "  SELECT gpu, kind, value, unit, measured_at FROM ceilings;"
+      "DROP TABLE ceilings;"
+      "ALTER TABLE ceilings_v2 RENAME TO ceilings;" },
+    /* { 3, "ALTER TABLE ...;" }, */
 };
 
 enum { DB_N_STEPS = sizeof db_steps / sizeof db_steps[0] };

@@ -1,4 +1,4 @@
-/* tuner/tune_ceiling.c: measured ceilings of a GPU: device copy bandwidth and bf16 GEMM throughput (cuBLAS or kforge's own) */
+/* tuner/tune_ceiling.c: measured ceilings of a GPU: device copy and read bandwidth, bf16 GEMM throughput (cuBLAS or kforge's own) */
 #include "tuner/tune_ceiling.h"
 
 #include <math.h>
@@ -9,6 +9,7 @@
 #include "runtime/cuda.h"
 #include "runtime/module.h"
 #include "tuner/ceil_cublas.h"
+#include "tuner/ceil_read.h"
 #include "tuner/check.h"
 
 static int cmp_dbl(const void *a, const void *b)
@@ -60,6 +61,31 @@ static int time_events(const rt_cu *cu, launch_fn fn, void *arg, int samples, do
     return rc;
 }
 
+/* Clears out, raises samples to 20 and makes GPU ordinal's primary context current:
+ * the driver table, or NULL with a message (no driver, no such device). */
+static const rt_cu *ceiling_begin(int ordinal, int *samples, tune_ceiling *out, char *err, size_t errn)
+{
+    memset(out, 0, sizeof *out);
+    out->check_err = NAN;
+    if (*samples < 20)
+        *samples = 20;
+    const rt_cu *cu = rt_cuda(err, errn);
+    return cu && !rt_module_context(ordinal, err, errn) ? cu : NULL;
+}
+
+/* Times fn (time_events) and fills out's median, spread and samples, and value = bytes per
+ * call / median (B/s). 0, or -1 with a message. */
+static int time_bandwidth(const rt_cu *cu, launch_fn fn, void *arg, int samples, double *ms, double bytes,
+                          tune_ceiling *out, char *err, size_t errn)
+{
+    if (time_events(cu, fn, arg, samples, ms, err, errn))
+        return -1;
+    stats(ms, samples, &out->median_ms, &out->spread);
+    out->samples = samples;
+    out->value = bytes / (out->median_ms * 1e-3);
+    return 0;
+}
+
 struct copy_arg {
     const rt_cu *cu;
     CUdeviceptr src, dst;
@@ -75,12 +101,8 @@ static int copy_once(void *p, char *err, size_t errn)
 
 int tune_ceiling_copy(int ordinal, size_t bytes, int samples, tune_ceiling *out, char *err, size_t errn)
 {
-    memset(out, 0, sizeof *out);
-    out->check_err = NAN;
-    if (samples < 20)
-        samples = 20;
-    const rt_cu *cu = rt_cuda(err, errn);
-    if (!cu || rt_module_context(ordinal, err, errn))
+    const rt_cu *cu = ceiling_begin(ordinal, &samples, out, err, errn);
+    if (!cu)
         return -1;
     struct copy_arg c = {cu, 0, 0, bytes};
     double *ms = calloc((size_t)samples, sizeof *ms);
@@ -91,11 +113,8 @@ int tune_ceiling_copy(int ordinal, size_t bytes, int samples, tune_ceiling *out,
         cu_err(r, "allocating the copy buffers", err, errn);
         goto out;
     }
-    if (time_events(cu, copy_once, &c, samples, ms, err, errn))
+    if (time_bandwidth(cu, copy_once, &c, samples, ms, 2.0 * (double)bytes, out, err, errn))
         goto out;
-    stats(ms, samples, &out->median_ms, &out->spread);
-    out->samples = samples;
-    out->value = 2.0 * (double)bytes / (out->median_ms * 1e-3);
     snprintf(out->variant, sizeof out->variant, "cuMemcpyDtoD %zu bytes", bytes);
     rc = 0;
 out:
@@ -105,6 +124,85 @@ out:
         cu->MemFree(c.dst);
     free(ms);
     return rc;
+}
+
+struct read_arg {
+    rt_module m;
+    CUdeviceptr src, sink;
+    unsigned long long n;                 /* 16-byte vectors */
+    unsigned blocks;
+};
+
+static int read_once(void *p, char *err, size_t errn)
+{
+    struct read_arg *a = p;
+    void *args[] = {&a->src, &a->n, &a->sink};
+    unsigned grid[3] = {a->blocks, 1, 1};
+    return rt_module_launch(&a->m, 0, grid, args, NULL, err, errn);
+}
+
+int tune_ceiling_read(int ordinal, const char *arch, size_t bytes, int samples, tune_ceiling *out, char *err,
+                      size_t errn)
+{
+    const rt_cu *cu = ceiling_begin(ordinal, &samples, out, err, errn);
+    rt_devinfo info;
+    if (!cu || rt_device_info(ordinal, &info, err, errn))
+        return -1;
+    CUdevice dev;
+    int per_sm = 0;
+    CUresult r;
+    if ((r = cu->DeviceGet(&dev, ordinal)) || (r = cu->DeviceGetAttribute(&per_sm, RT_CU_ATTR_THREADS_SM, dev)))
+        return cu_err(r, "reading the threads per SM", err, errn);
+    struct read_arg a = {{0}, 0, 0, bytes / 16, 0};
+    a.blocks = (unsigned)(info.sms * (per_sm / TUNE_READ_THREADS > 0 ? per_sm / TUNE_READ_THREADS : 1));
+    gen_binary_out bin = {0};
+    double *ms = calloc((size_t)samples, sizeof *ms);
+    int rc = -1;
+    char why[1024];
+    if (!ms) {
+        snprintf(err, errn, "out of host memory for the read timings");
+        goto out;
+    }
+    if (tune_ceil_read_compile(arch ? arch : info.arch, &bin, why, sizeof why)) {
+        snprintf(err, errn, "%s", why);
+        goto out;
+    }
+    rt_kernel_desc k = {TUNE_READ_KERNEL, TUNE_READ_THREADS, 0};
+    if (rt_module_load(&a.m, bin.image, &k, 1, err, errn))
+        goto out;
+    if ((r = cu->MemAlloc(&a.src, bytes)) || (r = cu->MemAlloc(&a.sink, a.blocks * sizeof(unsigned))) ||
+        (r = cu->MemsetD8(a.src, 0x5A, bytes))) {
+        cu_err(r, "allocating the read buffer", err, errn);
+        goto out;
+    }
+    if (time_bandwidth(cu, read_once, &a, samples, ms, (double)(a.n * 16), out, err, errn))
+        goto out;
+    snprintf(out->variant, sizeof out->variant, "%s, %u blocks x %d threads, 16-byte loads over %llu bytes",
+             TUNE_READ_KERNEL, a.blocks, TUNE_READ_THREADS, a.n * 16);
+    rc = 0;
+out:
+    if (a.src)
+        cu->MemFree(a.src);
+    if (a.sink)
+        cu->MemFree(a.sink);
+    rt_module_unload(&a.m);
+    gen_binary_out_free(&bin);
+    free(ms);
+    return rc;
+}
+
+const char *tune_ceiling_lookup(db_store *db, const char *gpu, const char *kind, double *value)
+{
+    static const char *const fallback[][2] = {{"read", "copy"}};
+    double v;
+    if (db_ceiling_get(db, gpu, kind, &v) == DB_OK && v > 0) {
+        *value = v;
+        return kind;
+    }
+    for (size_t i = 0; i < sizeof fallback / sizeof fallback[0]; i++)
+        if (!strcmp(kind, fallback[i][0]))
+            return tune_ceiling_lookup(db, gpu, fallback[i][1], value);
+    return NULL;
 }
 
 struct gemm_arg {
@@ -152,12 +250,8 @@ static double gemm_check(const rt_cu *cu, const struct gemm_arg *g, const uint16
 int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int samples, tune_ceiling *out,
                       char *err, size_t errn)
 {
-    memset(out, 0, sizeof *out);
-    out->check_err = NAN;
-    if (samples < 20)
-        samples = 20;
-    const rt_cu *cu = rt_cuda(err, errn);
-    if (!cu || rt_module_context(ordinal, err, errn))
+    const rt_cu *cu = ceiling_begin(ordinal, &samples, out, err, errn);
+    if (!cu)
         return -1;
     size_t elems = (size_t)size * size, bytes = elems * 2;
     uint16_t *ha = malloc(bytes), *hb = malloc(bytes);

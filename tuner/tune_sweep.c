@@ -19,6 +19,7 @@
 #include "tuner/attn_run.h"
 #include "tuner/kda_run.h"
 #include "tuner/parts_run.h"
+#include "tuner/tune_ceiling.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
 #include "tuner/tune_gate.h"
@@ -104,6 +105,7 @@ typedef struct plan {
     void *run_st;                /* its per-shape state */
     tune_work work;
     double ceiling;              /* of work.ceiling on this GPU, NaN when not measured */
+    const char *ceiling_kind;    /* the stored kind it came from ("copy" for an older "read"), or NULL */
     int job_lo, job_hi;          /* the jobs first needed by this shape */
     int ok;                      /* planned without error */
     long units;                  /* variants still to measure when planned (ETA) */
@@ -291,6 +293,7 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
     p->shape = shape;
     p->job_lo = w->n_jobs;
     p->ceiling = NAN;
+    p->ceiling_kind = NULL;
     const char *fam = gen_kv_str(shape, "family");
     snprintf(p->family, sizeof p->family, "%s", fam ? fam : "");
     if (gen_shape_key(shape, p->shape_key, sizeof p->shape_key))
@@ -347,7 +350,8 @@ static int plan_finish(sweep *w, plan *p, const gen_kvset *shape)
 {
     tune_work_of(p->family, shape, &p->work);
     double c;
-    if (db_ceiling_get(w->db, w->info.name, p->work.ceiling, &c) == DB_OK && c > 0)
+    p->ceiling_kind = tune_ceiling_lookup(w->db, w->info.name, p->work.ceiling, &c);
+    if (p->ceiling_kind)
         p->ceiling = c;
     p->job_hi = w->n_jobs;
     p->ok = 1;
@@ -678,6 +682,7 @@ static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas 
         printf(",\"unit\":%s", gen_json_str(jf, sizeof jf, p->work.unit));
         printf(isnan(thr / p->ceiling) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f",
                thr / p->ceiling);
+        printf(p->ceiling_kind ? ",\"ceiling\":\"%s\"" : ",\"ceiling\":null", p->ceiling_kind);
     } else {
         printf(",\"winner\":null");
     }

@@ -18,13 +18,11 @@ void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w)
     double hkv = (double)gen_kv_int(shape, "hkv", 0), d = (double)gen_kv_int(shape, "d", 0);
     w->amount = NAN;
     w->unit = "B/s";
-    w->ceiling = "copy";
     if (family && !strcmp(family, "attn_decode")) {
         w->amount = 2.0 * b * skv * hkv * d * esize(shape);
     } else if (family && !strcmp(family, "attn_prefill")) {
         w->amount = 4.0 * b * hq * sq * skv * d * (gen_kv_int(shape, "causal", 0) ? 0.5 : 1.0);
         w->unit = "FLOP/s";
-        w->ceiling = "gemm_bf16";
     } else if (family && !strcmp(family, "attn_parts_decode")) {
         /* cache bytes read once, or FLOPs (2 sq skv hq (key dims + dv) per layer) when the shape is
          * compute-bound on an H200-like ridge (about 200 FLOP per byte of bf16 GEMM vs copy) */
@@ -33,7 +31,6 @@ void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w)
         if (flops > 200.0 * bytes) {
             w->amount = flops;
             w->unit = "FLOP/s";
-            w->ceiling = "gemm_bf16";
         }
     } else if (family && (!strcmp(family, "kda_prefill") || !strcmp(family, "kda_decode"))) {
         double n = (double)gen_kv_int(shape, "n", 0), t = (double)gen_kv_int(shape, "t", 0);
@@ -43,6 +40,14 @@ void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w)
          * fp32 state read and written once per (sequence, value head) */
         w->amount = n * t * (2.0 * h * dk * 2 + 2.0 * hv * dv * 2 + 4.0 * hv * dk + 4.0 * hv) + 2.0 * n * hv * dk * dv * 4;
     }
+    w->ceiling = tune_work_ceiling(family, w->unit);
+}
+
+const char *tune_work_ceiling(const char *family, const char *unit)
+{
+    if (unit && !strcmp(unit, "FLOP/s"))
+        return "gemm_bf16";
+    return family && !strncmp(family, "kda_", 4) ? "copy" : "read";
 }
 
 double tune_throughput(const tune_work *w, double median_ms)

@@ -7,7 +7,7 @@
 typedef struct tune_work {
     double amount;          /* bytes (decode: K+V read) or FLOPs (prefill); NaN when unknown */
     const char *unit;       /* "B/s" or "FLOP/s" (throughput = amount / seconds) */
-    const char *ceiling;    /* ceilings kind to compare with: "copy" or "gemm_bf16" */
+    const char *ceiling;    /* ceilings kind to compare with: tune_work_ceiling(family, unit) */
 } tune_work;
 
 /*
@@ -22,6 +22,10 @@ typedef struct tune_work {
  * Other families: amount NaN.
  */
 void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w);
+/* The ceilings kind a family's figure in unit is compared with: "gemm_bf16" for FLOP/s; for B/s
+ * "copy" (bytes read + written) where the figure counts written bytes too (kda_*), else "read"
+ * (bytes read: decode's K+V). tune_ceiling_lookup falls back from "read" to "copy". */
+const char *tune_work_ceiling(const char *family, const char *unit);
 /* Throughput of one call of median_ms, or NaN. */
 double tune_throughput(const tune_work *w, double median_ms);
 /* A rough cost of tuning the shape (seconds per timed call at plausible H200

@@ -242,9 +242,8 @@ static void test_db__migrates_empty_existing_file(void **state)
     db_close(s);
 }
 
-/* Every older schema this build knows how to create is brought up to date.
- * While DB_SCHEMA_VERSION is 1 the only older version is 0 (an empty file);
- * the loop covers 1 -> 2 and later steps once they are appended. */
+/* Every older schema this build knows how to create is brought up to date:
+ * 0 (an empty file), 1 -> 2 (the "read" ceiling) and later steps once appended. */
 static void test_db__migrates_every_older_version(void **state)
 {
     fx *f = *state;
@@ -827,12 +826,39 @@ static void test_db__ceiling_round_trip(void **state)
     assert_int_equal(db_ceiling_put(s, "NVIDIA H200", "copy", 4.23e12, "B/s"), DB_OK);
     assert_int_equal(db_ceiling_put(s, "NVIDIA H200", "copy", 4.25e12, "B/s"), DB_OK);
     assert_int_equal(db_ceiling_put(s, "NVIDIA H200", "gemm_bf16", 693e12, "FLOP/s"), DB_OK);
+    assert_int_equal(db_ceiling_put(s, "NVIDIA H200", "read", 4.6e12, "B/s"), DB_OK);
     assert_int_equal(db_ceiling_put(s, "NVIDIA H200", "gemm_fp8", 1, "FLOP/s"), DB_ERROR);
     assert_int_equal(db_ceiling_get(s, "NVIDIA H200", "copy", &v), DB_OK);
     assert_true(v == 4.25e12);
     assert_int_equal(db_ceiling_get(s, "NVIDIA H200", "gemm_bf16", &v), DB_OK);
     assert_true(v == 693e12);
+    assert_int_equal(db_ceiling_get(s, "NVIDIA H200", "read", &v), DB_OK);
+    assert_true(v == 4.6e12);
     db_close(s);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM ceilings"), 3);
+}
+
+/* Schema 1 allowed only 'copy' and 'gemm_bf16': the step to 2 keeps the rows
+ * (and their times) and lets 'read' in. */
+static void test_db__migration_2_keeps_ceilings_and_allows_read(void **state)
+{
+    fx *f = *state;
+    char msg[256];
+    assert_int_equal(db_create_at_version(f->path, 1, msg, sizeof msg), DB_OK);
+    raw_exec(f->path, "INSERT INTO ceilings(gpu, kind, value, unit, measured_at)"
+                      " VALUES ('NVIDIA H200', 'copy', 4.2e12, 'B/s', '2026-01-02T03:04:05.000Z')");
+    db_store *s = open_ok(f->path, 0);
+    assert_int_equal(db_user_version(s), 2);
+    double v = -1;
+    assert_int_equal(db_ceiling_get(s, "NVIDIA H200", "copy", &v), DB_OK);
+    assert_true(v == 4.2e12);
+    assert_int_equal(db_ceiling_get(s, "NVIDIA H200", "read", &v), DB_NOTFOUND);
+    assert_int_equal(db_ceiling_put(s, "NVIDIA H200", "read", 4.6e12, "B/s"), DB_OK);
+    assert_int_equal(db_ceiling_put(s, "NVIDIA H200", "gemm_fp8", 1, "FLOP/s"), DB_ERROR);
+    db_close(s);
+    char *at = raw_text(f->path, "SELECT measured_at FROM ceilings WHERE kind = 'copy'");
+    assert_string_equal(at, "2026-01-02T03:04:05.000Z");
+    free(at);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM ceilings"), 2);
 }
 
@@ -951,6 +977,7 @@ int main(void)
         T(test_db__winner_replace),
         T(test_db__winner_needs_its_binary),
         T(test_db__ceiling_round_trip),
+        T(test_db__migration_2_keeps_ceilings_and_allows_read),
         T(test_db__two_processes_write_at_once),
     };
 #undef T

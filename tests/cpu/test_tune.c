@@ -15,7 +15,11 @@
 #include <cmocka.h>
 
 #include "db/db.h"
+#include "gen/nvrtc.h"
 #include "gen/template.h"
+#include "runtime/cuda.h"
+#include "tuner/ceil_read.h"
+#include "tuner/tune_ceiling.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
 #include "tuner/tune_gate.h"
@@ -590,15 +594,193 @@ static void test_tune__work_of_decode_and_prefill(void **state)
     tune_work_of("attn_decode", &d, &w);
     assert_true(w.amount == 2.0 * 131072 * 8 * 128 * 2);
     assert_string_equal(w.unit, "B/s");
-    assert_string_equal(w.ceiling, "copy");
+    assert_string_equal(w.ceiling, "read");    /* bytes read: not a copy's read + written */
     assert_true(fabs(tune_throughput(&w, 0.138) - w.amount / 0.138e-3) < 1);
     gen_kvset p = shape_of("dtype=bf16,b=1,sq=16384,skv=16384,hq=32,hkv=8,d=128,causal=1");
     tune_work_of("attn_prefill", &p, &w);
     assert_true(w.amount == 4.0 * 32 * 16384.0 * 16384 * 128 * 0.5);
     assert_string_equal(w.unit, "FLOP/s");
+    assert_string_equal(w.ceiling, "gemm_bf16");
+    gen_kvset k = shape_of("n=1,t=1,h=16,hv=32,dk=128,dv=128");
+    tune_work_of("kda_decode", &k, &w);
+    assert_string_equal(w.unit, "B/s");
+    assert_string_equal(w.ceiling, "copy");    /* KDA's bytes include the state written back */
+    assert_string_equal(tune_work_ceiling("attn_parts_decode", "B/s"), "read");
+    assert_string_equal(tune_work_ceiling("attn_parts_decode", "FLOP/s"), "gemm_bf16");
     tune_work_of("attn_combine", &p, &w);
     assert_true(isnan(w.amount));
     assert_true(isnan(tune_throughput(&w, 1.0)));
+}
+
+/* ---- the read ceiling ------------------------------------------------------------- */
+
+/* The kernel source compiles with NVRTC (no GPU needed) for the architectures kforge targets,
+ * with no spills, and its name and block size are the ones the launch uses. */
+static void test_tune__read_ceiling_kernel_compiles(void **state)
+{
+    (void)state;
+    const char *src = tune_ceil_read_source();
+    assert_non_null(strstr(src, "extern \"C\" __global__ void __launch_bounds__(512)\n" TUNE_READ_KERNEL "("));
+    assert_non_null(strstr(src, "uint4"));
+    const char *archs[] = {"sm_90a", "sm_80"};
+    for (int i = 0; i < 2; i++) {
+        gen_binary_out out;
+        char err[2048] = "";
+        int rc = tune_ceil_read_compile(archs[i], &out, err, sizeof err);
+        if (rc)
+            fail_msg("%s: %s", archs[i], err);
+        assert_non_null(out.image);
+        assert_true(out.size > 0 && !out.is_ptx);
+        assert_true(out.regs > 0);
+        assert_int_equal(out.spill_bytes, 0);
+        assert_non_null(strstr(out.log, TUNE_READ_KERNEL));
+        gen_binary_out_free(&out);
+    }
+    gen_binary_out out;
+    char err[256];
+    assert_int_equal(tune_ceil_read_compile("sm_12", &out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "sm_12"));
+}
+
+/* Without a driver or device the measurement is a message, not a crash. */
+static void test_tune__read_ceiling_without_device_fails_cleanly(void **state)
+{
+    (void)state;
+    rt_devinfo info;
+    char err[512] = "";
+    if (rt_device_info(0, &info, err, sizeof err) == 0) {
+        print_message("skipped: a GPU is present (%s), so the no-device path cannot be taken\n", info.name);
+        skip();
+    }
+    tune_ceiling c;
+    c.value = 1;
+    err[0] = 0;
+    assert_int_equal(tune_ceiling_read(0, NULL, 1 << 20, 20, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "CUDA"));
+    assert_true(c.value == 0);
+    assert_int_equal(tune_ceiling_read(0, "sm_90a", 1 << 20, 20, &c, err, sizeof err), -1);
+    assert_true(strlen(err) > 0);
+}
+
+static void put_row(db_store *s, long long run, const char *family, const char *unit, double thr)
+{
+    double samples[20];
+    for (int i = 0; i < 20; i++)
+        samples[i] = 1.0;
+    db_measurement m = {0};
+    m.run_id = run;
+    m.family = family;
+    m.shape_key = "s1";
+    m.variant_key = family;
+    m.status = "ok";
+    m.error = 1e-3;
+    m.samples_ms = samples;
+    m.n_samples = 20;
+    m.median_ms = 1.0;
+    m.spread_ms = 0.01;
+    m.throughput = thr;
+    m.throughput_unit = unit;
+    m.ceiling_frac = NAN;
+    long long id;
+    assert_int_equal(db_measure_put(s, &m, &id), DB_OK);
+    db_winner w = {DEV.name, family, "s1", family, NULL, "", 1.0, 1.0, 0.01, id};
+    assert_int_equal(db_winner_put(s, &w), DB_OK);
+}
+
+/* stdout of `kforge report FLAGS --db db` (malloc'd); ctest sets KFORGE_BIN. */
+static char *report_of(const char *db, const char *flags)
+{
+    const char *bin = getenv("KFORGE_BIN");
+    if (!bin || !*bin)
+        fail_msg("KFORGE_BIN is not set (run through ctest)");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' report %s --db '%s'", bin, flags, db);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, cap - 1, p);
+    buf[n] = 0;
+    assert_int_equal(pclose(p), 0);
+    return buf;
+}
+
+/* The line of report --json output for family's row (malloc'd). */
+static char *row_of(const char *json, const char *family)
+{
+    char want[128];
+    snprintf(want, sizeof want, "\"family\":\"%s\"", family);
+    const char *at = strstr(json, want);
+    if (!at)
+        fail_msg("no row of %s in: %s", family, json);
+    while (at > json && at[-1] != '\n')
+        at--;
+    const char *end = strchr(at, '\n');
+    return strndup(at, end ? (size_t)(end - at) : strlen(at));
+}
+
+static void assert_row(const char *json, const char *family, const char *frac, const char *kind)
+{
+    char *r = row_of(json, family), want[64];
+    snprintf(want, sizeof want, "\"ceiling_frac\":%s,\"ceiling\":\"%s\"", frac, kind);
+    if (!strstr(r, want))
+        fail_msg("%s: want %s in %s", family, want, r);
+    free(r);
+}
+
+/* report compares decode's bytes read with "read" when the GPU has one, else with "copy" (a
+ * database measured before "read" existed), KDA's bytes moved with "copy", FLOP/s with
+ * "gemm_bf16", and says so. */
+static void test_tune__report_picks_read_then_copy(void **state)
+{
+    fx *f = *state;
+    db_store *s;
+    assert_int_equal(db_open(&s, f->a, DB_CREATE), DB_OK);
+    long long run;
+    assert_int_equal(db_run_begin(s, &DEV, "kforge tune", &run), DB_OK);
+    put_row(s, run, "attn_decode", "B/s", 4.58e12);
+    put_row(s, run, "kda_decode", "B/s", 3.0e12);
+    put_row(s, run, "attn_prefill", "FLOP/s", 500e12);
+    assert_int_equal(db_ceiling_put(s, DEV.name, "copy", 4.2e12, "B/s"), DB_OK);
+    assert_int_equal(db_ceiling_put(s, DEV.name, "gemm_bf16", 600e12, "FLOP/s"), DB_OK);
+    double v = 0;
+    assert_string_equal(tune_ceiling_lookup(s, DEV.name, "read", &v), "copy");
+    assert_true(v == 4.2e12);
+    assert_null(tune_ceiling_lookup(s, "NVIDIA A100", "read", &v));
+    db_close(s);
+
+    char *out = report_of(f->a, "--json");
+    assert_row(out, "attn_decode", "1.0905", "copy");
+    assert_row(out, "kda_decode", "0.7143", "copy");
+    assert_row(out, "attn_prefill", "0.8333", "gemm_bf16");
+    assert_int_equal(out[0], '[');
+    assert_string_equal(out + strlen(out) - 4, "}\n]\n");     /* nothing after the array */
+    free(out);
+    out = report_of(f->a, "");
+    assert_non_null(strstr(out, "% ceiling: share of the GPU's ceiling measured by"));
+    assert_null(strstr(out, "\n  read "));
+    assert_non_null(strstr(out, "\n  copy       cuMemcpyDtoD, bytes read + written per second\n"));
+    assert_non_null(strstr(out, "1 row of bytes read compared with 'copy'"));
+    free(out);
+
+    assert_int_equal(db_open(&s, f->a, 0), DB_OK);
+    assert_int_equal(db_ceiling_put(s, DEV.name, "read", 4.9e12, "B/s"), DB_OK);
+    assert_string_equal(tune_ceiling_lookup(s, DEV.name, "read", &v), "read");
+    assert_true(v == 4.9e12);
+    db_close(s);
+    out = report_of(f->a, "--json");
+    assert_row(out, "attn_decode", "0.9347", "read");
+    assert_row(out, "kda_decode", "0.7143", "copy");
+    free(out);
+    out = report_of(f->a, "--csv");
+    assert_non_null(strstr(out, ",band,ceiling\n"));
+    assert_non_null(strstr(out, ",attn_decode,s1,attn_decode,1,4.58e+12,B/s,0.9347,1.0000,0.0100,read\n"));
+    free(out);
+    out = report_of(f->a, "");
+    assert_non_null(strstr(out, "\n  read       streaming device read, bytes read per second\n"));
+    assert_null(strstr(out, "compared with 'copy'"));
+    free(out);
 }
 
 static void test_tune__gate_case_is_bounded(void **state)
@@ -695,6 +877,9 @@ int main(void)
         cmocka_unit_test(test_tune__shard_split_covers_once_and_balances),
         cmocka_unit_test(test_tune__eta),
         cmocka_unit_test(test_tune__work_of_decode_and_prefill),
+        cmocka_unit_test(test_tune__read_ceiling_kernel_compiles),
+        cmocka_unit_test(test_tune__read_ceiling_without_device_fails_cleanly),
+        cmocka_unit_test_setup_teardown(test_tune__report_picks_read_then_copy, setup, teardown),
         cmocka_unit_test(test_tune__gate_case_is_bounded),
         cmocka_unit_test(test_tune__rng_skip_is_n_draws),
         cmocka_unit_test(test_tune__phases_add_and_print),

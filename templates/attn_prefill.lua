@@ -4,10 +4,11 @@
 -- (Hopper sm_90a: wgmma, a cp.async producer warpgroup and two consumer warpgroups of 64 rows, mbarrier
 -- pipeline; "wgmma_ov" also overlaps each block's softmax with the previous block's P V, "wgmma_pp" adds
 -- FA3's pingpong: the two consumers take turns issuing GEMMs); for them bm = 128 and w = 8 are the two
--- consumer warpgroups (8 warps of 16 rows), bn = 128, stages 2 or 3.
--- The default takes WGMMA_DEFAULT where it is valid (sm_90a, head dim 128) and stays "mma" elsewhere. Measured on
--- the H200 (2026-11-29, bf16 causal 32/8 D128 16K, kforge run, L2 flushed): mma 339 TFLOP/s, wgmma 522 (stages 3:
--- 536), wgmma_ov 583 (562), wgmma_pp 585 (575); every impl passes the GPU suite (test_attn_gpu, 127 cases).
+-- consumer warpgroups (8 warps of 16 rows), bn = 128, stages 2 or 3; head dim 64 or 128.
+-- The default takes WGMMA_DEFAULT where it is valid (sm_90a, head dim 64 or 128) and stays "mma" elsewhere. Measured
+-- on the H200 (2026-11-29, bf16 causal 32/8, kforge run, L2 flushed): D128 16K: mma 339 TFLOP/s, wgmma 522 (stages
+-- 3: 536), wgmma_ov 583 (562), wgmma_pp 585 (575); D64 8K: mma 296, wgmma 340, wgmma_ov 359 (347), wgmma_pp 403
+-- (399). Every impl passes the GPU suite (test_attn_gpu, 153 cases with the D64 ones).
 local A = import("lib/attn.lua")
 local WGMMA_DEFAULT = "wgmma_pp"
 local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or impl == "wgmma_pp" end
@@ -27,7 +28,7 @@ end
 
 local function valid_wgmma(p, f, dev)
   if dev.arch ~= "sm_90a" then return false, "impl " .. p.impl .. " needs the sm_90a target, got " .. tostring(dev.arch) end
-  if f.d ~= 128 then return false, "impl wgmma supports head dim 128 only, got " .. tostring(f.d) end
+  if f.d ~= 64 and f.d ~= 128 then return false, "impl wgmma supports head dims 64 and 128, got " .. tostring(f.d) end
   if p.bm ~= 128 or p.w ~= 8 then return false, "impl wgmma takes bm 128 and w 8 (two consumer warpgroups)" end
   if p.bn ~= 128 then return false, "impl wgmma takes bn 128" end
   if p.stages < 2 then return false, "impl wgmma needs 2 or 3 stages" end
@@ -60,7 +61,7 @@ return {
   default  = function(shape, dev)
     -- measured on H200, causal 32/8 bf16: D128 16K bm128 w8 bn128 st2 336 TFLOP/s (bn64 304);
     -- D64 8K bm128 w4 bn64 268 (w8 bn128 253); D256 4K bm128 w8 bn64 255 (bn32 st3 209)
-    if WGMMA_DEFAULT and dev.arch == "sm_90a" and shape.d == 128
+    if WGMMA_DEFAULT and dev.arch == "sm_90a" and (shape.d == 64 or shape.d == 128)
        and A.dtype_ok(shape.dtype) then
       return { impl = WGMMA_DEFAULT, bm = 128, w = 8, bn = 128, stages = 2 }
     end

@@ -3,7 +3,7 @@
 #define KF_ATTN_FWD_SM90_CUH
 
 /*
- * Compile-time constants (defined by the template): KF_D head dim (= Dv, 128), KF_G = hq / hkv, KF_CAUSAL,
+ * Compile-time constants (defined by the template): KF_D head dim (= Dv, 64 or 128), KF_G = hq / hkv, KF_CAUSAL,
  * KF_BN keys per block (128), KF_STAGES K/V stages (2 or 3), KF_SM90_OVERLAP (1: S of block n+1 and P V of
  * block n in flight together, the softmax overlapping P V; 0: each GEMM waited for), KF_SM90_PINGPONG (1:
  * the two consumer warpgroups take turns issuing GEMMs; needs KF_SM90_OVERLAP), KF_FWD_NAME kernel name.
@@ -32,7 +32,7 @@
  * Use u of a slot waits parity u & 1. The consumers fence the async proxy after each wait, before wgmma
  * reads what cp.async wrote. A wait that never completes traps (common/wgmma.cuh) rather than hanging.
  *
- * Shared memory (1024-byte aligned): Q [2 panels][128 rows][64] | stages x (K [2][BN][64], V [2][BN][64]) |
+ * Shared memory (1024-byte aligned): Q [D/64 panels][128 rows][64] | stages x (K [D/64][BN][64], V [D/64][BN][64]) |
  * mbarriers. A panel holds 64 columns of every row (128 bytes), rows in 8-row atoms of 1024 bytes, 16-byte
  * chunk c of row r at chunk c ^ (r & 7) (the 128-byte swizzle).
  *
@@ -66,9 +66,10 @@
 #define KF_PP_PASS() do { } while (0)
 #endif
 
-#if KF_D != 128 || KF_BN != 128 || KF_STAGES < 2 || KF_STAGES > 3
-#error "kforge attn fwd_sm90: head dim 128, 128-key blocks and 2..3 stages only"
+#if (KF_D != 64 && KF_D != 128) || KF_BN != 128 || KF_STAGES < 2 || KF_STAGES > 3
+#error "kforge attn fwd_sm90: head dim 64 or 128, 128-key blocks and 2..3 stages only"
 #endif
+#define KF_SM90_OR (KF_D / 2)                       /* O accumulators per thread: 64 rows x D per warpgroup */
 
 /* byte offset of (row r, 16-byte chunk c) in a swizzled tile of `rows` rows */
 __device__ __forceinline__ kf_u32 kf_sm90_swz(int rows, int r, int c)
@@ -119,13 +120,13 @@ __device__ __forceinline__ void kf_sm90_qk(float (&sc)[64], kf_u32 qa, kf_u32 sK
 
 /* O += P V (issue only). P from registers, V MN-major: 64-column panels KF_SM90_KPANEL apart (LBO), 8-key
  * atoms 1024 bytes apart (SBO), 16 keys (2048 bytes) per k step. */
-__device__ __forceinline__ void kf_sm90_pv(float (&o)[64], kf_u32 (&pa)[KF_BN / 16][4], kf_u32 sV)
+__device__ __forceinline__ void kf_sm90_pv(float (&o)[KF_SM90_OR], kf_u32 (&pa)[KF_BN / 16][4], kf_u32 sV)
 {
     kf_wg_fence_regs(o);
     kf_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KF_BN / 16; ++kk)
-        kf_wgmma_rs_n128<1>(o, pa[kk], kf_gmma_desc(sV + kk * 16 * 128, KF_SM90_KPANEL, 1024));
+        kf_wgmma_rs(o, pa[kk], kf_gmma_desc(sV + kk * 16 * 128, KF_SM90_KPANEL, 1024));   /* n = KF_D */
 }
 
 __device__ __forceinline__ void kf_sm90_fence_pa(kf_u32 (&pa)[KF_BN / 16][4])
@@ -197,10 +198,10 @@ __device__ __forceinline__ void kf_sm90_pack(kf_u32 (&pa)[KF_BN / 16][4], const 
     }
 }
 
-__device__ __forceinline__ void kf_sm90_rescale(float (&o)[64], float corr0, float corr1)
+__device__ __forceinline__ void kf_sm90_rescale(float (&o)[KF_SM90_OR], float corr0, float corr1)
 {
 #pragma unroll
-    for (int c = 0; c < 16; ++c) {
+    for (int c = 0; c < KF_D / 8; ++c) {
         o[4 * c] *= corr0;
         o[4 * c + 1] *= corr0;
         o[4 * c + 2] *= corr1;
@@ -296,9 +297,9 @@ KF_FWD_NAME(const kf_attn_params p)
         const int qi0 = row0 + rbase, qi1 = qi0 + 8;
         const float sl2 = p.scale_log2;
 
-        float o[64];
+        float o[KF_SM90_OR];
 #pragma unroll
-        for (int i = 0; i < 64; ++i)
+        for (int i = 0; i < KF_SM90_OR; ++i)
             o[i] = 0.f;
         float rmax0 = KF_NEG_INF, rmax1 = KF_NEG_INF, rsum0 = 0.f, rsum1 = 0.f;
 
@@ -416,7 +417,7 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_u16 *og = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
                          + (long long)h * p.o_sh + 2 * (lane & 3);
 #pragma unroll
-            for (int c = 0; c < 16; ++c)
+            for (int c = 0; c < KF_D / 8; ++c)
                 *(kf_u32 *)(og + c * 8) = kf_pack2(o[4 * c + 2 * hf] * inv, o[4 * c + 2 * hf + 1] * inv);
             if (p.lse && (lane & 3) == 0)
                 p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)h * p.lse_sh + r0 + i] = lse;

@@ -182,8 +182,9 @@ static void test_compile__every_kda_variant_sm_90a(void **state)
 }
 static void test_compile__every_default_sweep_variant_sm_80(void **state) { compile_arch("sm_80"); }
 
-/* attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, D 128): both dtypes, causal or not, G 1 / 4 / 8, stages 2
- * and 3 compile with no spill (the consumers hold O and S, 128 fp32, in registers: a spill is a slow kernel). */
+/* attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, D 64 and 128): both dtypes, causal or not, G 1 / 4 / 8,
+ * stages 2 and 3 compile with no spill (the consumers hold O and S, up to 128 fp32, in registers: a spill is a slow
+ * kernel). */
 static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
 {
     gen_host *h = gen_host_new(NULL);
@@ -197,8 +198,8 @@ static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
     const char *dtypes[] = {"bf16", "fp16"};
     int groups[] = {1, 4, 8};
     const char *impls[] = {"wgmma", "wgmma_ov", "wgmma_pp"};
-    for (int k = 0; k < 3 * 2 * 2 * 3 * 2; k++) {
-        const int im = k / 24, a = k / 12 % 2, c = k / 6 % 2, g = k / 2 % 3, st = 2 + k % 2;
+    for (int k = 0; k < 2 * 3 * 2 * 2 * 3 * 2; k++) {
+        const int d = k < 72 ? 64 : 128, im = k / 24 % 3, a = k / 12 % 2, c = k / 6 % 2, g = k / 2 % 3, st = 2 + k % 2;
         gen_kvset s, fixed, params;
         gen_kv_clear(&s);
         gen_kv_set_str(&s, "dtype", dtypes[a]);
@@ -207,7 +208,7 @@ static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
         gen_kv_set_int(&s, "skv", 4096);
         gen_kv_set_int(&s, "hq", 8 * groups[g]);
         gen_kv_set_int(&s, "hkv", 8);
-        gen_kv_set_int(&s, "d", 128);
+        gen_kv_set_int(&s, "d", d);
         gen_kv_set_int(&s, "causal", c);
         char text[128], why[256];
         gen_kv_clear(&params);

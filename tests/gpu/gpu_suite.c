@@ -89,9 +89,10 @@ const suite_case suite_prefill[] = {
 const int suite_prefill_n = sizeof suite_prefill / sizeof suite_prefill[0];
 
 /*
- * attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, head dim 128): run in addition to every D 128
- * case of suite_prefill, once with each of suite_prefill_sm90_params (see test_attn_gpu.c). Extra here:
- * GQA 8/4 and 8/2 at more lengths, stages 3, rows that see no key (causal, kv_len < sq), non-causal 4097.
+ * attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, head dims 64 and 128): run in addition to every
+ * D 64 and D 128 case of suite_prefill, once with each of suite_prefill_sm90_params (see test_attn_gpu.c).
+ * Extra here: GQA 8/4 and 8/2 at more lengths, stages 3, rows that see no key (causal, kv_len < sq),
+ * non-causal 4097; the same for head dim 64.
  */
 const char *const suite_prefill_sm90_params[3] = {"impl=wgmma,bm=128,w=8,bn=128,stages=2",
                                                   "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2",
@@ -127,6 +128,14 @@ const suite_case suite_prefill_sm90[] = {
     {PRE, "fp16", 1, 4097, 4097, 16, 2, 128, 0, PP3, .ref = REF_NAIVE},
     {PRE, "bf16", 2, 300, 300, 8, 2, 128, 1, KV(300, 100), PP3},
     {PRE, "bf16", 3, 260, 0, 8, 2, 128, 1, KV(260, 1, 129), QL(260, 129, 1), .packed_kv = 1, PP3},
+    /* head dim 64 */
+    {PRE, "fp16", 2, 17, 17, 8, 4, 64, 1, WG3, .mut = MUT_YES},
+    {PRE, "bf16", 1, 1000, 1000, 8, 4, 64, 1, PP3},
+    {PRE, "bf16", 1, 1000, 1000, 8, 2, 64, 0, OV3},
+    {PRE, "fp16", 2, 300, 777, 8, 2, 64, 1, KV(777, 129), OV3},
+    {PRE, "bf16", 2, 300, 300, 8, 2, 64, 1, KV(300, 100), PP3},
+    {PRE, "fp16", 1, 4097, 4097, 16, 2, 64, 1, WG3, .ref = REF_NAIVE},
+    {PRE, "bf16", 2, 200, 300, 8, 2, 64, 0, .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, PP3},
 };
 const int suite_prefill_sm90_n = sizeof suite_prefill_sm90 / sizeof suite_prefill_sm90[0];
 

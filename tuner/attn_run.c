@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/attn_params.h"
 #include "runtime/attn_launch.h"
 #include "runtime/cuda.h"
 #include "runtime/module.h"
+#include "tuner/par.h"
 #include "tuner/ref_attn.h"
 #include "tuner/tune_phase.h"
 
@@ -329,64 +329,6 @@ static void host_in_free(host_in *h)
 
 static double rnd_val(check_rng *r, int normal) { return normal ? check_rng_normal(r) : check_rng_uniform(r); }
 
-/* Threads worth using for about work_ns of one core's work in `items` pieces: one per ~2 ms
- * of work (a thread costs tens of microseconds), at most the cores (and 64). */
-static int threads_for(double work_ns, long long items)
-{
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    long long nt = nproc < 1 ? 1 : nproc > 64 ? 64 : nproc;
-    double want = work_ns / 2e6;
-    if (want < (double)nt)
-        nt = want < 1 ? 1 : (long long)want;
-    if (nt > items)
-        nt = items > 0 ? items : 1;
-    return (int)nt;
-}
-
-typedef struct par_part {
-    void (*fn)(void *arg, int part, int parts);
-    void *arg;
-    int part, parts;
-} par_part;
-
-static void *par_main(void *arg)
-{
-    par_part *p = arg;
-    p->fn(p->arg, p->part, p->parts);
-    return NULL;
-}
-
-/* Runs fn(arg, part, parts) for every part in 0..parts-1 (at most 64), part 0 on this thread.
- * A part whose thread cannot start runs here. */
-static void par_run(void (*fn)(void *, int, int), void *arg, int parts)
-{
-    par_part p[64];
-    pthread_t th[64];
-    int started[64] = {0};
-    if (parts > 64)
-        parts = 64;
-    if (parts < 1)
-        parts = 1;
-    for (int i = 0; i < parts; i++) {
-        p[i] = (par_part){fn, arg, i, parts};
-        if (i > 0)
-            started[i] = pthread_create(&th[i], NULL, par_main, &p[i]) == 0;
-    }
-    for (int i = 0; i < parts; i++)
-        if (!started[i])
-            fn(arg, i, parts);
-    for (int i = 1; i < parts; i++)
-        if (started[i])
-            pthread_join(th[i], NULL);
-}
-
-/* [lo, hi) of part `part` of n in `parts` */
-static void part_range(long long n, int part, int parts, long long *lo, long long *hi)
-{
-    *lo = n * part / parts;
-    *hi = n * (part + 1) / parts;
-}
-
 typedef struct fill_job {
     host_in *h;
     const geom *g;
@@ -402,7 +344,7 @@ static void fill_nan_part(void *arg, int part, int parts)
     size_t n[3] = {F->g->q.elems, F->g->k.elems, F->g->k.elems};
     for (int t = 0; t < 3; t++) {
         long long lo, hi;
-        part_range((long long)n[t], part, parts, &lo, &hi);
+        par_range((long long)n[t], part, parts, &lo, &hi);
         check_fill_nan(F->dt, (char *)buf[t] + (size_t)lo * F->h->esz, (size_t)(hi - lo));
     }
 }
@@ -418,7 +360,7 @@ static void fill_val_part(void *arg, int part, int parts)
     check_rng r;
     long long lo, hi;
     /* q ~ N(0,1): two draws a value */
-    part_range((long long)g->cu_q[g->B] * g->hq, part, parts, &lo, &hi);
+    par_range((long long)g->cu_q[g->B] * g->hq, part, parts, &lo, &hi);
     check_rng_seed(&r, F->seed ^ 0x9e3779b97f4a7c15ull);
     check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * 2);
     int b = 0;
@@ -435,7 +377,7 @@ static void fill_val_part(void *arg, int part, int parts)
     }
     /* k ~ N(0,1), v ~ U[-1,1): generated for the logical kv heads, stored to every head that maps to them */
     int rep = g->hkv / g->hkv_logical;          /* expand_kv: G copies */
-    part_range((long long)g->cu_k[g->B] * g->hkv_logical, part, parts, &lo, &hi);
+    par_range((long long)g->cu_k[g->B] * g->hkv_logical, part, parts, &lo, &hi);
     for (int t = 0; t < 2; t++) {
         void *dst = t ? F->h->v : F->h->k;
         check_rng_seed(&r, F->seed ^ (t ? 0xd1b54a32d192ed03ull : 0x8cb92ba72f3d8dd7ull));
@@ -475,10 +417,10 @@ static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed
         return -1;
     fill_job F = {h, g, dt, seed};
     double elems = (double)g->q.elems + 2.0 * (double)g->k.elems;
-    par_run(fill_nan_part, &F, threads_for(elems * 1.5, (long long)elems));
+    par_run(fill_nan_part, &F, par_threads_for(elems * 1.5, (long long)elems));
     /* about 30 ns a normal value, 6 ns a uniform one (one core, -O2) */
     double vals = (double)g->cu_q[g->B] * g->hq * g->d + (double)g->cu_k[g->B] * g->hkv_logical * g->d;
-    par_run(fill_val_part, &F, threads_for(vals * 20, (long long)(vals / g->d) + 1));
+    par_run(fill_val_part, &F, par_threads_for(vals * 20, (long long)(vals / g->d) + 1));
     return 0;
 }
 
@@ -555,7 +497,7 @@ static void cpu_reference(const geom *g, const host_in *in, check_dtype dt, int 
     double work = 0;               /* multiply-adds, about 3.5e8 a second on one core */
     for (int b = 0; b < g->B; b++)
         work += (double)g->n_q[b] * g->n_kv[b] * g->hq * g->d * 3.0 * (causal ? 0.5 : 1.0);
-    par_run(ref_worker, &J, threads_for(work * 2.9, J.total));
+    par_run(ref_worker, &J, par_threads_for(work * 2.9, J.total));
     pthread_mutex_destroy(&J.mu);
 }
 

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "tuner/par.h"
+
 static long long n_kv_of(const ref_parts_desc *a, int b)
 {
     long long n = a->kv_len ? a->kv_len[b] : a->skv;
@@ -113,41 +115,62 @@ static double score(const ref_parts_desc *a, int b, long long i, int h, long lon
     return acc * a->scale;
 }
 
+/* One output row: sequence b, query row i, head h (two passes: the max, then the sum and the weighted values). */
+static void ref_row(const ref_parts_desc *a, int dv, int b, long long i, int h, double *o, double *lse)
+{
+    long long end = visible_end(a, i, n_kv_of(a, b));
+    long long rid = ((long long)b * a->sq + i) * a->hq + h;
+    double *orow = o + rid * dv;
+    memset(orow, 0, sizeof *orow * (size_t)dv);
+    if (end <= 0) {
+        if (lse)
+            lse[rid] = -INFINITY;
+        return;
+    }
+    double m = -INFINITY;
+    for (long long j = 0; j < end; j++)
+        m = fmax(m, score(a, b, i, h, j));
+    double l = 0.0;
+    for (long long j = 0; j < end; j++) {
+        double p = exp(score(a, b, i, h, j) - m);
+        l += p;
+        for (int v = 0; v < a->nv; v++)
+            add_value(a, a->kp, &a->vp[v], b, j, h, p, orow + ref_parts_vcol(a, v));
+    }
+    for (int c = 0; c < dv; c++)
+        orow[c] /= l;
+    if (lse)
+        lse[rid] = m + log(l);
+}
+
+typedef struct ref_job {
+    const ref_parts_desc *a;
+    int dv;
+    double *o, *lse;
+} ref_job;
+
+/* Rows [lo, hi) of part `part`: each row is computed on its own, so the split changes no bit. */
+static void ref_part(void *arg, int part, int parts)
+{
+    const ref_job *J = arg;
+    const ref_parts_desc *a = J->a;
+    long long lo, hi;
+    par_range((long long)a->b * a->sq * a->hq, part, parts, &lo, &hi);
+    for (long long r = lo; r < hi; r++)
+        ref_row(a, J->dv, (int)(r / ((long long)a->sq * a->hq)), r / a->hq % a->sq, (int)(r % a->hq), J->o, J->lse);
+}
+
 void ref_parts(const ref_parts_desc *a, double *o, double *lse)
 {
     check_desc(a);
-    int dv = ref_parts_dv(a);
-    for (int b = 0; b < a->b; b++) {
-        long long n_kv = n_kv_of(a, b);
-        for (long long i = 0; i < a->sq; i++) {
-            long long end = visible_end(a, i, n_kv);
-            for (int h = 0; h < a->hq; h++) {
-                long long rid = ((long long)b * a->sq + i) * a->hq + h;
-                double *orow = o + rid * dv;
-                memset(orow, 0, sizeof *orow * (size_t)dv);
-                if (end <= 0) {
-                    if (lse)
-                        lse[rid] = -INFINITY;
-                    continue;
-                }
-                /* two passes: the max, then the sum and the weighted values */
-                double m = -INFINITY;
-                for (long long j = 0; j < end; j++)
-                    m = fmax(m, score(a, b, i, h, j));
-                double l = 0.0;
-                for (long long j = 0; j < end; j++) {
-                    double p = exp(score(a, b, i, h, j) - m);
-                    l += p;
-                    for (int v = 0; v < a->nv; v++)
-                        add_value(a, a->kp, &a->vp[v], b, j, h, p, orow + ref_parts_vcol(a, v));
-                }
-                for (int c = 0; c < dv; c++)
-                    orow[c] /= l;
-                if (lse)
-                    lse[rid] = m + log(l);
-            }
-        }
-    }
+    ref_job J = {a, ref_parts_dv(a), o, lse};
+    double work = 0;   /* about 3 ns per multiply-add, two score passes and one value pass */
+    for (int b = 0; b < a->b; b++)
+        work += (double)n_kv_of(a, b) * a->sq * a->hq;
+    int dq = 0;
+    for (int p = 0; p < a->nk; p++)
+        dq += a->kp[p].dim;
+    par_run(ref_part, &J, par_threads_for(work * (2.0 * dq + J.dv) * 3.0, (long long)a->b * a->sq * a->hq));
 }
 
 /* ---- joint layer-group scan ---------------------------------------------- */

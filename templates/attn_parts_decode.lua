@@ -97,6 +97,51 @@ local function valid_wgmma(p, f, lo, dev)
   return A.check_smem(shape_wgmma(p, f, lo).smem, dev)
 end
 
+local function fixed(shape)
+  return { dtype = shape.dtype, g = shape.hq // shape.hkv, parts = shape.parts, value = shape.value, dv = shape.dv,
+           layers = shape.layers, ps = shape.page_size, causal = shape.causal }
+end
+
+local function valid(p, f, dev)
+  local ok, why = A.check_fixed(f, false)
+  if not ok then return false, why end
+  if f.layers < 1 or f.layers > 4 then return false, "layers must be 1..4, got " .. f.layers end
+  if f.ps ~= 0 and (f.ps < 16 or f.ps > 1024 or (f.ps & (f.ps - 1)) ~= 0) then
+    return false, "page_size must be 0 (contiguous) or a power of two in 16..1024, got " .. f.ps
+  end
+  local lo, why = layout(f)
+  if not lo then return false, why end
+  for _, x in ipairs(lo.parts) do
+    if x.dim % 16 ~= 0 or x.dim < 16 then return false, "part " .. x.name .. " dim " .. x.dim .. " must be a multiple of 16" end
+  end
+  if #lo.caches > 12 then return false, "more than 12 caches (" .. #lo.caches .. ")" end
+  if lo.dv ~= f.dv then return false, "dv " .. f.dv .. " does not match the value parts (" .. lo.dv .. ")" end
+  if f.dv % 16 ~= 0 or f.dv > lo.parts[1].dim and f.value ~= "separate" then return false, "dv " .. f.dv .. " must be a multiple of 16 within the aliased part" end
+  if p.impl == "wgmma" then return valid_wgmma(p, f, lo, dev) end
+  local s = shape_of(p, f, lo)
+  if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/wn = " .. s.kw .. " must be a multiple of 16" end
+  if s.dvw % 16 ~= 0 then return false, "value columns per warp dv/wn = " .. s.dvw .. " must be a multiple of 16" end
+  if p.tm > 16 and p.tm > 2 * f.g then
+    -- taller than G x 2 rows: mostly padding at Sq 1..2 (the sweeps' decode)
+    return false, "tm " .. p.tm .. " is taller than 2 x g = " .. 2 * f.g .. " rows"
+  end
+  if s.threads > 1024 then return false, "threads " .. s.threads .. " > 1024" end
+  local cap = math.min(255, 65536 // s.threads)
+  local regs = s.dvw // 2 + s.kw // 2 + 48
+  if regs > cap then return false, "register estimate " .. regs .. " > " .. cap .. " for " .. s.threads .. " threads" end
+  -- measured with NVRTC 13 for sm_90a (kforge compile --sweep mla_decode --all): more than 80 fp32 O
+  -- accumulators per thread (dv 512 on 2 warps) spill; at 512 threads (128 registers) so do the causal
+  -- mask and the one-stage pipeline
+  if s.dvw // 2 > 80 then return false, "value columns per warp " .. s.dvw .. " > 160 (O accumulators spill)" end
+  if s.dvw // 2 + s.kw // 2 > 128 then
+    return false, "O and S accumulators " .. s.dvw // 2 + s.kw // 2 .. " > 128 per thread (spills with 4 layers, bn 128)"
+  end
+  if s.threads >= 512 and (f.causal ~= 0 or p.stages < 2) then
+    return false, s.threads .. " threads (128 registers) spill with causal masking or one stage"
+  end
+  return A.check_smem(s.smem, dev)
+end
+
 return {
   family   = "attn_parts_decode",
   doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
@@ -111,49 +156,8 @@ return {
   params   = { impl = { "mma", "wgmma" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
                sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
-  fixed    = function(shape)
-    return { dtype = shape.dtype, g = shape.hq // shape.hkv, parts = shape.parts, value = shape.value, dv = shape.dv,
-             layers = shape.layers, ps = shape.page_size, causal = shape.causal }
-  end,
-  valid    = function(p, f, dev)
-    local ok, why = A.check_fixed(f, false)
-    if not ok then return false, why end
-    if f.layers < 1 or f.layers > 4 then return false, "layers must be 1..4, got " .. f.layers end
-    if f.ps ~= 0 and (f.ps < 16 or f.ps > 1024 or (f.ps & (f.ps - 1)) ~= 0) then
-      return false, "page_size must be 0 (contiguous) or a power of two in 16..1024, got " .. f.ps
-    end
-    local lo, why = layout(f)
-    if not lo then return false, why end
-    for _, x in ipairs(lo.parts) do
-      if x.dim % 16 ~= 0 or x.dim < 16 then return false, "part " .. x.name .. " dim " .. x.dim .. " must be a multiple of 16" end
-    end
-    if #lo.caches > 12 then return false, "more than 12 caches (" .. #lo.caches .. ")" end
-    if lo.dv ~= f.dv then return false, "dv " .. f.dv .. " does not match the value parts (" .. lo.dv .. ")" end
-    if f.dv % 16 ~= 0 or f.dv > lo.parts[1].dim and f.value ~= "separate" then return false, "dv " .. f.dv .. " must be a multiple of 16 within the aliased part" end
-    if p.impl == "wgmma" then return valid_wgmma(p, f, lo, dev) end
-    local s = shape_of(p, f, lo)
-    if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/wn = " .. s.kw .. " must be a multiple of 16" end
-    if s.dvw % 16 ~= 0 then return false, "value columns per warp dv/wn = " .. s.dvw .. " must be a multiple of 16" end
-    if p.tm > 16 and p.tm > 2 * f.g then
-      -- taller than G x 2 rows: mostly padding at Sq 1..2 (the sweeps' decode)
-      return false, "tm " .. p.tm .. " is taller than 2 x g = " .. 2 * f.g .. " rows"
-    end
-    if s.threads > 1024 then return false, "threads " .. s.threads .. " > 1024" end
-    local cap = math.min(255, 65536 // s.threads)
-    local regs = s.dvw // 2 + s.kw // 2 + 48
-    if regs > cap then return false, "register estimate " .. regs .. " > " .. cap .. " for " .. s.threads .. " threads" end
-    -- measured with NVRTC 13 for sm_90a (kforge compile --sweep mla_decode --all): more than 80 fp32 O
-    -- accumulators per thread (dv 512 on 2 warps) spill; at 512 threads (128 registers) so do the causal
-    -- mask and the one-stage pipeline
-    if s.dvw // 2 > 80 then return false, "value columns per warp " .. s.dvw .. " > 160 (O accumulators spill)" end
-    if s.dvw // 2 + s.kw // 2 > 128 then
-      return false, "O and S accumulators " .. s.dvw // 2 + s.kw // 2 .. " > 128 per thread (spills with 4 layers, bn 128)"
-    end
-    if s.threads >= 512 and (f.causal ~= 0 or p.stages < 2) then
-      return false, s.threads .. " threads (128 registers) spill with causal masking or one stage"
-    end
-    return A.check_smem(s.smem, dev)
-  end,
+  fixed    = fixed,
+  valid    = valid,
   default  = function(shape, dev)
     local f = { parts = shape.parts, value = shape.value, dv = shape.dv, layers = shape.layers }
     local lo = layout(f)
@@ -164,6 +168,23 @@ return {
     local p = { impl = "mma", tm = tm, wn = wide and 4 or 1, bn = 64, stages = 2, sp = 1 }
     if wide and tm == 64 and shape.causal ~= 0 then p.tm = 32 end   -- 512 threads spill with the causal mask
     if lo and not wide and lo.dv % 32 == 0 and lo.dv // 2 + 32 > 120 then p.wn = 2 end
+    local fx = fixed(shape)
+    -- Hopper, 64+ packed rows (MLA Hq >= 64 at Sq 1, >= 32 at Sq 2): the wgmma kernel, bn 32 stages 3. Tuned on the
+    -- H200 (mla_decode, 2026-11-29) it won 15 of the 17 shapes where it is valid, x1.09..1.71 over the mma default
+    -- (B128 4096 Sq1 Hq128: 0.5441 ms, 268 TFLOP/s vs 0.7356 ms); the two B1 Sq1 32K shapes kept mma with sp 64..128.
+    local wg = { impl = "wgmma", tm = 64, wn = 1, bn = 32, stages = 3, sp = 1 }
+    if lo and rows >= 64 and valid(wg, fx, dev) then
+      p = wg
+    else
+      -- the first that is valid on the device (a 64-row tile of 576-column MLA rows needs more shared memory than
+      -- an sm_80 has): fewer rows, then one stage
+      for _, q in ipairs({ {}, { tm = math.min(p.tm, 32) }, { tm = math.min(p.tm, 32), stages = 1 }, { tm = 16, stages = 1 } }) do
+        local c = {}
+        for k, v in pairs(p) do c[k] = v end
+        for k, v in pairs(q) do c[k] = v end
+        if valid(c, fx, dev) then p = c break end
+      end
+    end
     p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, p.tm), shape.skv, dev)
     return p
   end,

@@ -54,16 +54,16 @@ static const pcase cases[] = {
     /* absorbed MLA, paged 64 */
     {MLA, "bf16", 4, 1, 16, 1, 1, 64, 0, {1, 63, 64, 65}, NULL, M_VALUE | M_PAGE},
     {MLA, "bf16", 3, 1, 16, 1, 1, 64, 0, {4097, 0, 130}, "sp=4", M_VALUE | M_PAGE},
-    {MLA, "bf16", 3, 1, 16, 1, 1, 64, 0, {4097, 65, 1}, "tm=32,wn=4,bn=64,stages=1,sp=2", 0},
-    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 64}, NULL, M_VALUE},
-    {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {1000, 65}, "sp=2", 0},
-    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, NULL, 0},
+    {MLA, "bf16", 3, 1, 16, 1, 1, 64, 0, {4097, 65, 1}, "impl=mma,tm=32,wn=4,bn=64,stages=1,sp=2", 0},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 64}, "impl=mma,tm=64,wn=4,bn=64,stages=2", M_VALUE},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {1000, 65}, "impl=mma,tm=64,wn=4,bn=64,stages=2,sp=2", 0},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, "impl=mma,tm=32,wn=4,bn=64,stages=2", 0},
     {MLA, "bf16", 2, 2, 16, 1, 1, 64, 1, {4097, 63}, "sp=2", 0},
     {MLA, "bf16", 2, 1, 32, 1, 1, 64, 0, {300, 64}, NULL, 0},
-    {MLA, "bf16", 2, 2, 64, 1, 1, 64, 1, {300, 2}, NULL, 0},
+    {MLA, "bf16", 2, 2, 64, 1, 1, 64, 1, {300, 2}, "impl=mma,tm=32,wn=4,bn=64,stages=2", 0},
     {MLA, "bf16", 2, 1, 16, 1, 1, 0, 0, {4097, 63}, NULL, M_VALUE},
-    {MLA, "fp16", 2, 1, 16, 1, 1, 16, 0, {200, 17}, "tm=16,wn=4,bn=64,stages=1,sp=1", M_PAGE},
-    {MLA, "bf16", 2, 1, 64, 1, 1, 128, 0, {700, 129}, "tm=64,wn=4,bn=64,stages=2,sp=1", 0},
+    {MLA, "fp16", 2, 1, 16, 1, 1, 16, 0, {200, 17}, "impl=mma,tm=16,wn=4,bn=64,stages=1,sp=1", M_PAGE},
+    {MLA, "bf16", 2, 1, 64, 1, 1, 128, 0, {700, 129}, "impl=mma,tm=64,wn=4,bn=64,stages=2,sp=1", 0},
     /* base 128 + delta 32, contiguous and paged */
     {BD, "bf16", 4, 1, 8, 4, 1, 0, 0, {1, 63, 64, 65}, NULL, M_DELTA},
     {BD, "bf16", 2, 1, 8, 2, 1, 0, 0, {4097, 0}, "sp=4", M_DELTA},
@@ -71,7 +71,7 @@ static const pcase cases[] = {
     {BD, "bf16", 3, 1, 8, 2, 3, 32, 0, {65, 200, 1}, NULL, M_PAGE},
     {BD, "bf16", 4, 1, 8, 4, 4, 0, 0, {1, 63, 64, 65}, NULL, M_DELTA},
     {BD, "bf16", 2, 1, 8, 2, 4, 0, 0, {4097, 0}, "sp=2", 0},
-    {BD, "bf16", 2, 2, 8, 4, 4, 64, 1, {300, 2}, "tm=16,wn=2,bn=64,stages=2,sp=1", M_PAGE},
+    {BD, "bf16", 2, 2, 8, 4, 4, 64, 1, {300, 2}, "impl=mma,tm=16,wn=2,bn=64,stages=2,sp=1", M_PAGE},
     /* absorbed MLA, impl=wgmma (sm_90a): Hq 64/128 at Sq 1, Hq 32+ at Sq 2 (causal), Hq 32 at Sq 1 (half a tile) */
     {MLA, "bf16", 4, 1, 64, 1, 1, 64, 0, {1, 63, 64, 65}, WG(3, 1), M_WVALUE | M_WPAGE},
     {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 130}, WG(2, 4), M_WVALUE | M_WPAGE},
@@ -90,9 +90,9 @@ static const pcase cases[] = {
 
 /* bitwise: fp16, layers L against the 1-layer variant on each layer alone, same tile and split */
 static const pcase bit_cases[] = {
-    {BD, "fp16", 2, 1, 8, 4, 4, 0, 0, {4097, 65}, "tm=16,wn=1,bn=64,stages=2,sp=4", 0},
-    {BD, "fp16", 2, 1, 8, 2, 3, 64, 0, {700, 1}, "tm=16,wn=2,bn=32,stages=2,sp=1", 0},
-    {BD, "fp16", 2, 2, 8, 4, 2, 0, 1, {300, 64}, "tm=16,wn=1,bn=32,stages=3,sp=2", 0},
+    {BD, "fp16", 2, 1, 8, 4, 4, 0, 0, {4097, 65}, "impl=mma,tm=16,wn=1,bn=64,stages=2,sp=4", 0},
+    {BD, "fp16", 2, 1, 8, 2, 3, 64, 0, {700, 1}, "impl=mma,tm=16,wn=2,bn=32,stages=2,sp=1", 0},
+    {BD, "fp16", 2, 2, 8, 4, 2, 0, 1, {300, 64}, "impl=mma,tm=16,wn=1,bn=32,stages=3,sp=2", 0},
 };
 #define N_BIT (int)(sizeof bit_cases / sizeof bit_cases[0])
 
@@ -100,6 +100,7 @@ static const pcase bit_cases[] = {
 static const pcase api_cases[] = {
     {MLA, "bf16", 4, 1, 16, 1, 1, 64, 0, {1, 63, 4097, 0}, NULL, 0},
     {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 300}, NULL, 0},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 65}, NULL, 0},
     {BD, "bf16", 3, 1, 8, 2, 4, 0, 0, {65, 2048, 0}, NULL, 0},
 };
 #define N_API (int)(sizeof api_cases / sizeof api_cases[0])
@@ -114,8 +115,9 @@ static const struct tshape {
     const char *shape, *params;   /* params: overrides of the template default, or NULL */
 } time_shapes[] = {
     {MLA_SHAPE(1, 16, 0), NULL},
-    {MLA_SHAPE(1, 128, 0), NULL},
-    {MLA_SHAPE(2, 128, 1), NULL},
+    {MLA_SHAPE(1, 128, 0), NULL},   /* the default: impl=wgmma on sm_90a */
+    {MLA_SHAPE(1, 128, 0), "impl=mma,tm=64,wn=4,bn=64,stages=2"},
+    {MLA_SHAPE(2, 128, 1), "impl=mma,tm=32,wn=4,bn=64,stages=2"},
     {"family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,parts=base128_delta32,value=separate,"
      "dv=160,layers=4,page_size=0,causal=0", NULL},
     {"family=attn_parts_decode,dtype=bf16,b=128,sq=1,skv=2048,hq=8,hkv=4,parts=base128_delta32,value=separate,"

@@ -4,11 +4,12 @@
 -- (Hopper sm_90a: wgmma, a cp.async producer warpgroup and two consumer warpgroups of 64 rows, mbarrier
 -- pipeline; "wgmma_ov" also overlaps each block's softmax with the previous block's P V, "wgmma_pp" adds
 -- FA3's pingpong: the two consumers take turns issuing GEMMs); for them bm = 128 and w = 8 are the two
--- consumer warpgroups (8 warps of 16 rows), bn = 128, stages 2 or 3; head dim 64 or 128.
--- The default takes WGMMA_DEFAULT where it is valid (sm_90a, head dim 64 or 128) and stays "mma" elsewhere. Measured
+-- consumer warpgroups (8 warps of 16 rows), bn = 128 (64 at head dim 256), stages 2 or 3; head dim 64, 128 or 256.
+-- The default takes WGMMA_DEFAULT where it is valid (sm_90a, head dim 64, 128 or 256), "mma" elsewhere. Measured
 -- on the H200 (2026-11-29, bf16 causal 32/8, kforge run, L2 flushed): D128 16K: mma 339 TFLOP/s, wgmma 522 (stages
 -- 3: 536), wgmma_ov 583 (562), wgmma_pp 585 (575); D64 8K: mma 296, wgmma 340, wgmma_ov 359 (347), wgmma_pp 403
--- (399). Every impl passes the GPU suite (test_attn_gpu, 153 cases with the D64 ones).
+-- (399); D256 4K (bn 64, stages 2): mma 255, wgmma 505, wgmma_ov 509, wgmma_pp 519. Every impl passes the GPU
+-- suite (test_attn_gpu, 168 cases with the D64 and D256 ones).
 local A = import("lib/attn.lua")
 local WGMMA_DEFAULT = "wgmma_pp"
 local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or impl == "wgmma_pp" end
@@ -28,11 +29,30 @@ end
 
 local function valid_wgmma(p, f, dev)
   if dev.arch ~= "sm_90a" then return false, "impl " .. p.impl .. " needs the sm_90a target, got " .. tostring(dev.arch) end
-  if f.d ~= 64 and f.d ~= 128 then return false, "impl wgmma supports head dims 64 and 128, got " .. tostring(f.d) end
+  if f.d ~= 64 and f.d ~= 128 and f.d ~= 256 then
+    return false, "impl wgmma supports head dims 64, 128 and 256, got " .. tostring(f.d)
+  end
   if p.bm ~= 128 or p.w ~= 8 then return false, "impl wgmma takes bm 128 and w 8 (two consumer warpgroups)" end
-  if p.bn ~= 128 then return false, "impl wgmma takes bn 128" end
+  -- O (64 x D) and S (64 x BN) fp32 per consumer warpgroup: 128 + 32 registers at D 256 with 64-key blocks
+  local bn = (f.d == 256) and 64 or 128
+  if p.bn ~= bn then return false, "impl wgmma takes bn " .. bn .. " at head dim " .. f.d .. ", got " .. p.bn end
   if p.stages < 2 then return false, "impl wgmma needs 2 or 3 stages" end
   return A.check_smem(shape_of(p, f).smem, dev)
+end
+
+local function valid(p, f, dev)
+  local ok, why = A.check_fixed(f, true)
+  if not ok then return false, why end
+  if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
+  if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
+  local s = shape_of(p, f)
+  -- fp32 registers per thread: O acc MT*D/2, S acc MT*BN/2, Q fragments MT*D/4 when held in registers
+  local regs = s.mt * (f.d // 2 + p.bn // 2 + s.qreg * f.d // 4) + 40
+  if regs > 240 then return false, "register estimate " .. regs .. " > 240 (spills)" end
+  -- seen spilling with nvcc 13.0 (bench/dev/compile_all.sh): two m tiles per warp above D 64, 128-key blocks at D 256
+  if s.mt > 1 and f.d > 64 then return false, "bm/(16 w) > 1 m tiles per warp spills above head dim 64" end
+  if f.d >= 256 and p.bn > 64 then return false, "bn > 64 spills at head dim 256" end
+  return A.check_smem(s.smem, dev)
 end
 
 return {
@@ -44,30 +64,24 @@ return {
   -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth
   params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp" }, bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
   fixed    = A.gqa_fixed,
-  valid    = function(p, f, dev)
-    local ok, why = A.check_fixed(f, true)
-    if not ok then return false, why end
-    if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
-    if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
-    local s = shape_of(p, f)
-    -- fp32 registers per thread: O acc MT*D/2, S acc MT*BN/2, Q fragments MT*D/4 when held in registers
-    local regs = s.mt * (f.d // 2 + p.bn // 2 + s.qreg * f.d // 4) + 40
-    if regs > 240 then return false, "register estimate " .. regs .. " > 240 (spills)" end
-    -- seen spilling with nvcc 13.0 (bench/dev/compile_all.sh): two m tiles per warp above D 64, 128-key blocks at D 256
-    if s.mt > 1 and f.d > 64 then return false, "bm/(16 w) > 1 m tiles per warp spills above head dim 64" end
-    if f.d >= 256 and p.bn > 64 then return false, "bn > 64 spills at head dim 256" end
-    return A.check_smem(s.smem, dev)
-  end,
+  valid    = valid,
   default  = function(shape, dev)
-    -- measured on H200, causal 32/8 bf16: D128 16K bm128 w8 bn128 st2 336 TFLOP/s (bn64 304);
-    -- D64 8K bm128 w4 bn64 268 (w8 bn128 253); D256 4K bm128 w8 bn64 255 (bn32 st3 209)
-    if WGMMA_DEFAULT and dev.arch == "sm_90a" and (shape.d == 64 or shape.d == 128)
+    -- measured on H200, causal 32/8 bf16, mma: D128 16K bm128 w8 bn128 st2 336 TFLOP/s (bn64 304);
+    -- D64 8K bm128 w4 bn64 268 (w8 bn128 253); D256 4K bm128 w8 bn64 255 (bn32 st3 209). wgmma_pp: D128 585,
+    -- D64 403, D256 (bn 64, the only key block whose O + S fit the consumers' registers) 0.529 ms = 519 TFLOP/s
+    if WGMMA_DEFAULT and dev.arch == "sm_90a" and (shape.d == 64 or shape.d == 128 or shape.d == 256)
        and A.dtype_ok(shape.dtype) then
-      return { impl = WGMMA_DEFAULT, bm = 128, w = 8, bn = 128, stages = 2 }
+      return { impl = WGMMA_DEFAULT, bm = 128, w = 8, bn = shape.d == 256 and 64 or 128, stages = 2 }
     end
     if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
     if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2 } end
-    return { impl = "mma", bm = 128, w = 8, bn = 64, stages = 2 }
+    -- D 256: the first whose tiles fit the device's shared memory (192 KB at bn 64 exceeds an sm_80's 163 KB)
+    local f = A.gqa_fixed(shape)
+    for _, p in ipairs({ { impl = "mma", bm = 128, w = 8, bn = 64, stages = 2 }, { impl = "mma", bm = 128, w = 8, bn = 32, stages = 2 },
+                         { impl = "mma", bm = 64, w = 4, bn = 32, stages = 2 } }) do
+      if valid(p, f, dev) then return p end
+    end
+    return { impl = "mma", bm = 64, w = 4, bn = 32, stages = 1 }
   end,
   render   = function(p, f)
     if is_wgmma(p.impl) then

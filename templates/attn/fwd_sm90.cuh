@@ -3,8 +3,8 @@
 #define KF_ATTN_FWD_SM90_CUH
 
 /*
- * Compile-time constants (defined by the template): KF_D head dim (= Dv, 64 or 128), KF_G = hq / hkv, KF_CAUSAL,
- * KF_BN keys per block (128), KF_STAGES K/V stages (2 or 3), KF_SM90_OVERLAP (1: S of block n+1 and P V of
+ * Compile-time constants (defined by the template): KF_D head dim (= Dv, 64, 128 or 256), KF_G = hq / hkv, KF_CAUSAL,
+ * KF_BN keys per block (128; 64 at head dim 256), KF_STAGES K/V stages (2 or 3), KF_SM90_OVERLAP (1: S of block n+1 and P V of
  * block n in flight together, the softmax overlapping P V; 0: each GEMM waited for), KF_SM90_PINGPONG (1:
  * the two consumer warpgroups take turns issuing GEMMs; needs KF_SM90_OVERLAP), KF_FWD_NAME kernel name.
  * Needs common/types.cuh, common/mma.cuh (cp.async), common/wgmma.cuh.
@@ -17,7 +17,7 @@
  * each key block with cp.async (16 bytes per copy, zero-fill past the key range so K/V tails are never read)
  * straight into the 128-byte-swizzled layout wgmma reads, and signal each copy's landing with
  * cp.async.mbarrier.arrive (no thread waits for its own copies). Warpgroups 1 and 2 are consumers, 64 query
- * rows each: S = Q K^T (wgmma m64n128k16, A = Q and B = K from shared memory, both K-major), mask, online
+ * rows each: S = Q K^T (wgmma m64nBNk16, A = Q and B = K from shared memory, both K-major), mask, online
  * softmax in base 2 with the scale folded, then O += P V (A = P from registers, B = V from shared memory as an
  * MN-major operand: V is stored like K, keys as rows, so no transpose is needed). setmaxnreg moves registers
  * from the producer (40) to the consumers (232).
@@ -66,10 +66,11 @@
 #define KF_PP_PASS() do { } while (0)
 #endif
 
-#if (KF_D != 64 && KF_D != 128) || KF_BN != 128 || KF_STAGES < 2 || KF_STAGES > 3
-#error "kforge attn fwd_sm90: head dim 64 or 128, 128-key blocks and 2..3 stages only"
+#if !(((KF_D == 64 || KF_D == 128) && KF_BN == 128) || (KF_D == 256 && KF_BN == 64)) || KF_STAGES < 2 || KF_STAGES > 3
+#error "kforge attn fwd_sm90: head dim 64 or 128 with 128-key blocks, 256 with 64-key blocks; 2..3 stages"
 #endif
 #define KF_SM90_OR (KF_D / 2)                       /* O accumulators per thread: 64 rows x D per warpgroup */
+#define KF_SM90_SN (KF_BN / 2)                      /* S accumulators per thread: 64 rows x BN per warpgroup */
 
 /* byte offset of (row r, 16-byte chunk c) in a swizzled tile of `rows` rows */
 __device__ __forceinline__ kf_u32 kf_sm90_swz(int rows, int r, int c)
@@ -107,14 +108,14 @@ __device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base,
 }
 
 /* S = Q K^T for this warpgroup's 64 rows (issue only: commit and wait are the caller's). Q and K K-major. */
-__device__ __forceinline__ void kf_sm90_qk(float (&sc)[64], kf_u32 qa, kf_u32 sK)
+__device__ __forceinline__ void kf_sm90_qk(float (&sc)[KF_SM90_SN], kf_u32 qa, kf_u32 sK)
 {
     kf_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KF_D / 16; ++kk) {
         const kf_u32 off = (kk & 3) * 32;                   /* k16 step inside a 64-column panel */
-        kf_wgmma_ss_n128<0>(sc, kf_gmma_desc(qa + (kk >> 2) * KF_SM90_PANEL + off, 16, 1024),
-                            kf_gmma_desc(sK + (kk >> 2) * KF_SM90_KPANEL + off, 16, 1024), kk > 0);
+        kf_wgmma_ss(sc, kf_gmma_desc(qa + (kk >> 2) * KF_SM90_PANEL + off, 16, 1024),
+                    kf_gmma_desc(sK + (kk >> 2) * KF_SM90_KPANEL + off, 16, 1024), kk > 0);   /* n = KF_BN */
     }
 }
 
@@ -141,13 +142,13 @@ __device__ __forceinline__ void kf_sm90_fence_pa(kf_u32 (&pa)[KF_BN / 16][4])
 /* Mask (keys past kend; causal j > i + coff) when the block reaches past kmask, then the online softmax
  * in base 2 with the scale folded: rows qi0 (sc[4c], sc[4c+1]) and qi1 (sc[4c+2], sc[4c+3]). sc becomes P;
  * corr is the factor for O; rsum stays a per-thread partial (quad-reduced at the end). */
-__device__ __forceinline__ void kf_sm90_softmax(float (&sc)[64], int j0, int kmask, int kend, int coff, int qi0,
+__device__ __forceinline__ void kf_sm90_softmax(float (&sc)[KF_SM90_SN], int j0, int kmask, int kend, int coff, int qi0,
                                                 int qi1, int lane, float sl2, float &rmax0, float &rmax1,
                                                 float &rsum0, float &rsum1, float &corr0, float &corr1)
 {
     if (j0 + KF_BN > kmask) {
 #pragma unroll
-        for (int c = 0; c < 16; ++c)
+        for (int c = 0; c < KF_BN / 8; ++c)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int j = j0 + c * 8 + 2 * (lane & 3) + (e & 1);
@@ -158,7 +159,7 @@ __device__ __forceinline__ void kf_sm90_softmax(float (&sc)[64], int j0, int kma
     }
     float mx0 = rmax0, mx1 = rmax1;
 #pragma unroll
-    for (int c = 0; c < 16; ++c) {
+    for (int c = 0; c < KF_BN / 8; ++c) {
         mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
         mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
     }
@@ -174,7 +175,7 @@ __device__ __forceinline__ void kf_sm90_softmax(float (&sc)[64], int j0, int kma
     rmax1 = mx1;
     float ps0 = 0.f, ps1 = 0.f;
 #pragma unroll
-    for (int c = 0; c < 16; ++c) {
+    for (int c = 0; c < KF_BN / 8; ++c) {
         sc[4 * c] = kf_exp2(sc[4 * c] * sl2 - mu0);
         sc[4 * c + 1] = kf_exp2(sc[4 * c + 1] * sl2 - mu0);
         sc[4 * c + 2] = kf_exp2(sc[4 * c + 2] * sl2 - mu1);
@@ -187,7 +188,7 @@ __device__ __forceinline__ void kf_sm90_softmax(float (&sc)[64], int j0, int kma
 }
 
 /* P (fp32 accumulator layout) -> the A fragments of the BN/16 k16 steps over the block's keys */
-__device__ __forceinline__ void kf_sm90_pack(kf_u32 (&pa)[KF_BN / 16][4], const float (&sc)[64])
+__device__ __forceinline__ void kf_sm90_pack(kf_u32 (&pa)[KF_BN / 16][4], const float (&sc)[KF_SM90_SN])
 {
 #pragma unroll
     for (int kk = 0; kk < KF_BN / 16; ++kk) {
@@ -305,7 +306,7 @@ KF_FWD_NAME(const kf_attn_params p)
 
         /* descriptors: Q (A, K-major) rows wg*64.., K (B, K-major), V (B, MN-major: LBO = panel stride) */
         const kf_u32 qa = sQ + wg * 64 * 128;
-        float sc[64];
+        float sc[KF_SM90_SN];
         kf_u32 pa[KF_BN / 16][4];
         float corr0, corr1;
 

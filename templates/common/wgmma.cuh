@@ -92,6 +92,13 @@ __device__ __forceinline__ void kf_wgmma_rs_n128(float (&d)[64], const kf_u32 a[
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TNSP_B));
 }
 
+/* ---- every shape by the accumulator array's size: d (+)= A (64x16, K-major, shared) * B (16xN, K-major, shared),
+ * N = 128 here, 32 and 64 below; and d += A (registers) * B (MN-major), N = 64, 128, 256 below */
+__device__ __forceinline__ void kf_wgmma_ss(float (&d)[64], unsigned long long da, unsigned long long db, int scale_d)
+{
+    kf_wgmma_ss_n128<0>(d, da, db, scale_d);
+}
+
 /* ---- the other shapes, chosen by the accumulator array's size
  *
  * d (+)= A (64x16, K-major, shared) * B (16xN, K-major, shared), N = 32 or 64; scale_d 0 overwrites d. */

@@ -89,14 +89,17 @@ const suite_case suite_prefill[] = {
 const int suite_prefill_n = sizeof suite_prefill / sizeof suite_prefill[0];
 
 /*
- * attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, head dims 64 and 128): run in addition to every
- * D 64 and D 128 case of suite_prefill, once with each of suite_prefill_sm90_params (see test_attn_gpu.c).
- * Extra here: GQA 8/4 and 8/2 at more lengths, stages 3, rows that see no key (causal, kv_len < sq),
- * non-causal 4097; the same for head dim 64.
+ * attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, head dims 64, 128 and 256): run in addition to every
+ * D 64, 128 and 256 case of suite_prefill, once with each of suite_prefill_sm90_params (D 256: the _d256 ones,
+ * 64-key blocks; see test_attn_gpu.c). Extra here: GQA 8/4 and 8/2 at more lengths, stages 3, rows that see no
+ * key (causal, kv_len < sq), non-causal 4097; the same for head dims 64 and 256.
  */
 const char *const suite_prefill_sm90_params[3] = {"impl=wgmma,bm=128,w=8,bn=128,stages=2",
                                                   "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2",
                                                   "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"};
+const char *const suite_prefill_sm90_params_d256[3] = {"impl=wgmma,bm=128,w=8,bn=64,stages=2",
+                                                       "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2",
+                                                       "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"};
 #define WG2 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"
 #define WG3 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=3"
 #define OV2 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"
@@ -136,6 +139,17 @@ const suite_case suite_prefill_sm90[] = {
     {PRE, "bf16", 2, 300, 300, 8, 2, 64, 1, KV(300, 100), PP3},
     {PRE, "fp16", 1, 4097, 4097, 16, 2, 64, 1, WG3, .ref = REF_NAIVE},
     {PRE, "bf16", 2, 200, 300, 8, 2, 64, 0, .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, PP3},
+    /* head dim 256 (64-key blocks, 2 stages) */
+    {PRE, "fp16", 2, 17, 17, 8, 4, 256, 1, .params = "impl=wgmma,bm=128,w=8,bn=64,stages=2", .mut = MUT_YES},
+    {PRE, "bf16", 1, 1000, 1000, 8, 2, 256, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "bf16", 1, 1000, 1000, 8, 4, 256, 0, .params = "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "fp16", 2, 300, 777, 8, 4, 256, 1, KV(777, 129), .params = "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "bf16", 2, 300, 300, 8, 2, 256, 1, KV(300, 100), .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "fp16", 1, 4097, 4097, 16, 2, 256, 0, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2", .ref = REF_NAIVE},
+    {PRE, "bf16", 3, 260, 0, 8, 2, 256, 1, KV(260, 1, 129), QL(260, 129, 1), .packed_kv = 1,
+     .params = "impl=wgmma,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "bf16", 2, 200, 300, 8, 2, 256, 0, .row_pad = 2, .layout = TUNE_LAYOUT_BHSD,
+     .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
 };
 const int suite_prefill_sm90_n = sizeof suite_prefill_sm90 / sizeof suite_prefill_sm90[0];
 

@@ -36,6 +36,7 @@ extern const int suite_decode_n, suite_prefill_n, suite_naive_n, suite_combine_n
 extern const suite_case suite_prefill_sm90[];
 extern const int suite_prefill_sm90_n;
 extern const char *const suite_prefill_sm90_params[3];
+extern const char *const suite_prefill_sm90_params_d256[3];
 
 /* A mutation: in each line holding `marker`, replace `from` by `to`. */
 typedef struct suite_mutant {

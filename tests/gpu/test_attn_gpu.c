@@ -42,6 +42,7 @@ static const suite_case bitwise_cases[] = {
     {.family = "attn_prefill", "fp16", 2, 65, 300, 8, 4, 128, 0, .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3"},
     {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"},
     {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 64, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"},
+    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 256, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
 };
 #define N_BITWISE (int)(sizeof bitwise_cases / sizeof bitwise_cases[0])
 
@@ -49,8 +50,8 @@ static const suite_case bitwise_cases[] = {
 static int g_sm90;
 static int is_sm90_case(const suite_case *c) { return c->params && strstr(c->params, "impl=wgmma") != NULL; }
 
-/* The wgmma group: every D 64 and D 128 case of suite_prefill with each impl's params, then suite_prefill_sm90. */
-#define MAX_WGMMA_CASES 96
+/* The wgmma group: every D 64, 128 and 256 case of suite_prefill with each impl's params, then suite_prefill_sm90. */
+#define MAX_WGMMA_CASES 128
 static suite_case g_wgmma_cases[MAX_WGMMA_CASES];
 static int g_wgmma_n;
 
@@ -59,9 +60,11 @@ static void build_wgmma_cases(void)
     g_wgmma_n = 0;
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < suite_prefill_n; i++)
-            if ((suite_prefill[i].d == 64 || suite_prefill[i].d == 128) && g_wgmma_n < MAX_WGMMA_CASES) {
+            if ((suite_prefill[i].d == 64 || suite_prefill[i].d == 128 || suite_prefill[i].d == 256) &&
+                g_wgmma_n < MAX_WGMMA_CASES) {
                 g_wgmma_cases[g_wgmma_n] = suite_prefill[i];
-                g_wgmma_cases[g_wgmma_n++].params = suite_prefill_sm90_params[k];
+                g_wgmma_cases[g_wgmma_n++].params = suite_prefill[i].d == 256 ? suite_prefill_sm90_params_d256[k]
+                                                                              : suite_prefill_sm90_params[k];
             }
     for (int i = 0; i < suite_prefill_sm90_n && g_wgmma_n < MAX_WGMMA_CASES; i++)
         g_wgmma_cases[g_wgmma_n++] = suite_prefill_sm90[i];

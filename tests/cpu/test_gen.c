@@ -573,6 +573,48 @@ static void test_embedded__every_family_loads(void **state)
     gen_host_free(h);
 }
 
+/* Every shape of every embedded sweep has a default variant that its template calls valid, on the
+ * Hopper target and on an sm_80 (smaller shared memory): a default must never be a variant that
+ * cannot run. */
+struct default_ctx {
+    gen_host *h;
+    int shapes;
+};
+
+static int check_sweep_defaults(const char *name, void *arg)
+{
+    struct default_ctx *c = arg;
+    const char *archs[] = {"sm_90a", "sm_80"};
+    gen_sweep sw;
+    if (gen_sweep_load(c->h, name, &sw))
+        fail_msg("sweep %s: %s", name, gen_host_errmsg(c->h));
+    for (int a = 0; a < 2; a++) {
+        gen_target tg;
+        assert_int_equal(gen_target_init(&tg, archs[a], 0, NULL), 0);
+        for (int i = 0; i < sw.n; i++) {
+            gen_tmpl *t = gen_tmpl_load(c->h, gen_kv_str(&sw.shapes[i], "family"));
+            gen_kvset fixed, params;
+            char key[512], why[512] = "";
+            gen_kv_keyform(&sw.shapes[i], key, sizeof key);
+            if (!t || gen_tmpl_fixed(t, &sw.shapes[i], &fixed) || gen_tmpl_default(t, &sw.shapes[i], &tg.dev, &params))
+                fail_msg("sweep %s, %s, %s: %s", name, key, archs[a], gen_host_errmsg(c->h));
+            if (gen_tmpl_valid(t, &fixed, &params, &tg.dev, why, sizeof why) != 1)
+                fail_msg("sweep %s, %s, %s: the default is not valid: %s", name, key, archs[a], why);
+            c->shapes++;
+        }
+    }
+    gen_sweep_free(&sw);
+    return 0;
+}
+
+static void test_embedded__every_sweep_default_is_valid(void **state)
+{
+    struct default_ctx c = {gen_host_new(NULL), 0};
+    assert_int_equal(gen_sweep_names(c.h, check_sweep_defaults, &c), 0);
+    assert_true(c.shapes > 100);
+    gen_host_free(c.h);
+}
+
 static void test_kernels__list_is_parsed_back(void **state)
 {
     gen_kernel k[2] = {{"kf_main", 256, 49152}, {"kf_combine", 128, 0}}, back[4];
@@ -633,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_build__second_compile_is_a_cache_hit),
         cmocka_unit_test(test_build__cache_key_covers_hash_arch_and_nvrtc),
         cmocka_unit_test(test_embedded__every_family_loads),
+        cmocka_unit_test(test_embedded__every_sweep_default_is_valid),
         cmocka_unit_test(test_kernels__list_is_parsed_back),
         cmocka_unit_test(test_json__escapes_quotes_backslashes_and_controls),
         cmocka_unit_test(test_json__truncates_whole_escapes_and_keeps_the_quote),

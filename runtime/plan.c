@@ -6,17 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/binkey.h"
+
 /* The binary of the chosen variant: module cache, bundle, database, or a JIT compile. */
 static kf_status acquire_module(kf_ctx *c, const rt_choice *ch, kf_plan *p, const rt_module **mod)
 {
     char variant[512], key[600], err[2048];
-    if (ch->winner) {
-        snprintf(variant, sizeof variant, "%s", ch->winner->variant);
-        snprintf(key, sizeof key, "%s", ch->winner->cache_key);
-    } else if (!c->jit || rt_jit_keys(c->jit, &ch->vp, &c->dev, variant, sizeof variant, key, sizeof key,
-                                      err, sizeof err)) {
-        return rt_ctx_err(c, KF_ERR_NOT_TUNED, "%s", c->jit ? err : "no winner and no generator");
-    }
+    if (rt_binary_keys(c->jit, ch, &c->dev, variant, sizeof variant, key, sizeof key, err, sizeof err) < 0)
+        return rt_ctx_err(c, KF_ERR_NOT_TUNED, "%s", err);
     snprintf(p->variant, sizeof p->variant, "%s", variant);
     if ((*mod = rt_ctx_find_module(c, key))) {
         p->source = "cache";

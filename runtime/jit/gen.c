@@ -153,6 +153,18 @@ static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_jo
     job->tmpl = split(j, vp, &job->fixed, &job->params, err, errn);
     if (!job->tmpl)
         return -1;
+    /* a variant the template refuses (a param it lacks or no longer lists, a tile that does not fit
+     * this device) is never keyed or compiled */
+    char why[512] = "";
+    int ok = gen_tmpl_check_params(job->tmpl, &job->params) ? -1
+             : gen_tmpl_valid(job->tmpl, &job->fixed, &job->params, &g, why, sizeof why);
+    if (ok != 1) {
+        char pk[400];
+        gen_kv_keyform(&job->params, pk, sizeof pk);
+        snprintf(err, errn, "%s variant %s is not valid for %s: %s", gen_kv_str(vp, "family"), pk, dev->arch,
+                 ok < 0 ? gen_host_errmsg(j->host) : why);
+        return -1;
+    }
     if (gen_target_init(tg, dev->arch, 0, &g)) {
         snprintf(err, errn, "kforge cannot compile for %s", dev->arch);
         return -1;

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "gen/build.h"
+#include "gen/sweep.h"
 #include "gen/template.h"
+#include "runtime/binkey.h"
 #include "runtime/jit.h"
 #include "tests/cpu/api_util.h"
 
@@ -75,6 +77,97 @@ static void test_jit__default_and_keys_match_the_template_and_are_kept(void **st
     rt_jit_free(j);
 }
 
+/* A database winner timed on an older template is keyed anew under the current one (its old
+ * cubin is not used); a bundle winner, a winner without a generator, and a winner whose params
+ * the current template refuses keep the binary they name. */
+static void test_jit__winner_of_an_older_template_is_keyed_anew(void **state)
+{
+    char err[512];
+    rt_jit *j = rt_jit_new(NULL, err, sizeof err);
+    assert_non_null(j);
+    rt_devinfo dev = api_h200();
+    gen_kvset shape = shape_of("family=attn_decode,dtype=bf16,b=32,sq=1,skv=8192,hq=32,hkv=8,d=128,causal=0");
+    rt_winner w;
+    memset(&w, 0, sizeof w);
+    w.shape = shape;
+    assert_int_equal(rt_jit_default(j, &shape, &dev, &w.vp, err, sizeof err), 0);
+    char now_v[512], now_k[600];
+    assert_int_equal(rt_jit_keys(j, &w.vp, &dev, now_v, sizeof now_v, now_k, sizeof now_k, err, sizeof err), 0);
+    snprintf(w.variant, sizeof w.variant, "%s", now_v);
+    snprintf(w.cache_key, sizeof w.cache_key, "%s.sm_90a.0123456789abcdef", now_v);   /* an older template's */
+    rt_choice ch;
+    memset(&ch, 0, sizeof ch);
+    ch.shape = shape, ch.vp = w.vp, ch.winner = &w;
+
+    char v[512], k[600];
+    assert_int_equal(rt_binary_keys(j, &ch, &dev, v, sizeof v, k, sizeof k, err, sizeof err), 1);
+    assert_string_equal(k, now_k);
+    assert_string_equal(v, now_v);
+    /* the winner is of the current template: nothing to re-key */
+    snprintf(w.cache_key, sizeof w.cache_key, "%s", now_k);
+    assert_int_equal(rt_binary_keys(j, &ch, &dev, v, sizeof v, k, sizeof k, err, sizeof err), 0);
+    assert_string_equal(k, now_k);
+    /* from a bundle, or without a generator: the winner's own binary */
+    snprintf(w.cache_key, sizeof w.cache_key, "%s.sm_90a.0123456789abcdef", now_v);
+    w.from_bundle = 1;
+    assert_int_equal(rt_binary_keys(j, &ch, &dev, v, sizeof v, k, sizeof k, err, sizeof err), 0);
+    assert_string_equal(k, w.cache_key);
+    w.from_bundle = 0;
+    assert_int_equal(rt_binary_keys(NULL, &ch, &dev, v, sizeof v, k, sizeof k, err, sizeof err), 0);
+    assert_string_equal(k, w.cache_key);
+    /* params the current template refuses (a knob it no longer has a value for): the winner's own binary */
+    gen_kv_set_int(&ch.vp, "bn", 48);
+    assert_int_equal(rt_binary_keys(j, &ch, &dev, v, sizeof v, k, sizeof k, err, sizeof err), 0);
+    assert_string_equal(k, w.cache_key);
+    assert_int_equal(rt_jit_keys(j, &ch.vp, &dev, v, sizeof v, k, sizeof k, err, sizeof err), -1);
+    assert_non_null(strstr(err, "bn=48"));
+    /* no winner: the default's keys, or an error without a generator */
+    ch.winner = NULL, ch.vp = w.vp;
+    assert_int_equal(rt_binary_keys(j, &ch, &dev, v, sizeof v, k, sizeof k, err, sizeof err), 0);
+    assert_string_equal(k, now_k);
+    assert_int_equal(rt_binary_keys(NULL, &ch, &dev, v, sizeof v, k, sizeof k, err, sizeof err), -1);
+    rt_jit_free(j);
+}
+
+/* The runtime's path for a template default (rt_jit_default, then rt_jit_keys, which refuses a variant
+ * its template calls invalid) answers every shape of every embedded sweep on an H200. */
+struct sweep_ctx {
+    rt_jit *j;
+    gen_host *h;
+    int shapes;
+};
+
+static int key_sweep(const char *name, void *arg)
+{
+    struct sweep_ctx *c = arg;
+    rt_devinfo dev = api_h200();
+    gen_sweep sw;
+    assert_int_equal(gen_sweep_load(c->h, name, &sw), 0);
+    for (int i = 0; i < sw.n; i++) {
+        char err[1024], v[512], k[600], key[512];
+        gen_kvset vp;
+        gen_kv_keyform(&sw.shapes[i], key, sizeof key);
+        if (rt_jit_default(c->j, &sw.shapes[i], &dev, &vp, err, sizeof err) ||
+            rt_jit_keys(c->j, &vp, &dev, v, sizeof v, k, sizeof k, err, sizeof err))
+            fail_msg("sweep %s, %s: %s", name, key, err);
+        c->shapes++;
+    }
+    gen_sweep_free(&sw);
+    return 0;
+}
+
+static void test_jit__every_sweep_default_is_keyed(void **state)
+{
+    char err[512];
+    struct sweep_ctx c = {rt_jit_new(NULL, err, sizeof err), gen_host_new(NULL), 0};
+    assert_non_null(c.j);
+    assert_int_equal(gen_sweep_names(c.h, key_sweep, &c), 0);
+    assert_true(c.shapes > 50);
+    print_message("%d sweep shapes keyed, %ld templates rendered\n", c.shapes, rt_jit_renders(c.j));
+    gen_host_free(c.h);
+    rt_jit_free(c.j);
+}
+
 static void test_jit__more_questions_than_kept_answers(void **state)
 {
     char err[512];
@@ -106,6 +199,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jit__default_and_keys_match_the_template_and_are_kept),
+        cmocka_unit_test(test_jit__winner_of_an_older_template_is_keyed_anew),
+        cmocka_unit_test(test_jit__every_sweep_default_is_keyed),
         cmocka_unit_test(test_jit__more_questions_than_kept_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -128,7 +128,8 @@ typedef struct kf_attn_tensors {
 kf_status kf_attn_supported(kf_ctx *ctx, const kf_attn_desc *d);
 /* Resolves the variant (bundle winner, then database winner for this GPU model,
  * then the template's default), loads its binary (cache, database, bundle, or an
- * NVRTC compile when JIT is allowed) and allocates the plan's workspace. */
+ * NVRTC compile when JIT is allowed; with JIT, a database winner tuned on an older
+ * template is compiled under the current one) and allocates the plan's workspace. */
 kf_status kf_attn_plan(kf_ctx *ctx, const kf_attn_desc *d, kf_plan **out);
 /* Checks the call against the plan and enqueues the kernels on stream. No
  * allocation, no synchronisation, no file or database access: capturable in a

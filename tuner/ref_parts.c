@@ -149,14 +149,14 @@ typedef struct ref_job {
     double *o, *lse;
 } ref_job;
 
-/* Rows [lo, hi) of part `part`: each row is computed on its own, so the split changes no bit. */
+/* Every parts-th row from row `part` (interleaved: the rows of a long sequence, which hold most of the work,
+ * spread over every part): each row is computed on its own, so the split changes no bit. */
 static void ref_part(void *arg, int part, int parts)
 {
     const ref_job *J = arg;
     const ref_parts_desc *a = J->a;
-    long long lo, hi;
-    par_range((long long)a->b * a->sq * a->hq, part, parts, &lo, &hi);
-    for (long long r = lo; r < hi; r++)
+    long long n = (long long)a->b * a->sq * a->hq;
+    for (long long r = part; r < n; r += parts)
         ref_row(a, J->dv, (int)(r / ((long long)a->sq * a->hq)), r / a->hq % a->sq, (int)(r % a->hq), J->o, J->lse);
 }
 

@@ -1,6 +1,15 @@
 -- attn_combine.lua: split-KV combine of fp32 partials (ws_o, ws_lse) into o (bf16/fp16) and lse
 local A = import("lib/attn.lua")
 
+local function valid(p, f, dev)
+  if not A.dtype_ok(f.dtype) then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
+  if f.dv % 8 ~= 0 or f.dv < 8 or f.dv > 1024 then return false, "dv must be a multiple of 8 in [8, 1024]" end
+  if f.dv % p.vec ~= 0 then return false, "vec must divide dv" end
+  local threads = f.dv // p.vec * p.rows
+  if threads < 32 or threads > 1024 then return false, "threads per block " .. threads .. " not in [32, 1024]" end
+  return true
+end
+
 return {
   family   = "attn_combine",
   doc      = "merge split-KV attention partials: O = sum_s exp(lse_s - LSE) O_s, LSE = logsumexp(lse_s)",
@@ -9,15 +18,22 @@ return {
   -- rows: (query row, head) rows per block; vec: columns per thread (dv / vec threads per row)
   params   = { rows = { 1, 2, 4, 8 }, vec = { 2, 4, 8 } },
   fixed    = function(shape) return { dtype = shape.dtype, dv = shape.dv } end,
-  valid    = function(p, f, dev)
-    if not A.dtype_ok(f.dtype) then return false, "dtype must be bf16 or fp16, got " .. tostring(f.dtype) end
-    if f.dv % 8 ~= 0 or f.dv < 8 or f.dv > 1024 then return false, "dv must be a multiple of 8 in [8, 1024]" end
-    if f.dv % p.vec ~= 0 then return false, "vec must divide dv" end
-    local threads = f.dv // p.vec * p.rows
-    if threads < 32 or threads > 1024 then return false, "threads per block " .. threads .. " not in [32, 1024]" end
-    return true
+  valid    = valid,
+  -- the decode families' rows (A.combine_rows) rounded down to a value of this space (dv 72: 7 -> 4) with vec 4;
+  -- where that block is under a warp (dv < 16), the first valid of the rest of the space
+  default  = function(shape, dev)
+    local r = 1
+    while r * 2 <= math.min(8, A.combine_rows(shape.dv)) do r = r * 2 end
+    local f = { dtype = shape.dtype, dv = shape.dv }
+    local p = { rows = r, vec = 4 }
+    if valid(p, f, dev) then return p end
+    for _, vec in ipairs({ 4, 2, 8 }) do
+      for _, rows in ipairs({ 8, 4, 2, 1 }) do
+        if valid({ rows = rows, vec = vec }, f, dev) then return { rows = rows, vec = vec } end
+      end
+    end
+    return p
   end,
-  default  = function(shape, dev) return { rows = A.combine_rows(shape.dv), vec = 4 } end,
   render   = function(p, f)
     return subst("#define KF_BF16 ${bf16}\n#define KF_CMB_DV ${dv}\n#define KF_CMB_VEC ${vec}\n#define KF_CMB_ROWS ${rows}\n",
                  { bf16 = A.bf16(f), dv = f.dv, vec = p.vec, rows = p.rows })

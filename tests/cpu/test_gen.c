@@ -615,6 +615,31 @@ static void test_embedded__every_sweep_default_is_valid(void **state)
     gen_host_free(c.h);
 }
 
+/* attn_combine (no sweep has it): its default is valid for every dv it accepts (dv 72 once gave rows 7) */
+static void test_embedded__combine_default_is_valid_for_every_dv(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_combine");
+    assert_non_null(t);
+    gen_device dev;
+    assert_int_equal(gen_device_for_arch(&dev, "sm_80"), 0);
+    for (int dv = 8; dv <= 1024; dv += 8) {
+        gen_kvset s, fixed, params;
+        char why[256] = "";
+        gen_kv_clear(&s);
+        gen_kv_set_str(&s, "dtype", "bf16");
+        gen_kv_set_int(&s, "b", 2);
+        gen_kv_set_int(&s, "sq", 1);
+        gen_kv_set_int(&s, "hq", 8);
+        gen_kv_set_int(&s, "dv", dv);
+        assert_int_equal(gen_tmpl_fixed(t, &s, &fixed), 0);
+        assert_int_equal(gen_tmpl_default(t, &s, &dev, &params), 0);
+        if (gen_tmpl_check_params(t, &params) || gen_tmpl_valid(t, &fixed, &params, &dev, why, sizeof why) != 1)
+            fail_msg("attn_combine dv %d: the default is not valid: %s%s", dv, why, gen_host_errmsg(h));
+    }
+    gen_host_free(h);
+}
+
 static void test_kernels__list_is_parsed_back(void **state)
 {
     gen_kernel k[2] = {{"kf_main", 256, 49152}, {"kf_combine", 128, 0}}, back[4];
@@ -676,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_build__cache_key_covers_hash_arch_and_nvrtc),
         cmocka_unit_test(test_embedded__every_family_loads),
         cmocka_unit_test(test_embedded__every_sweep_default_is_valid),
+        cmocka_unit_test(test_embedded__combine_default_is_valid_for_every_dv),
         cmocka_unit_test(test_kernels__list_is_parsed_back),
         cmocka_unit_test(test_json__escapes_quotes_backslashes_and_controls),
         cmocka_unit_test(test_json__truncates_whole_escapes_and_keeps_the_quote),

@@ -139,54 +139,6 @@ __device__ __forceinline__ void kf_sm90_fence_pa(kf_u32 (&pa)[KF_BN / 16][4])
             asm volatile("" : "+r"(pa[kk][e]) :: "memory");
 }
 
-/* Mask (keys past kend; causal j > i + coff) when the block reaches past kmask, then the online softmax
- * in base 2 with the scale folded: rows qi0 (sc[4c], sc[4c+1]) and qi1 (sc[4c+2], sc[4c+3]). sc becomes P;
- * corr is the factor for O; rsum stays a per-thread partial (quad-reduced at the end). */
-__device__ __forceinline__ void kf_sm90_softmax(float (&sc)[KF_SM90_SN], int j0, int kmask, int kend, int coff, int qi0,
-                                                int qi1, int lane, float sl2, float &rmax0, float &rmax1,
-                                                float &rsum0, float &rsum1, float &corr0, float &corr1)
-{
-    if (j0 + KF_BN > kmask) {
-#pragma unroll
-        for (int c = 0; c < KF_BN / 8; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int j = j0 + c * 8 + 2 * (lane & 3) + (e & 1);
-                const int i = (e >> 1) ? qi1 : qi0;
-                if (j >= kend || (KF_CAUSAL && j > i + coff))
-                    sc[4 * c + e] = KF_NEG_INF;
-            }
-    }
-    float mx0 = rmax0, mx1 = rmax1;
-#pragma unroll
-    for (int c = 0; c < KF_BN / 8; ++c) {
-        mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
-        mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;   /* no -inf - -inf */
-    const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
-    corr0 = kf_exp2(rmax0 * sl2 - mu0);
-    corr1 = kf_exp2(rmax1 * sl2 - mu1);
-    rmax0 = mx0;
-    rmax1 = mx1;
-    float ps0 = 0.f, ps1 = 0.f;
-#pragma unroll
-    for (int c = 0; c < KF_BN / 8; ++c) {
-        sc[4 * c] = kf_exp2(sc[4 * c] * sl2 - mu0);
-        sc[4 * c + 1] = kf_exp2(sc[4 * c + 1] * sl2 - mu0);
-        sc[4 * c + 2] = kf_exp2(sc[4 * c + 2] * sl2 - mu1);
-        sc[4 * c + 3] = kf_exp2(sc[4 * c + 3] * sl2 - mu1);
-        ps0 += sc[4 * c] + sc[4 * c + 1];
-        ps1 += sc[4 * c + 2] + sc[4 * c + 3];
-    }
-    rsum0 = rsum0 * corr0 + ps0;
-    rsum1 = rsum1 * corr1 + ps1;
-}
-
 /* P (fp32 accumulator layout) -> the A fragments of the BN/16 k16 steps over the block's keys */
 __device__ __forceinline__ void kf_sm90_pack(kf_u32 (&pa)[KF_BN / 16][4], const float (&sc)[KF_SM90_SN])
 {
@@ -324,8 +276,8 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(sc);
             kf_mbar_arrive(bar_ek + 8 * s);
-            kf_sm90_softmax(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1,
-                            corr0, corr1);
+            kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
+                                                rmax1, rsum0, rsum1, corr0, corr1);
             kf_sm90_pack(pa, sc);
             kf_sm90_rescale(o, corr0, corr1);
             kf_mbar_wait(bar_v + 8 * s, ph);
@@ -352,8 +304,8 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(sc);
             kf_mbar_arrive(bar_ek);
-            kf_sm90_softmax(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1, corr0,
-                            corr1);
+            kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0,
+                                                rsum1, corr0, corr1);
             kf_sm90_pack(pa, sc);
         }
 #pragma unroll 1
@@ -375,8 +327,8 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_wgmma_wait<1>();                              /* S(n) has landed; P(n-1) V(n-1) may still run */
             kf_wg_fence_regs(sc);
             kf_mbar_arrive(bar_ek + 8 * s);
-            kf_sm90_softmax(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1,
-                            corr0, corr1);
+            kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
+                                                rmax1, rsum0, rsum1, corr0, corr1);
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(o);
             kf_sm90_fence_pa(pa);                            /* pa was read by the wgmma until here */

@@ -192,6 +192,56 @@ __device__ __forceinline__ void kf_wgmma_rs(float (&d)[128], const kf_u32 (&a)[4
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
+/* ---- online softmax of a 64-row accumulator tile (NC 8-column blocks; after FlashAttention-2/3)
+ * Mask (keys at or past kend; with CAUSAL, keys j > i + coff) when the block reaches past kmask, then the
+ * online softmax in base 2 with the scale folded: rows qi0 (sc[4c], sc[4c+1]) and qi1 (sc[4c+2], sc[4c+3]) of the
+ * thread's quad. sc becomes P; corr is the factor for O; rsum stays a per-thread partial (quad-reduced at the end). */
+template <int NC, int CAUSAL>
+__device__ __forceinline__ void kf_wg_softmax(float (&sc)[4 * NC], int j0, int kmask, int kend, int coff, int qi0,
+                                              int qi1, int lane, float sl2, float &rmax0, float &rmax1,
+                                              float &rsum0, float &rsum1, float &corr0, float &corr1)
+{
+    if (j0 + 8 * NC > kmask) {
+#pragma unroll
+        for (int c = 0; c < NC; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int j = j0 + c * 8 + 2 * (lane & 3) + (e & 1);
+                const int i = (e >> 1) ? qi1 : qi0;
+                if (j >= kend || (CAUSAL && j > i + coff))
+                    sc[4 * c + e] = KF_NEG_INF;
+            }
+    }
+    float mx0 = rmax0, mx1 = rmax1;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+        mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;   /* no -inf - -inf */
+    const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
+    corr0 = kf_exp2(rmax0 * sl2 - mu0);
+    corr1 = kf_exp2(rmax1 * sl2 - mu1);
+    rmax0 = mx0;
+    rmax1 = mx1;
+    float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+        sc[4 * c] = kf_exp2(sc[4 * c] * sl2 - mu0);
+        sc[4 * c + 1] = kf_exp2(sc[4 * c + 1] * sl2 - mu0);
+        sc[4 * c + 2] = kf_exp2(sc[4 * c + 2] * sl2 - mu1);
+        sc[4 * c + 3] = kf_exp2(sc[4 * c + 3] * sl2 - mu1);
+        ps0 += sc[4 * c] + sc[4 * c + 1];
+        ps1 += sc[4 * c + 2] + sc[4 * c + 3];
+    }
+    rsum0 = rsum0 * corr0 + ps0;
+    rsum1 = rsum1 * corr1 + ps1;
+}
+
 /* ---- mbarriers (CTA scope) */
 __device__ __forceinline__ void kf_mbar_init(kf_u32 bar, int count)
 {

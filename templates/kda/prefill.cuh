@@ -342,6 +342,19 @@ __device__ __forceinline__ void kf_pf_mma(float d[4], const kf_u16 *A, int lda, 
 #define KF_PF_SNT (KF_PF_VS / 8)
 #endif
 
+/* Element r of state tile s of this warp (mma C layout: quad row g, column pair c4): its key row kk and value
+ * column vv within the block's VS columns, for either orientation. */
+__device__ __forceinline__ void kf_pf_st_kv(int warp, int g, int c4, int s, int r, int &kk, int &vv)
+{
+    const int t = warp + KF_PF_W * s, mt = t / KF_PF_SNT, nt = t % KF_PF_SNT;
+    const int row = mt * 16 + g + ((r & 2) ? 8 : 0), col = nt * 8 + 2 * c4 + (r & 1);
+#if KF_PF_TR
+    kk = col, vv = row;
+#else
+    kk = row, vv = col;
+#endif
+}
+
 /* shared memory of the state pass, in bytes from the start: S^T and V'^T, then KF_PF_NBUF chunk
  * buffers (the split path double-buffers: chunk ch + 1 is copied in while chunk ch is computed) */
 #if KF_PF_FUSED
@@ -420,15 +433,10 @@ __device__ __forceinline__ void kf_pf_state_body(const kf_kda_params &p, char *s
     float st[KF_PF_NSW][4];
 #pragma unroll
     for (int s = 0; s < KF_PF_NSW; ++s) {
-        const int t = warp + KF_PF_W * s, mt = t / KF_PF_SNT, nt = t % KF_PF_SNT;
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const int row = mt * 16 + g + ((r & 2) ? 8 : 0), col = nt * 8 + 2 * c4 + (r & 1);
-#if KF_PF_TR
-            const int kk = col, vv = row;
-#else
-            const int kk = row, vv = col;
-#endif
+            int kk, vv;
+            kf_pf_st_kv(warp, g, c4, s, r, kk, vv);
             if (MODE == 1)
                 st[s][r] = ident && kk == v0 + vv ? 1.f : 0.f;
 #if KF_PF_SEG > 1
@@ -465,15 +473,11 @@ __device__ __forceinline__ void kf_pf_state_body(const kf_kda_params &p, char *s
         /* S^T (bf16) for this chunk's products; the previous chunk's readers are past its last barrier */
 #pragma unroll
         for (int s = 0; s < KF_PF_NSW; ++s) {
-            const int t = warp + KF_PF_W * s, mt = t / KF_PF_SNT, nt = t % KF_PF_SNT;
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                const int row = mt * 16 + g + ((r & 2) ? 8 : 0), col = nt * 8 + 2 * c4 + (r & 1);
-#if KF_PF_TR
-                Sb[row * KF_PF_LDK + col] = kf_kda_bf16(st[s][r]);
-#else
-                Sb[col * KF_PF_LDK + row] = kf_kda_bf16(st[s][r]);
-#endif
+                int kk, vv;
+                kf_pf_st_kv(warp, g, c4, s, r, kk, vv);
+                Sb[vv * KF_PF_LDK + kk] = kf_kda_bf16(st[s][r]);
             }
         }
 #if KF_PF_FUSED
@@ -574,15 +578,10 @@ __device__ __forceinline__ void kf_pf_state_body(const kf_kda_params &p, char *s
     if (MODE == 1 || (p.ht && (KF_PF_SEG == 1 || sg == last))) {
 #pragma unroll
         for (int s = 0; s < KF_PF_NSW; ++s) {
-            const int t = warp + KF_PF_W * s, mt = t / KF_PF_SNT, nt = t % KF_PF_SNT;
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                const int row = mt * 16 + g + ((r & 2) ? 8 : 0), col = nt * 8 + 2 * c4 + (r & 1);
-#if KF_PF_TR
-                const int kk = col, vv = row;
-#else
-                const int kk = row, vv = col;
-#endif
+                int kk, vv;
+                kf_pf_st_kv(warp, g, c4, s, r, kk, vv);
 #if KF_PF_SEG > 1
                 if (MODE == 1) {
                     float *o = kf_pf_segws(p, n, hv, sg);

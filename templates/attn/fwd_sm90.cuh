@@ -72,12 +72,6 @@
 #define KF_SM90_OR (KF_D / 2)                       /* O accumulators per thread: 64 rows x D per warpgroup */
 #define KF_SM90_SN (KF_BN / 2)                      /* S accumulators per thread: 64 rows x BN per warpgroup */
 
-/* byte offset of (row r, 16-byte chunk c) in a swizzled tile of `rows` rows */
-__device__ __forceinline__ kf_u32 kf_sm90_swz(int rows, int r, int c)
-{
-    return (kf_u32)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
 /* The producer's copies of one K or V block (keys j0 .. j0+BN-1, zero-fill from kend on). Thread t copies
  * chunk t % 16 of rows t / 16 + 8 it. */
 __device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base, long long sb, long long ss,
@@ -92,7 +86,7 @@ __device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base,
         for (int it = 0; it < KF_BN / STEP; ++it) {
             const int r = rr + it * STEP;
             const bool ok = j0 + r < kend;
-            kf_cp_async16(sdst + kf_sm90_swz(KF_BN, r, c), ok ? src : base, ok);
+            kf_cp_async16(sdst + kf_wg_swz(KF_BN, r, c), ok ? src : base, ok);
             src += step;
         }
     } else {
@@ -102,7 +96,7 @@ __device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base,
             const int j = j0 + r;
             const bool ok = j < kend;
             const kf_u16 *src = ok ? base + (long long)bt[j / ps] * sb + (long long)(j % ps) * ss + c * 8 : base;
-            kf_cp_async16(sdst + kf_sm90_swz(KF_BN, r, c), src, ok);
+            kf_cp_async16(sdst + kf_wg_swz(KF_BN, r, c), src, ok);
         }
     }
 }
@@ -223,7 +217,7 @@ KF_FWD_NAME(const kf_attn_params p)
                 const int r = rr + it * (128 / KF_SM90_CH);
                 const bool ok = row0 + r < n_q;
                 const kf_u16 *src = ok ? qg + (long long)(row0 + r) * p.q_ss + c * 8 : qg;
-                kf_cp_async16(sQ + kf_sm90_swz(KF_SM90_BM, r, c), src, ok);
+                kf_cp_async16(sQ + kf_wg_swz(KF_SM90_BM, r, c), src, ok);
             }
             kf_mbar_arrive_cp_async(bar_q);
         }

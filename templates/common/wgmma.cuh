@@ -18,6 +18,12 @@
 #define KF_WG_T "f16"
 #endif
 
+/* Byte offset of (row r, 16-byte chunk c) in a panel-major 128-byte-swizzled tile of `rows` rows (the layout above). */
+__device__ __forceinline__ kf_u32 kf_wg_swz(int rows, int r, int c)
+{
+    return (kf_u32)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
 /* Matrix descriptor: start address, leading / stride byte offsets, 128-byte swizzle (mode 1, bits 62-63). */
 __device__ __forceinline__ unsigned long long kf_gmma_desc(kf_u32 saddr, kf_u32 lbo, kf_u32 sbo)
 {

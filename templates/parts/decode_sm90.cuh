@@ -72,12 +72,6 @@
 KF_FOR_KPARTS(KF_PD_SAME_COLUMNS)
 #undef KF_PD_SAME_COLUMNS
 
-/* byte offset of (row r, 16-byte chunk c) in a panel-major swizzled tile of `rows` rows */
-__device__ __forceinline__ kf_u32 kf_pd_swz(int rows, int r, int c)
-{
-    return (kf_u32)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
 /* tile row r -> query row i and query head hh (h: first head of the kv head's group) */
 __device__ __forceinline__ void kf_pd_row(int row0, int r, int h, int &i, int &hh)
 {
@@ -113,7 +107,7 @@ __device__ __forceinline__ void kf_pd_load_cache(kf_u32 stile, const kf_parts_pa
 #else
             const kf_u16 *src = ok ? base + (long long)j * ss + c * 8 : base;
 #endif
-            kf_cp_async16(stile + kf_pd_swz(KF_BN, r, OFF8 + c), src, ok);
+            kf_cp_async16(stile + kf_wg_swz(KF_BN, r, OFF8 + c), src, ok);
         }
     }
 }
@@ -207,7 +201,7 @@ kf_parts_decode(const kf_parts_params p)
                     const bool ok = i < n_q;                                                                  \
                     const kf_u16 *src = (const kf_u16 *)qt.p + (ok ? (long long)b * qt.sb + (long long)i * qt.ss \
                                                                      + (long long)hh * qt.sh + c * 8 : 0);     \
-                    kf_cp_async16(sQ + kf_pd_swz(64, r, QOFF8 + c), src, ok);                                 \
+                    kf_cp_async16(sQ + kf_wg_swz(64, r, QOFF8 + c), src, ok);                                 \
                 }                                                                                             \
             }
             KF_FOR_KPARTS(KF_PD_LOAD_Q)

@@ -86,32 +86,22 @@ tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn)
     return k;
 }
 
-double tune_parts_bytes(const gen_kvset *shape)
+int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops)
 {
     char e[256];
     tune_parts *k = tune_parts_new(shape, e, sizeof e);
+    *bytes = *flops = 0;
     if (!k)
-        return 0;
-    double cols = 0;   /* columns of a cache row over every cache */
-    for (int p = 0; p < k->nk; p++)
+        return -1;
+    double cols = 0, dk = 0;   /* columns of a cache row over every cache; key columns of a layer */
+    for (int p = 0; p < k->nk; p++) {
         cols += (double)k->dims[p] * (p ? k->layers : 1) * (k->separate ? 2 : 1);
-    double r = 2.0 * k->b * (double)k->skv * k->hkv * cols;
-    free(k);
-    return r;
-}
-
-double tune_parts_flops(const gen_kvset *shape)
-{
-    char e[256];
-    tune_parts *k = tune_parts_new(shape, e, sizeof e);
-    if (!k)
-        return 0;
-    double dk = 0;
-    for (int p = 0; p < k->nk; p++)
         dk += k->dims[p];
-    double r = 2.0 * k->sq * (double)k->skv * k->b * k->hq * (dk + k->dv) * k->layers;
+    }
+    *bytes = 2.0 * k->b * (double)k->skv * k->hkv * cols;
+    *flops = 2.0 * k->sq * (double)k->skv * k->b * k->hq * (dk + k->dv) * k->layers;
     free(k);
-    return r;
+    return 0;
 }
 
 static void prob_free(tune_attn_ctx *ctx, prob *d)

@@ -33,9 +33,8 @@ int tune_parts_gate(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *
 int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int samples,
                     tune_attn_timing *t, char *msg, size_t msgn);
 
-/* Bytes of cache a call of the shape reads once (every cache row of every sequence), and its
- * multiply-adds counted as 2 * sq * skv * hq * (key dims + dv) per layer / 2 (flops / 2). */
-double tune_parts_bytes(const gen_kvset *shape);
-double tune_parts_flops(const gen_kvset *shape);
+/* Bytes of cache a call of the shape reads once (every cache row of every sequence) and its FLOPs,
+ * 2 * sq * skv * hq * (key dims + dv) per layer. -1 (both 0) when the shape is not a parts shape. */
+int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops);
 
 #endif

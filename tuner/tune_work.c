@@ -26,7 +26,8 @@ void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w)
     } else if (family && !strcmp(family, "attn_parts_decode")) {
         /* cache bytes read once, or FLOPs (2 sq skv hq (key dims + dv) per layer) when the shape is
          * compute-bound on an H200-like ridge (about 200 FLOP per byte of bf16 GEMM vs copy) */
-        double bytes = tune_parts_bytes(shape), flops = tune_parts_flops(shape);
+        double bytes, flops;
+        tune_parts_work(shape, &bytes, &flops);
         w->amount = bytes;
         if (flops > 200.0 * bytes) {
             w->amount = flops;

@@ -15,7 +15,7 @@ typedef struct tune_work {
  *   (the memory-bound figure; q and o are negligible).
  * attn_prefill: 4 * b * hq * sq * skv * d FLOPs (QK^T and PV, 2 per multiply-add),
  *   halved when causal (the convention of FlashAttention's papers).
- * attn_parts_decode: cache bytes read once (tune_parts_bytes), or its FLOPs (tune_parts_flops) with
+ * attn_parts_decode: cache bytes read once, or its FLOPs (both from tune_parts_work) with
  *   the gemm ceiling when they exceed 200 per byte (the MLA Hq 128 case).
  * kda_prefill, kda_decode: bytes moved once: q, k, v, o, g, beta of every token and the fp32
  *   state read and written once per (sequence, value head).

@@ -607,6 +607,20 @@ static void test_tune__work_of_decode_and_prefill(void **state)
     assert_string_equal(w.ceiling, "copy");    /* KDA's bytes include the state written back */
     assert_string_equal(tune_work_ceiling("attn_parts_decode", "B/s"), "read");
     assert_string_equal(tune_work_ceiling("attn_parts_decode", "FLOP/s"), "gemm_bf16");
+    /* MLA: the 576-column cache rows read once (memory-bound at Hq 16), or 2 sq skv hq (576 + 512) FLOPs */
+    const char *mla = "dtype=bf16,b=128,sq=1,skv=4096,hkv=1,parts=latent512_rope64,value=alias_latent,dv=512,"
+                      "layers=1,page_size=64,causal=0";
+    char text[256];
+    snprintf(text, sizeof text, "%s,hq=16", mla);
+    gen_kvset m16 = shape_of(text);
+    tune_work_of("attn_parts_decode", &m16, &w);
+    assert_true(w.amount == 2.0 * 128 * 4096 * 576);
+    assert_string_equal(w.unit, "B/s");
+    snprintf(text, sizeof text, "%s,hq=128", mla);
+    gen_kvset m128 = shape_of(text);
+    tune_work_of("attn_parts_decode", &m128, &w);
+    assert_true(w.amount == 2.0 * 4096 * 128 * 128 * (576 + 512));
+    assert_string_equal(w.unit, "FLOP/s");
     tune_work_of("attn_combine", &p, &w);
     assert_true(isnan(w.amount));
     assert_true(isnan(tune_throughput(&w, 1.0)));

@@ -882,7 +882,8 @@ static int run_timings(void)
         } else {
             tune_parts *k = tune_parts_new(&shape, msg, sizeof msg);
             int pass = 0;
-            double rel = 0;
+            double rel = 0, bytes, flops;
+            tune_parts_work(&shape, &bytes, &flops);
             rc = !k || tune_parts_gate(tc, k, &v, &pass, &rel, msg, sizeof msg);
             printf("  gate %-95s %s\n", j.variant_key, msg);
             ok &= !rc && pass;
@@ -890,8 +891,7 @@ static int run_timings(void)
                 rc = tune_parts_time(tc, k, &v, 30, &t, msg, sizeof msg);
             if (!rc)
                 printf("  %-100s %8.4f ms  %.2f TB/s cache  %.1f TFLOP/s\n", j.variant_key, t.median_ms,
-                       tune_parts_bytes(&shape) / (t.median_ms * 1e-3) / 1e12,
-                       tune_parts_flops(&shape) / (t.median_ms * 1e-3) / 1e12);
+                       bytes / (t.median_ms * 1e-3) / 1e12, flops / (t.median_ms * 1e-3) / 1e12);
             tune_parts_free(k, tc);
         }
         if (rc) {

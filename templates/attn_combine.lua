@@ -24,15 +24,11 @@ return {
   default  = function(shape, dev)
     local r = 1
     while r * 2 <= math.min(8, A.combine_rows(shape.dv)) do r = r * 2 end
-    local f = { dtype = shape.dtype, dv = shape.dv }
-    local p = { rows = r, vec = 4 }
-    if valid(p, f, dev) then return p end
+    local changes = { {} }
     for _, vec in ipairs({ 4, 2, 8 }) do
-      for _, rows in ipairs({ 8, 4, 2, 1 }) do
-        if valid({ rows = rows, vec = vec }, f, dev) then return { rows = rows, vec = vec } end
-      end
+      for _, rows in ipairs({ 8, 4, 2, 1 }) do changes[#changes + 1] = { rows = rows, vec = vec } end
     end
-    return p
+    return A.first_valid(valid, { dtype = shape.dtype, dv = shape.dv }, dev, { rows = r, vec = 4 }, changes)
   end,
   render   = function(p, f)
     return subst("#define KF_BF16 ${bf16}\n#define KF_CMB_DV ${dv}\n#define KF_CMB_VEC ${vec}\n#define KF_CMB_ROWS ${rows}\n",

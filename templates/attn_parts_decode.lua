@@ -178,12 +178,8 @@ return {
     else
       -- the first that is valid on the device (a 64-row tile of 576-column MLA rows needs more shared memory than
       -- an sm_80 has): fewer rows, then one stage
-      for _, q in ipairs({ {}, { tm = math.min(p.tm, 32) }, { tm = math.min(p.tm, 32), stages = 1 }, { tm = 16, stages = 1 } }) do
-        local c = {}
-        for k, v in pairs(p) do c[k] = v end
-        for k, v in pairs(q) do c[k] = v end
-        if valid(c, fx, dev) then p = c break end
-      end
+      local t32 = math.min(p.tm, 32)
+      p = A.first_valid(valid, fx, dev, p, { {}, { tm = t32 }, { tm = t32, stages = 1 }, { tm = 16, stages = 1 } })
     end
     p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, p.tm), shape.skv, dev)
     return p

@@ -76,12 +76,8 @@ return {
     if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
     if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2 } end
     -- D 256: the first whose tiles fit the device's shared memory (192 KB at bn 64 exceeds an sm_80's 163 KB)
-    local f = A.gqa_fixed(shape)
-    for _, p in ipairs({ { impl = "mma", bm = 128, w = 8, bn = 64, stages = 2 }, { impl = "mma", bm = 128, w = 8, bn = 32, stages = 2 },
-                         { impl = "mma", bm = 64, w = 4, bn = 32, stages = 2 } }) do
-      if valid(p, f, dev) then return p end
-    end
-    return { impl = "mma", bm = 64, w = 4, bn = 32, stages = 1 }
+    return A.first_valid(valid, A.gqa_fixed(shape), dev, { impl = "mma", bm = 128, w = 8, bn = 64, stages = 2 },
+                         { {}, { bn = 32 }, { bm = 64, w = 4, bn = 32 }, { bm = 64, w = 4, bn = 32, stages = 1 } })
   end,
   render   = function(p, f)
     if is_wgmma(p.impl) then

@@ -82,6 +82,19 @@ function A.fwd_defines(f, k)
 end
 
 -- Decode defaults: the packed query tile for G x Sq rows of one KV head.
+-- The first of base + change (for each change in order, fields of the change replacing base's) that valid(p, f, dev)
+-- accepts, else the last one tried: a default that must also fit a smaller device than the one it was tuned on.
+function A.first_valid(valid, f, dev, base, changes)
+  local c
+  for _, q in ipairs(changes) do
+    c = {}
+    for k, v in pairs(base) do c[k] = v end
+    for k, v in pairs(q) do c[k] = v end
+    if valid(c, f, dev) then return c end
+  end
+  return c
+end
+
 function A.packed_rows(shape) return (shape.hq // shape.hkv) * shape.sq end
 function A.tile_rows(rows) return (rows <= 16) and 16 or ((rows <= 32) and 32 or 64) end
 

@@ -2,6 +2,8 @@
 #include "db/bundle.h"
 #include "db/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -118,10 +120,19 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
     *n_winners = *n_binaries = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
     unlink(tmp);
+    /* ATTACH opens the new file with the connection's flags, and a database opened without
+     * SQLITE_OPEN_CREATE (the CLI's export) cannot create it: make it here, empty (an empty file is
+     * an empty SQLite database), exclusively so a planted link at the temporary name is not followed */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return db_fail(s, "cannot create bundle '%s': cannot create '%s': %s", path, tmp, strerror(errno));
+    close(fd);
     sqlite3 *db = s->sql;
     sqlite3_create_function(db, "kf_sha256", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, sql_sha256, NULL, NULL);
-    if (exec_bound(db, "ATTACH DATABASE ?1 AS b", tmp, NULL, NULL, err, sizeof err))
+    if (exec_bound(db, "ATTACH DATABASE ?1 AS b", tmp, NULL, NULL, err, sizeof err)) {
+        unlink(tmp);
         return db_fail(s, "cannot create bundle '%s': %s", path, err);
+    }
     int rc = 0;
     char arch[32] = "", nvrtc[32] = "", hash[65];
     rc = sqlite3_exec(db, "PRAGMA b.journal_mode=OFF; PRAGMA b.page_size=4096;", NULL, NULL, NULL) != SQLITE_OK;

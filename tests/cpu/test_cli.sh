@@ -96,5 +96,37 @@ check cli__json_merge_escapes_input 0 '"input":".*k\\"b' -- json_stdout "$KF" db
 check cli__json_list_escapes_doc 0 '"doc":"a \\"quoted\\" \\\\ doc\\nover' -- json_stdout "$KF" list bad --templates "$D" --json
 check cli__json_compile_failure_carries_the_log 1 '"status":"failed".*"error":"nvrtc: ' -- \
   json_stdout "$KF" compile bad --templates "$D" --shape n=1 --arch sm_80 --json
+# export and import as a user runs them: a database the CLI filled (its compiled binaries, with
+# winners for one GPU written as the tuner writes them) -> kforge export -> kforge import into a fresh
+# database: the same winners, and every cubin's SHA-256 equal
+E=$T/exp.db
+"$KF" compile attn_naive --shape "$S" --arch sm_90a --db "$E" >/dev/null 2>&1
+"$KF" compile attn_naive --shape "dtype=fp16,b=1,sq=1,skv=33,hq=8,hkv=4,d=64,causal=0" --arch sm_90a --db "$E" >/dev/null 2>&1
+python3 - "$E" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for i, (ck, vk, fam, params) in enumerate(db.execute("SELECT cache_key, variant_key, family, params FROM binaries")):
+    db.execute("INSERT INTO winners(gpu, family, shape_key, variant_key, cache_key, params, median_ms, speedup, band)"
+               " VALUES ('NVIDIA H200', ?, ?, ?, ?, ?, 0.5, 1.0, 0.01)", (fam, "shape%d" % i, vk, ck, params))
+db.commit()
+PY
+check cli__export_from_cli_db 0 "wrote .*h200.kfb: 2 winners, 2 binaries for NVIDIA H200" -- \
+  "$KF" export --gpu "NVIDIA H200" --db "$E" -o "$T/h200.kfb"
+check cli__export_left_no_temporary 0 "^clean$" -- sh -c "ls '$T' | grep -q 'h200.kfb.tmp' && echo dirty || echo clean"
+check cli__export_unknown_gpu 1 "error: .*no winners for GPU 'NVIDIA A100'" -- \
+  "$KF" export --gpu "NVIDIA A100" --db "$E" -o "$T/a100.kfb"
+check cli__import_into_fresh_db 0 "imported .*h200.kfb: 2 winners, 2 new binaries" -- \
+  "$KF" import "$T/h200.kfb" --db "$T/fresh.db"
+check cli__import_roundtrip_equal 0 "^same$" -- python3 - "$E" "$T/fresh.db" <<'PY'
+import hashlib, sqlite3, sys
+def rows(p):
+    db = sqlite3.connect(p)
+    w = sorted(db.execute("SELECT gpu, family, shape_key, variant_key, cache_key, params FROM winners"))
+    b = sorted((k, hashlib.sha256(img).hexdigest()) for k, img in db.execute(
+        "SELECT cache_key, image FROM binaries WHERE cache_key IN (SELECT cache_key FROM winners)"))
+    return w, b
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+print("same" if a == b and len(a[0]) == 2 else "differ:\n%r\n%r" % (a, b))
+PY
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -293,6 +293,28 @@ static void test_db__refuses_directory(void **state)
     open_refused(f->dir, DB_CREATE, "is a directory", NULL);
 }
 
+/* A device or a pipe is refused by what it is, not by the first SQLite statement that
+ * fails on it ("cannot choose incremental vacuum" for /dev/null). */
+static void test_db__refuses_device_and_pipe(void **state)
+{
+    fx *f = *state;
+    open_refused("/dev/null", DB_CREATE, "not a regular file (a character device)", NULL);
+    open_refused("/dev/null", DB_READONLY, "not a regular file (a character device)", NULL);
+    assert_int_equal(mkfifo(f->path, 0600), 0);
+    open_refused(f->path, DB_CREATE, "not a regular file (a pipe)", NULL);
+}
+
+/* A kforge database whose user_version was set to -1 is refused as damaged; it was
+ * taken for an old schema and migrated, failing with "table meta already exists". */
+static void test_db__refuses_negative_version(void **state)
+{
+    fx *f = *state;
+    db_close(open_ok(f->path, DB_CREATE));
+    raw_exec(f->path, "PRAGMA user_version = -1");
+    open_refused(f->path, 0, "schema version -1 is not one kforge writes", "damaged");
+    open_refused(f->path, DB_READONLY, "schema version -1 is not one kforge writes", NULL);
+}
+
 static void test_db__refuses_foreign_file(void **state)
 {
     fx *f = *state;
@@ -956,6 +978,8 @@ int main(void)
         T(test_db__refuses_reset_version),
         T(test_db__refuses_missing_file_without_create),
         T(test_db__refuses_directory),
+        T(test_db__refuses_device_and_pipe),
+        T(test_db__refuses_negative_version),
         T(test_db__refuses_foreign_file),
         T(test_db__refuses_foreign_file_with_version),
         T(test_db__refuses_random_bytes),

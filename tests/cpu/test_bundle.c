@@ -420,8 +420,9 @@ static void mk_fifo(const char *p, const unsigned char *o, size_t n) { mkfifo(p,
 static void mk_devnull(const char *p, const unsigned char *o, size_t n) { symlink("/dev/null", p); }
 static void mk_text(const char *p, const unsigned char *o, size_t n)
 {
-    spit(p, (const unsigned char *)"hello, this is not a database at all, but it is long enough to have a header"
-                                   " of a hundred bytes or so, surely.", 112);
+    const char *t = "hello, this is not a database at all, but it is long enough to have a header"
+                    " of a hundred bytes or so, surely.";
+    spit(p, (const unsigned char *)t, strlen(t));
 }
 static void mk_half(const char *p, const unsigned char *o, size_t n) { spit(p, o, n / 2); }
 static void mk_minus1(const char *p, const unsigned char *o, size_t n) { spit(p, o, n - 1); }

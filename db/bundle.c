@@ -297,7 +297,7 @@ static int schema_text(sqlite3 *db, const char *s, char *out, size_t n)
             len += (size_t)snprintf(out + len, n - len, "%s%c", db_col_str(st, c) ? db_col_str(st, c) : "",
                                     c == 3 ? '\n' : '|');
     sqlite3_finalize(st);
-    return r == SQLITE_DONE && len < n ? 0 : -1;
+    return r != SQLITE_DONE ? -1 : len < n ? 0 : -2;  /* -2: longer than n */
 }
 
 static void build_expected_schema(void)
@@ -317,7 +317,10 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
 {
     pthread_once(&expected_once, build_expected_schema);
     char have[4096];
-    if (schema_text(db, "main", have, sizeof have))
+    int r = schema_text(db, "main", have, sizeof have);
+    if (r == -2)
+        return snprintf(why, n, "its schema is not the one kforge writes (it is longer)"), -1;
+    if (r)
         return snprintf(why, n, "cannot read its schema: %s", sqlite3_errmsg(db)), -1;
     if (!expected_schema[0] || strcmp(have, expected_schema)) {
         /* name the first object that differs */

@@ -482,6 +482,7 @@ static void mk_wal(const char *p, const unsigned char *o, size_t n)
     sqlite3_close(db);
 }
 
+#define REP10(x) x x x x x x x x x x
 #define W1 "(SELECT min(shape_key) FROM winners)"
 #define B1 "(SELECT min(cache_key) FROM binaries)"
 static const crafted crafted_set[] = {
@@ -538,6 +539,8 @@ static const crafted crafted_set[] = {
      "CREATE TABLE b2 AS SELECT * FROM binaries; DROP TABLE binaries; ALTER TABLE b2 RENAME TO binaries;"
      " INSERT INTO binaries SELECT cache_key, variant_key, family, arch, nvrtc, params, kernels, x'00112233',"
      " kf_sha256(x'00112233') FROM binaries", 1, "its schema is not the one kforge writes", NULL},
+    {"a schema longer than kforge's", "CREATE TABLE meta2(x DEFAULT '" REP10(REP10("0123456789012345678901234567890123456789"))
+     "')", 1, "its schema is not the one kforge writes (it is longer)", NULL},
     {"winners table dropped", "DROP TABLE winners", 0, "its schema is not the one kforge writes", NULL},
     /* rows, with the checksum made right again */
     {"no winners", "DELETE FROM winners; DELETE FROM binaries", 1, "it holds no winners", NULL},
@@ -606,6 +609,7 @@ static const crafted crafted_set[] = {
 };
 #undef W1
 #undef B1
+#undef REP10
 
 /* Loads and imports p in a child process (a crash is counted, not fatal); out gets
  * "loader rc, import rc, loader message \x1f import message". */

@@ -815,6 +815,25 @@ const db_bundle_binary *db_bundle_find(const db_bundle *b, const char *cache_key
 
 /* ---- import ------------------------------------------------------------------- */
 
+/* A binary the database already holds under x's cache key must be x's image: the key
+ * names one compile (source, NVRTC, arch, options), so another image under it is a
+ * damaged or poisoned one, and keeping it would serve it for the bundle's winners. */
+static db_rc same_image(db_store *s, const db_bundle_binary *x)
+{
+    db_binary have;
+    db_rc rc = db_binary_get(s, x->cache_key, &have);
+    if (rc != DB_OK)
+        return DB_ERROR;
+    char hex[65];
+    db_sha256_hex(have.image, have.image_size, hex);
+    if (strcmp(hex, x->sha256))
+        rc = db_fail(s, "binary '%.120s' is in '%s' already with another image (SHA-256 %.16s..., the bundle's"
+                     " %.16s...): a cache key names one compile; remove that binary or import into another"
+                     " database", x->cache_key, db_path(s), hex, x->sha256);
+    db_binary_free(&have);
+    return rc;
+}
+
 /* Writes one verified bundle's rows; the caller holds the transaction. */
 static db_rc import_rows(db_store *s, const db_bundle *b, int *n_winners, int *n_binaries)
 {
@@ -828,6 +847,8 @@ static db_rc import_rows(db_store *s, const db_bundle *b, int *n_winners, int *n
         int inserted = 0;
         rc = db_binary_insert(s, &row, &inserted);
         *n_binaries += inserted;
+        if (rc == DB_OK && !inserted)
+            rc = same_image(s, x);
     }
     for (int i = 0; i < b->n_winners && rc == DB_OK; i++) {
         const db_bundle_winner *w = &b->winners[i];

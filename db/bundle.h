@@ -36,7 +36,9 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
                        const char *kforge_rev, int *n_winners, int *n_binaries);
 /* Verifies each of the n bundles at paths (db_bundle_load: what kf_open would refuse
  * is refused here) and merges them all into s in one transaction, in order: binaries
- * added when absent, winners replacing those of the same (gpu, family, shape), so a
+ * added when absent (one already there under the same cache key must have the same
+ * image, else the import is refused), winners replacing those of the same (gpu, family,
+ * shape), so a
  * later bundle's winner replaces an earlier one's. All or nothing: when any bundle is
  * refused or any write fails, nothing is written and the message names the bundle and
  * why. n_winners[i] / n_binaries[i] (arrays of n) get what bundle i added (0 on failure). */

@@ -790,6 +790,37 @@ static void test_bundle__import_failing_midway_leaves_nothing(void **state)
     print_message("a failure at the second binary and at the second winner: nothing imported\n");
 }
 
+/* A binary already in the database under a bundle's cache key, with another image (a
+ * damaged or poisoned cache entry), refuses the import: it used to be kept silently and
+ * served for the bundle's winners. The same image is fine (a second import). */
+static void test_bundle__import_refuses_another_image_under_the_same_key(void **state)
+{
+    export_one("k.db", "k.kfb");
+    char p[256], target[256];
+    path_of(p, sizeof p, "k.kfb");
+    path_of(target, sizeof target, "k_target.db");
+    db_store *s = fresh_db("k_target.db");
+    const char *paths[] = {p, p};
+    int nw[2], nb[2];
+    assert_int_equal(db_bundle_import(s, paths, 2, nw, nb), DB_OK);  /* the same bundle twice */
+    assert_int_equal(nb[0], 2);
+    assert_int_equal(nb[1], 0);
+    db_close(s);
+    raw(target, "UPDATE binaries SET image = x'00112233', image_size = 4 WHERE cache_key ="
+                " (SELECT min(cache_key) FROM binaries); DELETE FROM winners");
+    char *before = db_digest(target);
+    s = NULL;
+    assert_int_equal(db_open(&s, target, 0), DB_OK);
+    assert_int_equal(db_bundle_import(s, paths, 1, nw, nb), DB_ERROR);
+    if (!strstr(db_errmsg(s), "already with another image") || !strstr(db_errmsg(s), p))
+        fail_msg("%s", db_errmsg(s));
+    db_close(s);
+    char *after = db_digest(target);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
 /* Several bundles: all imported in order (a later winner replaces an earlier one for
  * the same shape), or, when any is refused, none. */
 static void test_bundle__import_of_several_is_all_or_nothing(void **state)
@@ -913,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_bundle__symlink_to_a_valid_bundle_loads),
         cmocka_unit_test(test_bundle__import_failing_midway_leaves_nothing),
         cmocka_unit_test(test_bundle__import_of_several_is_all_or_nothing),
+        cmocka_unit_test(test_bundle__import_refuses_another_image_under_the_same_key),
         cmocka_unit_test(test_bundle__cli_imports_every_bundle_named),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,7 @@
 #include "db/bundle.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "kf_rev.h"
 
@@ -29,19 +30,25 @@ int cmd_export(cli_opts *o)
     return rc;
 }
 
+/* Every bundle named, in one transaction: any refusal imports none of them. */
 int cmd_import(cli_opts *o)
 {
     if (o->argc < 1)
-        return cli_usage_error("which bundle? usage: kforge import FILE.kfb");
+        return cli_usage_error("which bundle? usage: kforge import FILE.kfb [FILE.kfb ...]");
     db_store *db = cli_open_db(o, 1);
     if (!db)
         return 1;
-    int nw = 0, nb = 0, rc = 0;
-    if (db_bundle_import(db, o->argv[0], &nw, &nb) != DB_OK)
+    int *nw = calloc((size_t)o->argc, sizeof *nw), *nb = calloc((size_t)o->argc, sizeof *nb), rc = 0;
+    if (!nw || !nb)
+        rc = cli_error("out of memory");
+    else if (db_bundle_import(db, (const char *const *)o->argv, o->argc, nw, nb) != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
     else
-        printf("imported %s: %d winner%s, %d new binar%s\n", o->argv[0], nw, nw == 1 ? "" : "s", nb,
-               nb == 1 ? "y" : "ies");
+        for (int i = 0; i < o->argc; i++)
+            printf("imported %s: %d winner%s, %d new binar%s\n", o->argv[i], nw[i], nw[i] == 1 ? "" : "s", nb[i],
+                   nb[i] == 1 ? "y" : "ies");
+    free(nw);
+    free(nb);
     db_close(db);
     return rc;
 }

@@ -71,6 +71,15 @@ int cmd_db_merge(cli_opts *o)
     if (!db)
         return 1;
     int rc = 0;
+    /* every input checked before the first is merged: a bad one merges none (each merge is
+     * then its own transaction; a write failing midway leaves the inputs before it merged) */
+    for (int i = 0; i < n && !rc; i++)
+        if (db_tune_merge_check(db, in[i]) != DB_OK)
+            rc = cli_error("%s", db_errmsg(db));
+    if (rc) {
+        db_close(db);
+        return rc;
+    }
     if (o->json)
         printf("[");
     for (int i = 0; i < n && !rc; i++) {

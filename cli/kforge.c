@@ -93,7 +93,7 @@ static const struct cli_cmd commands[] = {
      "  the winners for NAME (e.g. \"NVIDIA H200\") and their cubins, each with a SHA-256.\n"
      "  libkforge_rt serves it with no compiler present (kf_config.bundles).\n"},
     {"import", cmd_import, "verify a bundle and merge it into a database",
-     "usage: kforge import FILE.kfb [--db PATH]\n"
+     "usage: kforge import FILE.kfb [FILE.kfb ...] [--db PATH]\n"
      "  Verifies the bundle (integrity, format version, checksums) and merges its\n"
      "  binaries and winners into the database.\n"},
     {"report", cmd_report, "winners per family and GPU: time, throughput, share of the ceiling",

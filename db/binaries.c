@@ -126,15 +126,22 @@ static void db_binary_bind(sqlite3_stmt *st, const db_binary *b)
     sqlite3_bind_int(st, 16, b->spill_bytes);
 }
 
-db_rc db_binary_put(db_store *s, const db_binary *b, int *inserted)
+static db_rc db_binary_check(db_store *s, const db_binary *b)
 {
-    if (inserted)
-        *inserted = 0;
     if (!b || !b->cache_key || !b->variant_key || !b->family)
         return db_fail(s, "cannot store binary: cache key, variant key and family are required");
     if (b->image_size && !b->image)
         return db_fail(s, "cannot store binary '%s': image is NULL but image_size is %zu",
                        b->cache_key, b->image_size);
+    return DB_OK;
+}
+
+db_rc db_binary_insert(db_store *s, const db_binary *b, int *inserted)
+{
+    if (inserted)
+        *inserted = 0;
+    if (db_binary_check(s, b) != DB_OK)
+        return DB_ERROR;
     sqlite3_stmt *st;
     if (db_prepare(s, &st,
                    "INSERT OR IGNORE INTO binaries(cache_key, variant_key, family,"
@@ -144,18 +151,31 @@ db_rc db_binary_put(db_store *s, const db_binary *b, int *inserted)
                    "store binary") != DB_OK)
         return DB_ERROR;
     db_binary_bind(st, b);
-    db_rc rc = db_begin(s, "store binary");
-    if (rc == DB_OK && sqlite3_step(st) != SQLITE_DONE) {
+    db_rc rc = DB_OK;
+    if (sqlite3_step(st) != SQLITE_DONE)
         rc = db_fail_sql(s, "store binary '%s'", b->cache_key);
-        db_rollback(s);
-    }
-    int changed = rc == DB_OK ? sqlite3_changes(s->sql) : 0;
+    else if (inserted)
+        *inserted = sqlite3_changes(s->sql) > 0;
     sqlite3_finalize(st);
-    if (rc == DB_OK)
-        rc = db_commit(s, "store binary");
-    if (rc == DB_OK && inserted)
-        *inserted = changed > 0;
     return rc;
+}
+
+db_rc db_binary_put(db_store *s, const db_binary *b, int *inserted)
+{
+    if (inserted)
+        *inserted = 0;
+    if (db_binary_check(s, b) != DB_OK || db_begin(s, "store binary") != DB_OK)
+        return DB_ERROR;
+    int ins = 0;
+    if (db_binary_insert(s, b, &ins) != DB_OK) {
+        db_rollback(s);
+        return DB_ERROR;
+    }
+    if (db_commit(s, "store binary") != DB_OK)
+        return DB_ERROR;
+    if (inserted)
+        *inserted = ins;
+    return DB_OK;
 }
 
 db_rc db_binary_each(db_store *s, const char *family,

@@ -193,9 +193,15 @@ typedef struct db_tune_merge_stats {
  * the latest are marked superseded), ceilings (the later measured one kept), winners:
  * a (gpu, family, shape) only one side has is copied; when both have one, resolve(a =
  * the one in s, b = src's) decides: non-zero takes b. resolve is called for every such
- * pair (differing variant or not). One transaction: all or nothing. st may be NULL. */
+ * pair (differing variant or not). One transaction: all or nothing; a binary whose image
+ * is empty or not image_size bytes refuses the whole merge. st may be NULL. */
 db_rc db_tune_merge(db_store *s, const char *src_path,
                     int (*resolve)(const db_tune_side *a, const db_tune_side *b, void *arg),
                     void *arg, db_tune_merge_stats *st);
+/* The checks db_tune_merge makes of src_path before it writes (a kforge database of this
+ * schema version; every binary with its keys and an image of exactly image_size bytes, not
+ * empty), without writing: a caller merging several sources checks them all first. The
+ * message goes on s. */
+db_rc db_tune_merge_check(db_store *s, const char *src_path);
 
 #endif

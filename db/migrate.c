@@ -156,6 +156,12 @@ static db_rc db_check_state(db_store *s, const db_state *st)
 {
     if (st->version == 0 && st->tables == 0)
         return DB_OK;  /* empty: ours to create */
+    /* kforge writes 1..DB_SCHEMA_VERSION; a negative one would be taken for "older" and
+     * migrated from nothing, failing on the tables that are there */
+    if (st->version < 0)
+        return db_fail(s, "cannot open database '%s': schema version %d is not one kforge"
+                       " writes (1 to %d): the file is damaged or not kforge's", s->path,
+                       st->version, DB_SCHEMA_VERSION);
     if (st->version == 0)
         return db_fail(s, "cannot open database '%s': not a kforge database"
                        " (it has %d schema objects but no schema version)", s->path, st->tables);

@@ -102,6 +102,14 @@ static const char *db_open_precheck(const char *path, int flags)
     }
     if (S_ISDIR(st.st_mode))
         return "is a directory";
+    /* SQLite would open a device or a pipe as an empty database and fail later with
+     * a message about vacuum or journal settings that names neither */
+    if (!S_ISREG(st.st_mode))
+        return S_ISCHR(st.st_mode) ? "not a regular file (a character device)"
+               : S_ISBLK(st.st_mode) ? "not a regular file (a block device)"
+               : S_ISFIFO(st.st_mode) ? "not a regular file (a pipe)"
+               : S_ISSOCK(st.st_mode) ? "not a regular file (a socket)"
+                                      : "not a regular file";
     return NULL;
 }
 

@@ -31,6 +31,11 @@ db_rc db_begin(db_store *s, const char *what);
 db_rc db_commit(db_store *s, const char *what);
 void db_rollback(db_store *s);
 
+/* The writes of db_binary_put and db_winner_put without their own transaction, for a
+ * caller that holds one (an import of several rows, all or nothing). */
+db_rc db_binary_insert(db_store *s, const db_binary *b, int *inserted);
+db_rc db_winner_upsert(db_store *s, const db_winner *w);
+
 /* Binds v as text, or NULL when v is NULL. */
 int db_bind_str(sqlite3_stmt *st, int i, const char *v);
 /* Binds v, or NULL when v is NaN (SQLite would do the same, but say it). */

@@ -198,6 +198,56 @@ static db_rc db_merge_winners(db_store *s, long long moff,
     return rc;
 }
 
+/* Why the binaries of schema `db` ("main" of a connection to the source, or "src" attached)
+ * cannot be merged, or DB_OK: each must have its keys and an image that is a non-empty blob
+ * of exactly image_size bytes (a size of 999999999999 with an empty image was copied). */
+static db_rc db_merge_check_binaries(db_store *s, sqlite3 *db, const char *schema, const char *src_path)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT cache_key, typeof(image), CASE typeof(image) WHEN 'blob' THEN length(image) ELSE -1 END,"
+             " image_size FROM %s.binaries WHERE cache_key = '' OR variant_key = '' OR family = ''"
+             " OR typeof(image) <> 'blob' OR length(image) = 0 OR image_size IS NOT length(image) LIMIT 1", schema);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, "cannot merge '%s': cannot read its binaries: %s", src_path, sqlite3_errmsg(db));
+    db_rc rc = DB_OK;
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const char *key = db_col_str(st, 0), *type = db_col_str(st, 1);
+        if (!key || !*key || sqlite3_column_type(st, 3) == SQLITE_NULL || strcmp(type, "blob"))
+            rc = db_fail(s, "cannot merge '%s': binary '%.120s' has an empty key, no image_size or an image that"
+                         " is %s, not a blob (nothing was merged)", src_path, key ? key : "", type);
+        else
+            rc = db_fail(s, "cannot merge '%s': binary '%.120s' has image_size %lld but its image is %lld bytes"
+                         " (nothing was merged)", src_path, key, (long long)sqlite3_column_int64(st, 3),
+                         (long long)sqlite3_column_int64(st, 2));
+    } else if (step != SQLITE_DONE) {
+        rc = db_fail(s, "cannot merge '%s': cannot read its binaries: %s", src_path, sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+db_rc db_tune_merge_check(db_store *s, const char *src_path)
+{
+    db_store *probe = NULL;
+    if (db_open(&probe, src_path, DB_READONLY) != DB_OK) {
+        db_fail(s, "%s", db_errmsg(probe));
+        db_close(probe);
+        return DB_ERROR;
+    }
+    int version = db_user_version(probe);
+    db_rc rc = DB_OK;
+    if (version != DB_SCHEMA_VERSION)
+        rc = db_fail(s, "cannot merge '%s': schema version %d, this database has %d (open it"
+                     " with this kforge once to migrate it)", src_path, version, DB_SCHEMA_VERSION);
+    else
+        rc = db_merge_check_binaries(s, probe->sql, "main", src_path);
+    db_close(probe);
+    return rc;
+}
+
 db_rc db_tune_merge(db_store *s, const char *src_path,
                     int (*resolve)(const db_tune_side *a, const db_tune_side *b, void *arg),
                     void *arg, db_tune_merge_stats *st)
@@ -207,17 +257,8 @@ db_rc db_tune_merge(db_store *s, const char *src_path,
         st = &local;
     memset(st, 0, sizeof *st);
     /* the source must be a kforge database this build reads: open it once to check */
-    db_store *probe = NULL;
-    if (db_open(&probe, src_path, DB_READONLY) != DB_OK) {
-        db_fail(s, "%s", db_errmsg(probe));
-        db_close(probe);
+    if (db_tune_merge_check(s, src_path) != DB_OK)
         return DB_ERROR;
-    }
-    int version = db_user_version(probe);
-    db_close(probe);
-    if (version != DB_SCHEMA_VERSION)
-        return db_fail(s, "cannot merge '%s': schema version %d, this database has %d (open it"
-                       " with this kforge once to migrate it)", src_path, version, DB_SCHEMA_VERSION);
     sqlite3_stmt *att;
     if (db_prepare(s, &att, "ATTACH DATABASE ?1 AS src", "attach") != DB_OK)
         return DB_ERROR;
@@ -230,17 +271,26 @@ db_rc db_tune_merge(db_store *s, const char *src_path,
     long long roff = 0, moff = 0;
     rc = db_begin(s, "merge");
     if (rc == DB_OK) {
-        rc = db_merge_max_id(s, "runs", &roff);
+        /* again inside the transaction: what is copied is what was checked */
+        rc = db_merge_check_binaries(s, s->sql, "src", src_path);
+        if (rc == DB_OK)
+            rc = db_merge_max_id(s, "runs", &roff);
         if (rc == DB_OK)
             rc = db_merge_max_id(s, "measurements", &moff);
         if (rc == DB_OK)
             rc = db_merge_rows(s, roff, moff, st);
         if (rc == DB_OK)
             rc = db_merge_winners(s, moff, resolve, arg, st);
-        if (rc == DB_OK)
+        if (rc == DB_OK) {
             rc = db_commit(s, "merge");
-        else
+        } else {
+            /* the message first: it may quote SQLite's, which the rollback replaces */
+            char why[sizeof s->msg];
+            snprintf(why, sizeof why, "%s", s->msg);
             db_rollback(s);
+            if (!strstr(why, "nothing was merged"))
+                db_fail(s, "cannot merge '%s' into '%s': %s (nothing was merged)", src_path, s->path, why);
+        }
     }
     sqlite3_exec(s->sql, "DETACH DATABASE src", NULL, NULL, NULL);
     return rc;

@@ -3,10 +3,17 @@
 
 #include "db/store.h"
 
-db_rc db_winner_put(db_store *s, const db_winner *w)
+static db_rc db_winner_check(db_store *s, const db_winner *w)
 {
     if (!w || !w->gpu || !w->family || !w->shape_key || !w->variant_key)
         return db_fail(s, "cannot store winner: gpu, family, shape and variant are required");
+    return DB_OK;
+}
+
+db_rc db_winner_upsert(db_store *s, const db_winner *w)
+{
+    if (db_winner_check(s, w) != DB_OK)
+        return DB_ERROR;
     sqlite3_stmt *st;
     if (db_prepare(s, &st,
                    "INSERT INTO winners(gpu, family, shape_key, variant_key, cache_key, params,"
@@ -29,13 +36,22 @@ db_rc db_winner_put(db_store *s, const db_winner *w)
     db_bind_real(st, 9, w->band);
     if (w->measurement_id)
         sqlite3_bind_int64(st, 10, w->measurement_id);
-    db_rc rc = db_begin(s, "store winner");
-    if (rc == DB_OK && sqlite3_step(st) != SQLITE_DONE) {
+    db_rc rc = DB_OK;
+    if (sqlite3_step(st) != SQLITE_DONE)
         rc = db_fail_sql(s, "store winner '%s' for '%s'", w->variant_key, w->shape_key);
-        db_rollback(s);
-    }
     sqlite3_finalize(st);
-    return rc == DB_OK ? db_commit(s, "store winner") : rc;
+    return rc;
+}
+
+db_rc db_winner_put(db_store *s, const db_winner *w)
+{
+    if (db_winner_check(s, w) != DB_OK || db_begin(s, "store winner") != DB_OK)
+        return DB_ERROR;
+    if (db_winner_upsert(s, w) != DB_OK) {
+        db_rollback(s);
+        return DB_ERROR;
+    }
+    return db_commit(s, "store winner");
 }
 
 #define DB_WINNER_COLS \

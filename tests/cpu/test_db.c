@@ -293,6 +293,28 @@ static void test_db__refuses_directory(void **state)
     open_refused(f->dir, DB_CREATE, "is a directory", NULL);
 }
 
+/* A device or a pipe is refused by what it is, not by the first SQLite statement that
+ * fails on it ("cannot choose incremental vacuum" for /dev/null). */
+static void test_db__refuses_device_and_pipe(void **state)
+{
+    fx *f = *state;
+    open_refused("/dev/null", DB_CREATE, "not a regular file (a character device)", NULL);
+    open_refused("/dev/null", DB_READONLY, "not a regular file (a character device)", NULL);
+    assert_int_equal(mkfifo(f->path, 0600), 0);
+    open_refused(f->path, DB_CREATE, "not a regular file (a pipe)", NULL);
+}
+
+/* A kforge database whose user_version was set to -1 is refused as damaged; it was
+ * taken for an old schema and migrated, failing with "table meta already exists". */
+static void test_db__refuses_negative_version(void **state)
+{
+    fx *f = *state;
+    db_close(open_ok(f->path, DB_CREATE));
+    raw_exec(f->path, "PRAGMA user_version = -1");
+    open_refused(f->path, 0, "schema version -1 is not one kforge writes", "damaged");
+    open_refused(f->path, DB_READONLY, "schema version -1 is not one kforge writes", NULL);
+}
+
 static void test_db__refuses_foreign_file(void **state)
 {
     fx *f = *state;
@@ -946,6 +968,140 @@ static void test_db__two_processes_write_at_once(void **state)
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM meta WHERE key = 'application'"), 1);
 }
 
+/* ---- merge: checked and all or nothing ---------------------------------------- */
+
+/* A source with two binaries, a run, a measurement and a winner. */
+static void merge_source(const char *path)
+{
+    db_store *s = open_ok(path, DB_CREATE);
+    put_binary(s, "src1", "attn_decode", "h1");
+    put_binary(s, "src2", "attn_decode", "h1");
+    long long run = begin_run(s, "NVIDIA H200", "GPU-1");
+    db_measurement m = measurement(run, "src1", 0.25);
+    long long id = 0;
+    assert_int_equal(db_measure_put(s, &m, &id), DB_OK);
+    db_winner w = { .gpu = "NVIDIA H200", .family = "attn_decode", .shape_key = "b1.h32_8.d128",
+                    .variant_key = "src1", .cache_key = "src1", .params = "block_n=64",
+                    .median_ms = 0.25, .speedup = 1.4, .band = 0.02, .measurement_id = id };
+    assert_int_equal(db_winner_put(s, &w), DB_OK);
+    db_close(s);
+}
+
+/* Everything a merge may write, as text. */
+static char *merge_digest(const char *path)
+{
+    return raw_text(path, "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM measurements) || ','"
+                          " || (SELECT count(*) FROM devices) || ',' || (SELECT count(*) FROM templates) || ','"
+                          " || coalesce((SELECT group_concat(cache_key || hex(image) || image_size) FROM binaries), '')"
+                          " || ',' || coalesce((SELECT group_concat(gpu || shape_key || variant_key) FROM winners), '')");
+}
+
+/* needle in the message; check_too: db_tune_merge_check refuses it as well (a bad source,
+ * not a write failing midway) */
+static void merge_refused(const char *out, const char *src, const char *needle, int check_too)
+{
+    char *before = merge_digest(out);
+    db_store *s = open_ok(out, 0);
+    db_tune_merge_stats st;
+    assert_int_equal(db_tune_merge_check(s, src), check_too ? DB_ERROR : DB_OK);
+    assert_int_equal(db_tune_merge(s, src, NULL, NULL, &st), DB_ERROR);
+    const char *m = db_errmsg(s);
+    if (!strstr(m, src) || !strstr(m, needle) || !strstr(m, "nothing was merged"))
+        fail_msg("message: %s", m);
+    db_close(s);
+    char *after = merge_digest(out);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
+/* `db merge` copied an image_size of 999999999999 with an empty image; sizes are checked
+ * against the images and a bad one refuses the whole merge. */
+static void test_db__merge_checks_image_sizes(void **state)
+{
+    fx *f = *state;
+    char src[320];
+    snprintf(src, sizeof src, "%s/src.db", f->dir);
+    db_store *s = open_ok(f->path, DB_CREATE);
+    put_binary(s, "mine", "attn_decode", "h0");
+    db_close(s);
+    const char *edits[][2] = {
+        {"UPDATE binaries SET image = x'', image_size = 999999999999 WHERE cache_key = 'src2'",
+         "binary 'src2' has image_size 999999999999 but its image is 0 bytes"},
+        {"UPDATE binaries SET image_size = 17 WHERE cache_key = 'src2'", "has image_size 17 but its image is 16 bytes"},
+        {"UPDATE binaries SET image = x'', image_size = 0 WHERE cache_key = 'src2'",
+         "has image_size 0 but its image is 0 bytes"},
+        {"UPDATE binaries SET image = 'text' WHERE cache_key = 'src2'", "an image that is text, not a blob"},
+        {"UPDATE binaries SET cache_key = '' WHERE cache_key = 'src2'", "an empty key"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        unlink(src);
+        merge_source(src);
+        raw_exec(src, edits[i][0]);
+        merge_refused(f->path, src, edits[i][1], 1);
+    }
+    /* the same source as written: merged */
+    unlink(src);
+    merge_source(src);
+    s = open_ok(f->path, 0);
+    db_tune_merge_stats st;
+    assert_int_equal(db_tune_merge(s, src, NULL, NULL, &st), DB_OK);
+    assert_int_equal(st.binaries, 2);
+    db_close(s);
+}
+
+/* A write failing midway (a trigger raising at the 2nd binary, or at the winner after the
+ * binaries, runs and measurements are in) leaves the output as it was. */
+static void test_db__merge_failing_midway_leaves_nothing(void **state)
+{
+    fx *f = *state;
+    char src[320];
+    snprintf(src, sizeof src, "%s/src.db", f->dir);
+    merge_source(src);
+    db_store *s = open_ok(f->path, DB_CREATE);
+    put_binary(s, "mine", "attn_decode", "h0");
+    db_close(s);
+    raw_exec(f->path, "CREATE TRIGGER full BEFORE INSERT ON binaries WHEN (SELECT count(*) FROM binaries) >= 2"
+                      " BEGIN SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END");
+    merge_refused(f->path, src, "database or disk is full (simulated)", 0);
+    raw_exec(f->path, "DROP TRIGGER full; CREATE TRIGGER full BEFORE INSERT ON winners"
+                      " BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END");
+    merge_refused(f->path, src, "disk I/O error (simulated)", 0);
+    raw_exec(f->path, "DROP TRIGGER full");
+    char *d = merge_digest(f->path);
+    assert_non_null(strstr(d, "0,0,0,"));  /* no run, measurement or device came through */
+    free(d);
+}
+
+/* `kforge db merge good.db bad.db -o out.db` checks both before merging either. */
+static void test_db__cli_merge_checks_every_input_first(void **state)
+{
+    fx *f = *state;
+    const char *kf = getenv("KFORGE_BIN");
+    if (!kf || access(kf, X_OK)) {
+        print_message("skipped: KFORGE_BIN does not name the kforge binary (run through ctest)\n");
+        skip();
+    }
+    char good[320], bad[320], cmd[1400], out[2048];
+    snprintf(good, sizeof good, "%s/good.db", f->dir);
+    snprintf(bad, sizeof bad, "%s/bad.db", f->dir);
+    merge_source(good);
+    merge_source(bad);
+    raw_exec(bad, "UPDATE binaries SET image = x'', image_size = 999999999999 WHERE cache_key = 'src2'");
+    db_close(open_ok(f->path, DB_CREATE));
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' '%s' -o '%s' 2>&1", kf, good, bad, f->path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = 0;
+    int st = pclose(p);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 1 || !strstr(out, "error: cannot merge '") ||
+        !strstr(out, "image_size 999999999999 but its image is 0 bytes"))
+        fail_msg("status %d: %s", st, out);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM binaries"), 0);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM runs"), 0);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -956,6 +1112,8 @@ int main(void)
         T(test_db__refuses_reset_version),
         T(test_db__refuses_missing_file_without_create),
         T(test_db__refuses_directory),
+        T(test_db__refuses_device_and_pipe),
+        T(test_db__refuses_negative_version),
         T(test_db__refuses_foreign_file),
         T(test_db__refuses_foreign_file_with_version),
         T(test_db__refuses_random_bytes),
@@ -979,6 +1137,9 @@ int main(void)
         T(test_db__ceiling_round_trip),
         T(test_db__migration_2_keeps_ceilings_and_allows_read),
         T(test_db__two_processes_write_at_once),
+        T(test_db__merge_checks_image_sizes),
+        T(test_db__merge_failing_midway_leaves_nothing),
+        T(test_db__cli_merge_checks_every_input_first),
     };
 #undef T
     return cmocka_run_group_tests_name("db", tests, NULL, NULL);

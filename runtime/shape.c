@@ -325,6 +325,8 @@ kf_status rt_shape_check(const char *family, const gen_kvset *shape, const gen_k
     /* every field present, with its type, integers within the C API's int fields */
     for (const field *f = r->fields; f->key; f++) {
         const gen_kv *e = gen_kv_find(shape, f->key);
+        if (!e && declared && gen_kv_find(declared, f->key))
+            return KF_OK;   /* the template's own check (gen_tmpl_fixed) names the missing field */
         if (!e)
             return say(&c, KF_ERR_ARG, "the shape of '%s' lacks '%s'", family, f->key);
         if (f->is_str && !e->is_str)

@@ -21,8 +21,9 @@ typedef enum {
  * API's int field, and the rules between fields (hq a multiple of hkv, decode Sq 1..16, head dims,
  * b * sq rows within an int, ...); for other families every integer in 0..INT_MAX. Keys other than
  * "family" must be in declared (the template's shape fields) when declared is given, else in the
- * family's own list. KF_OK, or KF_ERR_ARG / KF_ERR_UNSUPPORTED with a message in msg naming the key
- * (or description field) and its value. Pure.
+ * family's own list. A field missing from shape is refused, except one that declared lists: that is left
+ * to the template's own check (gen_tmpl_fixed), which names it. KF_OK, or KF_ERR_ARG / KF_ERR_UNSUPPORTED
+ * with a message in msg naming the key (or description field) and its value. Pure.
  */
 kf_status rt_shape_check(const char *family, const gen_kvset *shape, const gen_kvset *declared, rt_names names,
                          char *msg, size_t n);

@@ -65,6 +65,15 @@ static kf_status check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_i
     kf_status st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
     if (st)
         return st;
+    /* the contiguous sizes of the maxima: caches [b, max_kv, hkv, dim] (or pages), q [b, sq, hq, dim], o */
+    long long e, rows = d->page_size ? d->page_size : d->max_kv;
+    for (int i = 0; i <= info->nk; i++) {
+        long long dim = i < info->nk ? info->dims[i] : d->dv;
+        if (rt_mul_ll(d->max_batch, rows, &e) || rt_mul_ll(e, d->hkv, &e) || rt_mul_ll(e, dim, &e) ||
+            rt_mul_ll((long long)d->max_batch * d->max_q, d->hq, &e) || rt_mul_ll(e, dim, &e))
+            return rt_say(KF_ERR_ARG, msg, n, "desc.max_batch %d, desc.max_kv %d, desc.hq %d, desc.hkv %d: the "
+                          "tensors of a %lld-wide part do not fit in 63 bits", d->max_batch, d->max_kv, d->hq, d->hkv, dim);
+    }
     if (dev->cc_major < 8)
         return rt_say(KF_ERR_UNSUPPORTED, msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
                    dev->name, dev->cc_major, dev->cc_minor);
@@ -119,7 +128,9 @@ kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const s
 
 /* ---- one call ---------------------------------------------------------------------- */
 
-static kf_status view(const char *what, const kf_parts_view *v, long long d0, long long d1, long long d2,
+/* A view of nb [rows, heads, dim] blocks with contiguous strides d0 = rows * heads * dim, d1 = heads * dim,
+ * d2 = dim: pointer, alignment, strides (0: contiguous), and the span of the strides within 63 bits. */
+static kf_status view(const char *what, const kf_parts_view *v, long long nb, long long d0, long long d1, long long d2,
                       kf_parts_tensor *out, char *msg, size_t n)
 {
     if (!v->ptr)
@@ -137,6 +148,11 @@ static kf_status view(const char *what, const kf_parts_view *v, long long d0, lo
     out->sb = v->strides[0] ? v->strides[0] : d0;
     out->ss = v->strides[1] ? v->strides[1] : d1;
     out->sh = v->strides[2] ? v->strides[2] : d2;
+    const long long ext[4] = {nb, d0 / d1, d1 / d2, d2}, str[4] = {out->sb, out->ss, out->sh, 1};
+    if (rt_span(4, ext, str) < 0)
+        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s.strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span "
+                      "more than 2^63 elements", what, v->strides[0], v->strides[1], v->strides[2], ext[0], ext[1],
+                      ext[2], ext[3]);
     return KF_OK;
 }
 
@@ -219,7 +235,8 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
             for (int l = 0; l < (p ? L : 1); l++) {
                 const long long dim = info->dims[p];
                 snprintf(what, sizeof what, "%s[%d][%d]", pass ? "v" : "k", l, p);
-                if ((st = view(what, pass ? &t->v[l][p] : &t->k[l][p], rows * d->hkv * dim, d->hkv * dim, dim,
+                if ((st = view(what, pass ? &t->v[l][p] : &t->k[l][p], d->page_size ? 1 : t->batch,
+                               rows * d->hkv * dim, d->hkv * dim, dim,
                                &a.c[nc++], msg, msgn)))
                     return st;
             }
@@ -227,13 +244,13 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
         for (int p = 0; p < info->nk; p++) {
             const long long dim = info->dims[p];
             snprintf(what, sizeof what, "q[%d][%d]", l, p);
-            if ((st = view(what, &t->q[l][p], (long long)sq * d->hq * dim, (long long)d->hq * dim, dim, &a.q[l][p], msg,
+            if ((st = view(what, &t->q[l][p], t->batch, (long long)sq * d->hq * dim, (long long)d->hq * dim, dim, &a.q[l][p], msg,
                            msgn)))
                 return st;
         }
         snprintf(what, sizeof what, "o[%d]", l);
         kf_parts_view ov = t->o[l];
-        if ((st = view(what, &ov, (long long)sq * d->hq * d->dv, (long long)d->hq * d->dv, d->dv, &a.o[l], msg, msgn)))
+        if ((st = view(what, &ov, t->batch, (long long)sq * d->hq * d->dv, (long long)d->hq * d->dv, d->dv, &a.o[l], msg, msgn)))
             return st;
         if (t->lse[l] && ((uintptr_t)t->lse[l] & 3u))
             return rt_say(KF_ERR_ARG, msg, msgn, "tensors.lse[%d] = %p is not 4-byte aligned", l, (void *)t->lse[l]);

@@ -233,9 +233,18 @@ static void test_parts_api__paged_bt_stride_covers_max_kv(void **state)
     assert_non_null(strstr(msg, "tensors.bt_stride = 63 is less than the 64 pages"));
     t.bt_stride = 64;
     assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_OK);
+    /* declared strides whose span over a page does not fit in 63 bits */
+    kf_parts_tensors u = t;
+    u.k[0][1].strides[1] = 1LL << 60;
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &u, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "tensors.k[0][1].strides = {0, 1152921504606846976, 0} over [1, 64, 1, 64] span more"));
     t.block_table = (const int32_t *)((char *)fake(6) + 2);
     assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_ERR_ARG);
     assert_non_null(strstr(msg, "not 4-byte aligned"));
+    /* the maxima's contiguous tensors past 63 bits */
+    d = mla(16), d.page_size = 0, d.hq = d.hkv = 1 << 30, d.max_kv = 1 << 30, d.max_batch = 65535;
+    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "do not fit in 63 bits"));
 }
 
 static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)

@@ -1,6 +1,7 @@
 /* cli/cmd_compile.c: `kforge compile`: variants, families or sweeps into the binary cache */
 #include "cli/cli.h"
 #include "gen/build.h"
+#include "runtime/shape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,20 @@ static int enum_cb(const gen_kvset *params, int valid, const char *why, void *ar
         c->rc = -1;
         return 1;
     }
+    return 0;
+}
+
+/* A shape of --shape or of a sweep through the checks of the C API (runtime/shape.h): 0, or the exit code. */
+static int check_shape(const cli_opts *o, gen_host *h, const gen_kvset *shape)
+{
+    const char *family = gen_kv_str(shape, "family");
+    gen_tmpl *t = gen_tmpl_load(h, family);
+    char why[1024];
+    if (!t)
+        return cli_error("%s", gen_host_errmsg(h));
+    if (rt_shape_check(family, shape, gen_tmpl_shape_fields(t), RT_NAMES_SHAPE, why, sizeof why))
+        return o->shape ? cli_usage_error("bad --shape for '%s': %s", family, why)
+                        : cli_error("sweep '%s' has a bad shape for '%s': %s", o->sweep ? o->sweep : "default", family, why);
     return 0;
 }
 
@@ -166,7 +181,7 @@ int cmd_compile(cli_opts *o)
             rc = cli_error("no shapes for '%s' in sweep '%s'", family ? family : "any family",
                            o->sweep ? o->sweep : "default");
         for (int i = 0; i < n && !rc; i++)
-            if (shape_jobs(&eff, h, &shapes[i], &l, &tg))
+            if (!(rc = check_shape(o, h, &shapes[i])) && shape_jobs(&eff, h, &shapes[i], &l, &tg))
                 rc = cli_error("%s", gen_host_errmsg(h));
         free(shapes);
     }

@@ -1,5 +1,6 @@
 /* cli/cmd_gen.c: `kforge gen`: print the source of one variant exactly as NVRTC sees it */
 #include "cli/cli.h"
+#include "runtime/shape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,9 @@ int cli_variant(const cli_opts *o, gen_host *h, gen_tmpl **t, gen_kvset *fixed, 
     char err[256];
     if (gen_kv_parse(&shape, o->shape, err, sizeof err))
         return cli_usage_error("bad --shape: %s", err);
+    char bad[1024];  /* the checks of the C API (runtime/shape.h) */
+    if (rt_shape_check(o->argv[0], &shape, gen_tmpl_shape_fields(*t), RT_NAMES_SHAPE, bad, sizeof bad))
+        return cli_usage_error("bad --shape for '%s': %s", o->argv[0], bad);
     cli_arch(o, dev, NULL);
     if (gen_tmpl_fixed(*t, &shape, fixed) || gen_tmpl_default(*t, &shape, dev, params))
         return cli_error("%s", gen_host_errmsg(h));

@@ -156,6 +156,8 @@ int gen_kv_parse(gen_kvset *set, const char *text, char *err, size_t errn)
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", text);
+    gen_kvset seen;   /* the names of this text: each at most once */
+    gen_kv_clear(&seen);
     char *save = NULL;
     for (char *item = strtok_r(buf, ",;", &save); item; item = strtok_r(NULL, ",;", &save)) {
         char *t = trim(item);
@@ -172,12 +174,23 @@ int gen_kv_parse(gen_kvset *set, const char *text, char *err, size_t errn)
             snprintf(err, errn, "bad name '%s' (lower-case letters and '_')", name);
             return -1;
         }
+        if (gen_kv_find(&seen, name)) {
+            snprintf(err, errn, "'%s' is given twice", name);
+            return -1;
+        }
+        if (gen_kv_set_int(&seen, name, 0)) {
+            snprintf(err, errn, "too many values at '%s'", name);
+            return -1;
+        }
         char *end = NULL;
         errno = 0;
         long long v = strtoll(val, &end, 10);
-        if (end != val && errno == 0 && (*end == 0 || ((*end == 'k' || *end == 'K') && end[1] == 0))) {
-            if (*end)
-                v *= 1024;
+        int number = end != val && (*end == 0 || ((*end == 'k' || *end == 'K') && end[1] == 0));
+        if (number && (errno == ERANGE || (*end && __builtin_mul_overflow(v, 1024LL, &v)))) {
+            snprintf(err, errn, "value '%s' of '%s' is out of range (a 64-bit integer)", val, name);
+            return -1;
+        }
+        if (number) {
             if (gen_kv_set_int(set, name, v)) {
                 snprintf(err, errn, "too many values at '%s'", name);
                 return -1;

@@ -40,7 +40,8 @@ int gen_kv_format(const gen_kvset *set, char *buf, size_t n);
 /* Key form "a1.b-bf16" (sorted; strings as name-value). */
 int gen_kv_keyform(const gen_kvset *set, char *buf, size_t n);
 /* Parses "a=1,b=bf16" (also accepts spaces around items and ';'). On error returns -1
- * and writes a message naming the bad item into err. Integers accept k/K (x1024) suffix. */
+ * and writes a message naming the bad item into err. Integers accept k/K (x1024) suffix;
+ * one past the 64-bit range is an error, and so is a name given twice in text. */
 int gen_kv_parse(gen_kvset *set, const char *text, char *err, size_t errn);
 
 #endif

@@ -1,6 +1,9 @@
 /* runtime/attn_launch.c: grid sizes and split-KV workspace of the attention families (see attn_launch.h) */
 #include "attn_launch.h"
 #include "grid.h"
+#include "shape.h"
+
+#include <stdint.h>
 
 #include <string.h>
 
@@ -71,6 +74,9 @@ size_t rt_attn_workspace_bytes(const gen_kvset *vp, const kf_attn_params *p)
     d = gen_kv_int(vp, "d", 0);
     if (d < 1 || p->ws_rows < 1 || p->hq < 1)
         return 0;
-    rows = (long long)p->splits * p->ws_rows * p->hq;
-    return (size_t)(rows * d * 4 + rows * 4);
+    long long bytes;
+    if (rt_mul_ll(p->splits, p->ws_rows, &rows) || rt_mul_ll(rows, p->hq, &rows) || rt_mul_ll(rows, d + 1, &bytes) ||
+        rt_mul_ll(bytes, 4, &bytes) || (unsigned long long)bytes > SIZE_MAX / 2)
+        return SIZE_MAX;
+    return (size_t)bytes;
 }

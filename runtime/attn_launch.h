@@ -41,7 +41,8 @@ int rt_attn_grid(const gen_kvset *vp, const kf_attn_params *p, int kernel_index,
 
 /* Bytes of split-KV workspace the variant needs for p: ws_o (splits * ws_rows * hq * dv fp32) followed
  * by ws_lse (splits * ws_rows * hq fp32); ws_lse starts at splits * ws_rows * hq * dv * 4 bytes, a
- * multiple of 16. 0 when no workspace is needed (splits == 1, prefill, combine) or on bad input. */
+ * multiple of 16. 0 when no workspace is needed (splits == 1, prefill, combine) or on bad input; SIZE_MAX
+ * when the size does not fit (the caller refuses the shape). */
 size_t rt_attn_workspace_bytes(const gen_kvset *vp, const kf_attn_params *p);
 
 #endif

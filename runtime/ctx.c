@@ -1,10 +1,12 @@
 /* runtime/ctx.c: contexts: open (device, bundles, database winners, JIT host), close, messages, module cache */
 #include "runtime/ctx.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef KF_VERSION_STR
 #define KF_VERSION_STR "0.1.0"
@@ -92,27 +94,28 @@ static int winner_cb(const db_winner *w, void *arg)
     return 0;
 }
 
-static kf_status load_bundle(kf_ctx *c, const char *path)
+/* Opens and verifies the bundle at path (checksums, images) before any device is known. */
+static kf_status open_bundle(kf_ctx *c, int i, const char *path)
 {
     char err[1024];
     db_bundle *b;
     if (!path)
-        return rt_ctx_err(c, KF_ERR_ARG, "config.bundles has a NULL path");
-    if (db_bundle_load(path, c->dev.arch, &b, err, sizeof err))
+        return rt_ctx_err(c, KF_ERR_ARG, "config.bundles[%d] is NULL", i);
+    if (db_bundle_load(path, NULL, &b, err, sizeof err))
         return rt_ctx_err(c, KF_ERR_BUNDLE, "%s", err);
-    if (strcmp(db_bundle_gpu(b), c->dev.name)) {
-        rt_ctx_err(c, KF_ERR_BUNDLE, "cannot load bundle '%s': it was tuned on '%s' and device %d is '%s'", path,
-                   db_bundle_gpu(b), c->device, c->dev.name);
-        db_bundle_free(b);
-        return KF_ERR_BUNDLE;
-    }
-    db_bundle **v = realloc(c->bundles, (size_t)(c->n_bundles + 1) * sizeof *v);
-    if (!v) {
-        db_bundle_free(b);
-        return rt_ctx_err(c, KF_ERR_NOMEM, "out of memory");
-    }
-    c->bundles = v;
     c->bundles[c->n_bundles++] = b;
+    return KF_OK;
+}
+
+/* A bundle opened by open_bundle against the device: its arch and GPU, then its winners. */
+static kf_status serve_bundle(kf_ctx *c, const char *path, db_bundle *b)
+{
+    if (strcmp(db_bundle_arch(b), c->dev.arch))
+        return rt_ctx_err(c, KF_ERR_BUNDLE, "cannot load bundle '%s': it holds %s binaries and this device is %s", path,
+                          db_bundle_arch(b), c->dev.arch);
+    if (strcmp(db_bundle_gpu(b), c->dev.name))
+        return rt_ctx_err(c, KF_ERR_BUNDLE, "cannot load bundle '%s': it was tuned on '%s' and device %d is '%s'", path,
+                          db_bundle_gpu(b), c->device, c->dev.name);
     for (int i = 0; i < db_bundle_n_winners(b); i++) {
         const db_bundle_winner *w = db_bundle_winner_at(b, i);
         rt_winner r;
@@ -127,6 +130,8 @@ static kf_status load_bundle(kf_ctx *c, const char *path)
 kf_status kf_open(kf_ctx **out, const kf_config *cfg)
 {
     kf_config dflt = KF_CONFIG_INIT;
+    if (!out)
+        return KF_ERR_ARG;
     if (!cfg)
         cfg = &dflt;
     kf_ctx *c = calloc(1, sizeof *c);
@@ -139,6 +144,21 @@ kf_status kf_open(kf_ctx **out, const kf_config *cfg)
         return rt_ctx_err(c, KF_ERR_ARG, "config.jit must be KF_JIT_ALLOW or KF_JIT_FORBID, got %d", cfg->jit);
     if (cfg->n_bundles < 0 || (cfg->n_bundles > 0 && !cfg->bundles))
         return rt_ctx_err(c, KF_ERR_ARG, "config.bundles is NULL with config.n_bundles = %d", cfg->n_bundles);
+    /* the caller's files first, so a wrong path is named also on a machine without a GPU */
+    struct stat sb;
+    if (cfg->template_dir && stat(cfg->template_dir, &sb))
+        return rt_ctx_err(c, KF_ERR_ARG, "config.template_dir = '%s': %s", cfg->template_dir, strerror(errno));
+    if (cfg->template_dir && !S_ISDIR(sb.st_mode))
+        return rt_ctx_err(c, KF_ERR_ARG, "config.template_dir = '%s' is not a directory", cfg->template_dir);
+    if (cfg->n_bundles > 0 && !(c->bundles = calloc((size_t)cfg->n_bundles, sizeof *c->bundles)))
+        return rt_ctx_err(c, KF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < cfg->n_bundles; i++) {
+        kf_status st = open_bundle(c, i, cfg->bundles[i]);
+        if (st)
+            return st;
+    }
+    if (cfg->db_path && db_open(&c->db, cfg->db_path, DB_CREATE) != DB_OK)
+        return rt_ctx_err(c, KF_ERR_DB, "%s", db_errmsg(c->db));
     char err[1024];
     c->cu = rt_cuda(err, sizeof err);
     if (!c->cu)
@@ -146,14 +166,12 @@ kf_status kf_open(kf_ctx **out, const kf_config *cfg)
     if (rt_device_info(cfg->device, &c->dev, err, sizeof err) ||
         rt_module_context(cfg->device, err, sizeof err))
         return rt_ctx_err(c, KF_ERR_CUDA, "config.device = %d: %s", cfg->device, err);
-    for (int i = 0; i < cfg->n_bundles; i++) {
-        kf_status st = load_bundle(c, cfg->bundles[i]);
+    for (int i = 0; i < c->n_bundles; i++) {
+        kf_status st = serve_bundle(c, cfg->bundles[i], c->bundles[i]);
         if (st)
             return st;
     }
-    if (cfg->db_path) {
-        if (db_open(&c->db, cfg->db_path, DB_CREATE) != DB_OK)
-            return rt_ctx_err(c, KF_ERR_DB, "%s", db_errmsg(c->db));
+    if (c->db) {
         struct load_ctx l = {c, 0};
         if (db_winner_each(c->db, c->dev.name, NULL, winner_cb, &l) != DB_OK)
             return rt_ctx_err(c, KF_ERR_DB, "%s", db_errmsg(c->db));
@@ -164,10 +182,9 @@ kf_status kf_open(kf_ctx **out, const kf_config *cfg)
     return KF_OK;
 }
 
-void kf_close(kf_ctx *c)
+/* Frees c and everything it holds (no plan is alive). */
+static void ctx_free(kf_ctx *c)
 {
-    if (!c)
-        return;
     for (int i = 0; i < c->n_mods; i++)
         rt_module_unload(&c->mods[i].mod);
     free(c->mods);
@@ -179,6 +196,27 @@ void kf_close(kf_ctx *c)
     db_close(c->db);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+void kf_close(kf_ctx *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    int alive = c->plans;
+    c->closed = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (!alive)   /* else the last kf_plan_free frees c (rt_ctx_plan_freed) */
+        ctx_free(c);
+}
+
+void rt_ctx_plan_freed(kf_ctx *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int last = --c->plans == 0 && c->closed;
+    pthread_mutex_unlock(&c->mu);
+    if (last)
+        ctx_free(c);
 }
 
 /* ---- module cache ------------------------------------------------------------ */

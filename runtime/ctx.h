@@ -31,6 +31,7 @@ struct kf_ctx {
     rt_loaded *mods;
     int n_mods, cap_mods;
     int plans;                 /* live plans */
+    int closed;                /* kf_close was called: the last kf_plan_free frees the context */
     pthread_mutex_t mu;        /* plans, the module cache, the JIT host and the message */
     char err[2048];
 };
@@ -38,6 +39,9 @@ struct kf_ctx {
 /* Sets the context's message (printf-style) and returns st. The caller holds c->mu, or
  * owns c alone (kf_open). */
 kf_status rt_ctx_err(kf_ctx *c, kf_status st, const char *fmt, ...);
+
+/* A plan of c was freed (its workspace already released): the last one of a closed context frees it. */
+void rt_ctx_plan_freed(kf_ctx *c);
 
 /* The template default of shape through the context's JIT host (an rt_default_fn; arg is the
  * kf_ctx). Caller holds c->mu. */

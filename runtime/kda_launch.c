@@ -1,6 +1,7 @@
 /* runtime/kda_launch.c: grids, workspace and argument checks of the KDA families (see kda_launch.h) */
 #include "kda_launch.h"
 #include "grid.h"
+#include "shape.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -71,11 +72,20 @@ size_t rt_kda_workspace_bytes(const gen_kvset *vp, const kf_kda_params *p)
     long long c = gen_kv_int(vp, "chunk", 0), dk = gen_kv_int(vp, "dk", 0), dv = gen_kv_int(vp, "dv", 0);
     if (c < 1 || dk < 1 || dv < 1 || p->nseq < 1 || p->hv_heads < 1 || p->total < 0)
         return 0;
-    long long slot = 2 * (3 * c * dk + c * c + c * dv) + 4 * dk;
-    long long bytes = ((long long)p->total / c + p->nseq) * p->hv_heads * slot;
+    if (c > 4096 || dk > 4096 || dv > 4096)
+        return SIZE_MAX;
+    long long slot = 2 * (3 * c * dk + c * c + c * dv) + 4 * dk, bytes, seg_bytes;
+    if (rt_mul_ll((long long)p->total / c + p->nseq, p->hv_heads, &bytes) || rt_mul_ll(bytes, slot, &bytes))
+        return SIZE_MAX;
     long long seg = gen_kv_int(vp, "seg", 1);
-    if (seg > 1)   /* per (sequence, value head, segment): c, start state [dk][dv], transition [dk][dk] fp32 */
-        bytes = (bytes + 255) / 256 * 256 + (long long)p->nseq * p->hv_heads * seg * (2 * dk * dv + dk * dk) * 4;
+    if (seg > 1) {  /* per (sequence, value head, segment): c, start state [dk][dv], transition [dk][dk] fp32 */
+        if (rt_mul_ll((long long)p->nseq * p->hv_heads, seg, &seg_bytes) ||
+            rt_mul_ll(seg_bytes, (2 * dk * dv + dk * dk) * 4, &seg_bytes) || rt_add_ll(bytes, 255, &bytes) ||
+            rt_add_ll(bytes / 256 * 256, seg_bytes, &bytes))
+            return SIZE_MAX;
+    }
+    if ((unsigned long long)bytes > SIZE_MAX / 2)
+        return SIZE_MAX;
     return (size_t)bytes;
 }
 

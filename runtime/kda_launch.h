@@ -30,7 +30,8 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
 
 /* Workspace bytes the variant touches for p: the split prefill's chunk slots,
  * (total / chunk + nseq) * hv_heads * (2 (3 chunk dk + chunk^2 + chunk dv) + 4 dk); 0 for the fused
- * prefill, decode and naive (and on bad input). p->ws must point at this many bytes, 16-byte aligned. */
+ * prefill, decode and naive (and on bad input); SIZE_MAX when the size does not fit (the caller refuses the
+ * shape). p->ws must point at this many bytes, 16-byte aligned. */
 size_t rt_kda_workspace_bytes(const gen_kvset *vp, const kf_kda_params *p);
 
 /* Whether the variant computes p correctly: dims equal the variant's, heads (hv % h == 0), sequence

@@ -69,10 +69,18 @@ typedef struct kf_config {
 #define KF_CONFIG_INIT {0, NULL, NULL, 0, KF_JIT_ALLOW, NULL}
 
 /* Opens a context on cfg->device. *out is always set (also on failure, so
- * kf_errmsg can say why); close it with kf_close. cfg NULL means KF_CONFIG_INIT.
- * Strings in cfg are copied. */
+ * kf_errmsg can say why); close it with kf_close. out NULL: KF_ERR_ARG, nothing
+ * written. cfg NULL means KF_CONFIG_INIT. Strings in cfg are copied.
+ * The caller's paths are checked before the device, so a machine without a GPU
+ * still names a bad one: template_dir must be a directory (KF_ERR_ARG naming it),
+ * each bundle is opened and verified (KF_ERR_BUNDLE), db_path is opened (created
+ * when missing; KF_ERR_DB); then the driver and device (KF_ERR_CUDA), then each
+ * bundle's arch and GPU against the device. */
 kf_status kf_open(kf_ctx **out, const kf_config *cfg);
-/* Frees the context; plans made on it must be freed first. NULL is a no-op. */
+/* Closes the context. Plans made on it and not yet freed keep it alive: it is freed
+ * by the last of their kf_plan_free, and until then they run (and report errors)
+ * as before. ctx itself must not be passed to any call after kf_close. NULL is a
+ * no-op. */
 void kf_close(kf_ctx *ctx);
 /* The message of the last failed call on ctx (or a plan of ctx); "" if none.
  * Valid until the next call on ctx. ctx NULL gives "out of memory". */
@@ -112,16 +120,18 @@ typedef struct kf_attn_tensors {
     const void *q, *k, *v;
     void *o;
     float *lse;                    /* NULL: not written */
-    const int32_t *cu_seqlens_q;   /* [batch + 1], required when packed_q */
-    const int32_t *kv_len;         /* [batch] keys per sequence (<= max_kv); NULL: all have kv_len_all */
+    const int32_t *cu_seqlens_q;   /* [batch + 1], required when packed_q, NULL otherwise */
+    const int32_t *kv_len;         /* [batch] keys per sequence (<= max_kv), 4-byte aligned; NULL: all have kv_len_all */
     int batch;                     /* <= max_batch */
     int q_len;                     /* rows per sequence (max when packed), <= max_q */
     int kv_len_all;                /* keys of every sequence when kv_len is NULL, <= max_kv */
-    int total_q;                   /* packed_q: rows of q (= cu_seqlens_q[batch]), <= max_batch * max_q */
+    int total_q;                   /* packed_q: rows of q (= cu_seqlens_q[batch]), <= max_batch * max_q; else 0 */
     void *workspace;               /* kf_plan_workspace() bytes, or NULL to use the plan's own */
-    const int32_t *block_table;    /* [batch, bt_stride] page indices; required when desc.page_size > 0 */
-    int bt_stride;                 /* row stride of block_table, >= ceil(keys of the longest sequence / page_size) */
+    const int32_t *block_table;    /* [batch, bt_stride] page indices; required when desc.page_size > 0, else NULL */
+    int bt_stride;                 /* row stride of block_table, >= ceil(max_kv / page_size); 0 when not paged */
 } kf_attn_tensors;
+/* kf_attn_run, kf_kda_run and kf_parts_run refuse (KF_ERR_ARG, naming the field) a field of the tensors
+ * that the plan does not read but the caller set, rather than ignore it. */
 
 /* KF_OK when a kernel exists for d on this context's device, else the status and
  * message kf_attn_plan would give. Never compiles. */
@@ -141,7 +151,8 @@ size_t kf_plan_workspace(const kf_plan *p);
  * ("bundle", "database", "jit", "cache"). Valid while the plan lives. */
 const char *kf_plan_variant(const kf_plan *p);
 const char *kf_plan_source(const kf_plan *p);
-/* Frees the plan and its workspace. NULL is a no-op. */
+/* Frees the plan and its workspace (and its context, when kf_close was called and
+ * this was the context's last plan). NULL is a no-op. */
 void kf_plan_free(kf_plan *p);
 
 /* ---- Kimi Delta Attention (KDA) ------------------------------------------------

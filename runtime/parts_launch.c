@@ -1,6 +1,9 @@
 /* runtime/parts_launch.c: grids, workspace and the combine hand-off of the split-score decode family (see parts_launch.h) */
 #include "parts_launch.h"
 #include "grid.h"
+#include "shape.h"
+
+#include <stdint.h>
 
 #include <string.h>
 
@@ -45,8 +48,11 @@ size_t rt_parts_workspace_bytes(const gen_kvset *vp, const kf_parts_params *p)
     long long dv = gen_kv_int(vp, "dv", 0), layers = gen_kv_int(vp, "layers", 0);
     if (dv < 1 || layers < 1 || p->ws_rows < 1 || p->hq < 1)
         return 0;
-    long long rows = (long long)p->splits * p->ws_rows * p->hq;
-    return (size_t)(layers * (rows * dv * 4 + rows * 4));
+    long long rows, bytes;
+    if (rt_mul_ll(p->splits, p->ws_rows, &rows) || rt_mul_ll(rows, p->hq, &rows) || rt_mul_ll(rows, dv + 1, &bytes) ||
+        rt_mul_ll(bytes, 4 * layers, &bytes) || (unsigned long long)bytes > SIZE_MAX / 2)
+        return SIZE_MAX;
+    return (size_t)bytes;
 }
 
 void rt_parts_set_workspace(const gen_kvset *vp, kf_parts_params *p, void *ws)

@@ -19,7 +19,8 @@
 int rt_parts_launch_count(const gen_kvset *vp);
 /* Grid of kernel 0 (decode) or 1 (combine). 0, or -1 when a value is missing or out of range. */
 int rt_parts_grid(const gen_kvset *vp, const kf_parts_params *p, int kernel_index, unsigned grid[3]);
-/* Workspace bytes of a split variant for p: layers * splits * ws_rows * hq * (dv + 1) * 4; 0 when sp == 1. */
+/* Workspace bytes of a split variant for p: layers * splits * ws_rows * hq * (dv + 1) * 4; 0 when sp == 1;
+ * SIZE_MAX when the size does not fit (the caller refuses the shape). */
 size_t rt_parts_workspace_bytes(const gen_kvset *vp, const kf_parts_params *p);
 /* Points p->ws_o[l], p->ws_lse[l] into ws (rt_parts_workspace_bytes of it; NULL when none). */
 void rt_parts_set_workspace(const gen_kvset *vp, kf_parts_params *p, void *ws);

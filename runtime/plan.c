@@ -154,12 +154,13 @@ void kf_plan_free(kf_plan *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->ctx->mu);
+    kf_ctx *c = p->ctx;
+    pthread_mutex_lock(&c->mu);
     if (p->ws)
-        p->ctx->cu->MemFree(p->ws);
-    p->ctx->plans--;
-    pthread_mutex_unlock(&p->ctx->mu);
+        c->cu->MemFree(p->ws);
+    pthread_mutex_unlock(&c->mu);
     free(p);
+    rt_ctx_plan_freed(c);
 }
 
 kf_status rt_plan_err(kf_plan *p, kf_status st, const char *fmt, ...)

@@ -62,8 +62,18 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     if (!t->kv_len && (t->kv_len_all < 0 || t->kv_len_all > d->max_kv))
         return rt_plan_err(p, KF_ERR_ARG, "tensors.kv_len_all = %d is outside 0..%d (the plan's max_kv)",
                               t->kv_len_all, d->max_kv);
+    if (t->kv_len && ((uintptr_t)t->kv_len & 3u))
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.kv_len = %p is not 4-byte aligned (int32)", (const void *)t->kv_len);
     if (d->packed_q && !t->cu_seqlens_q)
         return rt_plan_err(p, KF_ERR_ARG, "tensors.cu_seqlens_q is NULL but the plan has packed_q");
+    if (!d->packed_q && t->cu_seqlens_q)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.cu_seqlens_q = %p is set but the plan has packed_q = 0 (q is "
+                           "[B, Sq, Hq, D])", (const void *)t->cu_seqlens_q);
+    if (!d->packed_q && t->total_q)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.total_q = %d is set but the plan has packed_q = 0", t->total_q);
+    if (t->cu_seqlens_q && ((uintptr_t)t->cu_seqlens_q & 3u))
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.cu_seqlens_q = %p is not 4-byte aligned (int32)",
+                           (const void *)t->cu_seqlens_q);
     if (d->packed_q && (t->total_q < 0 || t->total_q > (long long)d->max_batch * d->max_q))
         return rt_plan_err(p, KF_ERR_ARG, "tensors.total_q = %d is outside 0..%lld", t->total_q,
                               (long long)d->max_batch * d->max_q);
@@ -78,6 +88,12 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
             return rt_plan_err(p, KF_ERR_ARG, "tensors.bt_stride = %d is less than the %lld pages of max_kv %d"
                                " at page_size %d", t->bt_stride, need, d->max_kv, d->page_size);
     }
+    if (d->page_size == 0 && t->block_table)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.block_table = %p is set but the plan's K/V are contiguous "
+                           "(desc.page_size 0)", (const void *)t->block_table);
+    if (d->page_size == 0 && t->bt_stride)
+        return rt_plan_err(p, KF_ERR_ARG, "tensors.bt_stride = %d is set but the plan's K/V are contiguous "
+                           "(desc.page_size 0)", t->bt_stride);
     if (t->workspace && misaligned(t->workspace))
         return rt_plan_err(p, KF_ERR_UNSUPPORTED, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
     if (t->batch == 0)

@@ -1,8 +1,10 @@
 /* runtime/select.c: kernel selection: one pure function of (problem, device, tuned table) */
 #include "runtime/select.h"
 #include "runtime/attn_launch.h"
+#include "runtime/shape.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,68 +19,6 @@ kf_status rt_say(kf_status st, char *msg, size_t n, const char *fmt, ...)
     return st;
 }
 
-static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, char *msg, size_t n)
-{
-    if (!d)
-        return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
-    if (d->kind != KF_ATTN_PREFILL && d->kind != KF_ATTN_DECODE)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.kind must be KF_ATTN_PREFILL or KF_ATTN_DECODE, got %d", d->kind);
-    if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", d->dtype);
-    if (d->hq <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.hq must be positive, got %d", d->hq);
-    if (d->hkv <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.hkv must be positive, got %d", d->hkv);
-    if (d->hq % d->hkv)
-        return snprintf(msg, n, "desc.hq (%d) must be a multiple of desc.hkv (%d)", d->hq, d->hkv),
-               KF_ERR_ARG;
-    if (d->d <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.d must be positive, got %d", d->d);
-    if (d->causal != 0 && d->causal != 1)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.causal must be 0 or 1, got %d", d->causal);
-    if (!(d->scale >= 0.0f) || isinf(d->scale))
-        return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(d)), got %g", d->scale),
-               KF_ERR_ARG;
-    if (d->max_batch <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.max_batch must be positive, got %d", d->max_batch);
-    if (d->max_q <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.max_q must be positive, got %d", d->max_q);
-    if (d->max_kv < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.max_kv must be >= 0, got %d", d->max_kv);
-    const long long *st[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
-    const char *names[4] = {"q", "k", "v", "o"};
-    for (int t = 0; t < 4; t++)
-        for (int i = 0; i < 3; i++) {
-            if (st[t][i] < 0)
-                return snprintf(msg, n, "desc.%s_strides[%d] must be >= 0, got %lld", names[t], i, st[t][i]),
-                       KF_ERR_ARG;
-            /* rows must stay 16-byte aligned: strides in elements of 2 bytes */
-            if (st[t][i] % 8)
-                return snprintf(msg, n, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment "
-                                        "(must be a multiple of 8 elements)", names[t], i, st[t][i]),
-                       KF_ERR_UNSUPPORTED;
-        }
-    if (d->d != 64 && d->d != 128 && d->d != 256)
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.d = %d is not supported (64, 128 or 256)", d->d);
-    if (d->kind == KF_ATTN_DECODE && d->max_q > 16)
-        return snprintf(msg, n, "decode serves up to 16 query rows per sequence, desc.max_q = %d "
-                                "(use KF_ATTN_PREFILL)", d->max_q),
-               KF_ERR_UNSUPPORTED;
-    if (d->page_size < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.page_size must be >= 0 (0: contiguous K/V), got %d", d->page_size);
-    if (d->page_size > 0 && d->kind != KF_ATTN_DECODE)
-        return snprintf(msg, n, "paged K/V (desc.page_size = %d) is served by decode plans only", d->page_size),
-               KF_ERR_UNSUPPORTED;
-    if (d->kind == KF_ATTN_DECODE && d->packed_q)
-        return snprintf(msg, n, "decode takes q as [B, Sq, Hq, D]; packed q (desc.packed_q) is for prefill"),
-               KF_ERR_UNSUPPORTED;
-    if (dev->cc_major < 8)
-        return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
-                        dev->name, dev->cc_major, dev->cc_minor),
-               KF_ERR_UNSUPPORTED;
-    return KF_OK;
-}
-
 static void shape_of(const kf_attn_desc *d, gen_kvset *s)
 {
     gen_kv_clear(s);
@@ -91,6 +31,77 @@ static void shape_of(const kf_attn_desc *d, gen_kvset *s)
     gen_kv_set_int(s, "hkv", d->hkv);
     gen_kv_set_int(s, "d", d->d);
     gen_kv_set_int(s, "causal", d->causal);
+}
+
+/* The elements of a [b, rows, h, dd] tensor (contiguous for the maxima) and the span of its declared
+ * strides fit in 63 bits. */
+static kf_status check_extent(const char *name, const long long st[3], long long b, long long rows, long long h,
+                              long long dd, char *msg, size_t n)
+{
+    long long e;
+    if (rt_mul_ll(b, rows, &e) || rt_mul_ll(e, h, &e) || rt_mul_ll(e, dd, &e))
+        return rt_say(KF_ERR_ARG, msg, n, "%s: %lld x %lld x %lld x %lld elements do not fit in 63 bits", name, b, rows,
+                      h, dd);
+    const long long ext[4] = {b, rows, h, dd};
+    const long long str[4] = {st[0] ? st[0] : rows * h * dd, st[1] ? st[1] : h * dd, st[2] ? st[2] : dd, 1};
+    if (rt_span(4, ext, str) < 0)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.%s_strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span more "
+                      "than 2^63 elements", name, st[0], st[1], st[2], b, rows, h, dd);
+    return KF_OK;
+}
+
+/* The description's own fields (enums, strides, paging, device), and its shape through rt_shape_check:
+ * the checks kforge gen / compile make of a --shape. Sets shape. */
+static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, gen_kvset *shape, char *msg, size_t n)
+{
+    if (!d)
+        return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
+    if (d->kind != KF_ATTN_PREFILL && d->kind != KF_ATTN_DECODE)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.kind must be KF_ATTN_PREFILL or KF_ATTN_DECODE, got %d", d->kind);
+    if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", d->dtype);
+    if (!(d->scale >= 0.0f) || isinf(d->scale))
+        return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(d)), got %g", d->scale),
+               KF_ERR_ARG;
+    if (d->packed_q != 0 && d->packed_q != 1)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.packed_q must be 0 or 1, got %d", d->packed_q);
+    shape_of(d, shape);
+    kf_status st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
+    if (st)
+        return st;
+    const long long *sts[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
+    const char *names[4] = {"q", "k", "v", "o"};
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 3; i++) {
+            if (sts[t][i] < 0)
+                return snprintf(msg, n, "desc.%s_strides[%d] must be >= 0, got %lld", names[t], i, sts[t][i]),
+                       KF_ERR_ARG;
+            /* rows must stay 16-byte aligned: strides in elements of 2 bytes */
+            if (sts[t][i] % 8)
+                return snprintf(msg, n, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment "
+                                        "(must be a multiple of 8 elements)", names[t], i, sts[t][i]),
+                       KF_ERR_UNSUPPORTED;
+        }
+    if (d->page_size < 0)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.page_size must be >= 0 (0: contiguous K/V), got %d", d->page_size);
+    if (d->page_size > 0 && d->kind != KF_ATTN_DECODE)
+        return snprintf(msg, n, "paged K/V (desc.page_size = %d) is served by decode plans only", d->page_size),
+               KF_ERR_UNSUPPORTED;
+    if (d->kind == KF_ATTN_DECODE && d->packed_q)
+        return snprintf(msg, n, "decode takes q as [B, Sq, Hq, D]; packed q (desc.packed_q) is for prefill"),
+               KF_ERR_UNSUPPORTED;
+    /* paged: k and v are pools of pages of page_size rows, the number of pages is the caller's */
+    long long kv_b = d->page_size > 0 ? 1 : d->max_batch, kv_rows = d->page_size > 0 ? d->page_size : d->max_kv;
+    if ((st = check_extent("q", d->q_strides, d->max_batch, d->max_q, d->hq, d->d, msg, n)) ||
+        (st = check_extent("o", d->o_strides, d->max_batch, d->max_q, d->hq, d->d, msg, n)) ||
+        (st = check_extent("k", d->k_strides, kv_b, kv_rows, d->hkv, d->d, msg, n)) ||
+        (st = check_extent("v", d->v_strides, kv_b, kv_rows, d->hkv, d->d, msg, n)))
+        return st;
+    if (dev->cc_major < 8)
+        return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
+                        dev->name, dev->cc_major, dev->cc_minor),
+               KF_ERR_UNSUPPORTED;
+    return KF_OK;
 }
 
 static int same_kernel_class(const gen_kvset *a, const gen_kvset *b, const char *const *keys)
@@ -157,10 +168,9 @@ kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table
 {
     memset(out, 0, sizeof *out);
     msg[0] = 0;
-    kf_status st = check_desc(d, dev, msg, msgn);
+    kf_status st = check_desc(d, dev, &out->shape, msg, msgn);
     if (st)
         return st;
-    shape_of(d, &out->shape);
     static const char *const class_keys[] = {"family", "dtype", "hq", "hkv", "d", "causal", NULL};
     static const char *const dist_keys[] = {"b", "sq", "skv", NULL};
     st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
@@ -169,6 +179,9 @@ kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table
     kf_attn_params p;
     rt_attn_base_params(d, &out->vp, &p);
     out->workspace = rt_attn_workspace_bytes(&out->vp, &p);
+    if (out->workspace == SIZE_MAX)
+        return rt_say(KF_ERR_ARG, msg, msgn, "the split workspace of %d splits x desc.max_batch %d x desc.max_q %d x "
+                      "desc.hq %d rows of desc.d %d does not fit in memory", p.splits, d->max_batch, d->max_q, d->hq, d->d);
     return KF_OK;
 }
 
@@ -202,7 +215,7 @@ void rt_attn_base_params(const kf_attn_desc *d, const gen_kvset *vp, void *param
     p->hkv = d->hkv;
     p->page_size = d->page_size;
     p->splits = (int)gen_kv_int(vp, "sp", 1);
-    p->ws_rows = d->max_batch * d->max_q;
+    p->ws_rows = (int)((long long)d->max_batch * d->max_q);   /* within an int: rt_shape_check */
     p->lse_sh = d->max_q;
     p->lse_sb = (long long)d->hq * d->max_q;
     float scale = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)d->d);

@@ -1,13 +1,13 @@
 /* runtime/select_kda.c: KDA selection: one pure function of (description, device, tuned table), and the plan's resolved params */
 #include "runtime/kda_launch.h"
 #include "runtime/select.h"
+#include "runtime/shape.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#define KDA_MAX_GRID_YZ 65535  /* sequences and value heads go on grid y/z */
 
 static kf_status check_flag(const char *field, int v, char *msg, size_t n)
 {
@@ -34,27 +34,50 @@ static kf_status check_strides(const char *name, const long long s[3], int mult,
     return KF_OK;
 }
 
-static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, char *msg, size_t n)
+static int tokens_per_seq(const kf_kda_desc *d)
+{
+    long long t = ((long long)d->max_tokens + d->max_seqs - 1) / d->max_seqs;
+    return t < 1 ? 1 : (int)t;
+}
+
+static void shape_of(const kf_kda_desc *d, gen_kvset *s)
+{
+    gen_kv_clear(s);
+    gen_kv_set_str(s, "family", d->mode == KF_KDA_DECODE ? "kda_decode" : "kda_prefill");
+    gen_kv_set_int(s, "n", d->max_seqs);
+    gen_kv_set_int(s, "t", d->max_seqs > 0 ? tokens_per_seq(d) : 1);
+    gen_kv_set_int(s, "h", d->h);
+    gen_kv_set_int(s, "hv", d->hv);
+    gen_kv_set_int(s, "dk", d->dk);
+    gen_kv_set_int(s, "dv", d->dv);
+}
+
+/* The span of a tensor's declared strides over the maxima fits in 63 bits (0 strides: contiguous). */
+static kf_status check_span(const char *name, const long long s[3], long long seqs, long long tokens, long long heads,
+                            long long row, char *msg, size_t n)
+{
+    const long long ext[4] = {seqs, tokens, heads, row};
+    const long long str[4] = {s[0], s[1] ? s[1] : heads * row, s[2] ? s[2] : row, 1};
+    if (rt_span(4, ext, str) < 0)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.%s_strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span more "
+                      "than 2^63 elements", name, s[0], s[1], s[2], seqs, tokens, heads, row);
+    return KF_OK;
+}
+
+/* The description's own fields (enums, flags, strides, device), and its shape {n, t, h, hv, dk, dv}
+ * through rt_shape_check: the checks kforge gen / compile make of a --shape. Sets shape. */
+static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, gen_kvset *shape, char *msg, size_t n)
 {
     kf_status st;
     if (!d)
         return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
     if (d->mode != KF_KDA_PREFILL && d->mode != KF_KDA_DECODE)
         return rt_say(KF_ERR_ARG, msg, n, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got %d", d->mode);
-    if (d->max_seqs <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.max_seqs must be positive, got %d", d->max_seqs);
     if (d->max_tokens < 0)
         return rt_say(KF_ERR_ARG, msg, n, "desc.max_tokens must be >= 0, got %d", d->max_tokens);
-    if (d->h <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.h must be positive, got %d", d->h);
-    if (d->hv <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.hv must be positive, got %d", d->hv);
-    if (d->hv % d->h)
-        return snprintf(msg, n, "desc.hv (%d) must be a multiple of desc.h (%d)", d->hv, d->h), KF_ERR_ARG;
-    if (d->dk <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.dk must be positive, got %d", d->dk);
-    if (d->dv <= 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.dv must be positive, got %d", d->dv);
+    shape_of(d, shape);
+    if ((st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n)))
+        return st;
     if (d->gate != KF_KDA_GATE_LOG && d->gate != KF_KDA_GATE_SIGMOID)
         return rt_say(KF_ERR_ARG, msg, n, "desc.gate must be KF_KDA_GATE_LOG or KF_KDA_GATE_SIGMOID, got %d", d->gate);
     if (d->gate == KF_KDA_GATE_SIGMOID && !(d->lower_bound >= -5.0f && d->lower_bound < 0.0f))
@@ -77,41 +100,21 @@ static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, char *m
         (st = check_strides("g", d->g_strides, 4, msg, n)) || (st = check_strides("beta", d->beta_strides, 0, msg, n)) ||
         (st = check_strides("state", d->state_strides, 4, msg, n)))
         return st;
-    if (d->dk != 64 && d->dk != 128)
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dk = %d is not supported (64 or 128)", d->dk);
-    if (d->dv != 64 && d->dv != 128)
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "head dim desc.dv = %d is not supported (64 or 128)", d->dv);
-    if (d->dk != d->dv)
-        return snprintf(msg, n, "desc.dk = %d and desc.dv = %d differ: the KDA kernels are verified for dk = dv only",
-                        d->dk, d->dv),
-               KF_ERR_UNSUPPORTED;
-    if (d->max_seqs > KDA_MAX_GRID_YZ)
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.max_seqs = %d: at most 65535 sequences a call", d->max_seqs);
-    if (d->hv > KDA_MAX_GRID_YZ)
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.hv = %d: at most 65535 value heads", d->hv);
+    const int vk = d->state_layout == KF_KDA_STATE_VK;
+    const long long S = d->max_seqs, T = d->max_tokens, rows = vk ? d->dv : d->dk, cols = vk ? d->dk : d->dv;
+    if ((st = check_span("q", d->q_strides, S, T, d->h, d->dk, msg, n)) ||
+        (st = check_span("k", d->k_strides, S, T, d->h, d->dk, msg, n)) ||
+        (st = check_span("v", d->v_strides, S, T, d->hv, d->dv, msg, n)) ||
+        (st = check_span("o", d->o_strides, S, T, d->hv, d->dv, msg, n)) ||
+        (st = check_span("g", d->g_strides, S, T, d->hv, d->dk, msg, n)) ||
+        (st = check_span("beta", d->beta_strides, S, T, d->hv, 1, msg, n)) ||
+        (st = check_span("state", d->state_strides, S, d->hv, rows, cols, msg, n)))
+        return st;
     if (dev->cc_major < 8)
         return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
                         dev->name, dev->cc_major, dev->cc_minor),
                KF_ERR_UNSUPPORTED;
     return KF_OK;
-}
-
-static int tokens_per_seq(const kf_kda_desc *d)
-{
-    long long t = ((long long)d->max_tokens + d->max_seqs - 1) / d->max_seqs;
-    return t < 1 ? 1 : (int)t;
-}
-
-static void shape_of(const kf_kda_desc *d, gen_kvset *s)
-{
-    gen_kv_clear(s);
-    gen_kv_set_str(s, "family", d->mode == KF_KDA_DECODE ? "kda_decode" : "kda_prefill");
-    gen_kv_set_int(s, "n", d->max_seqs);
-    gen_kv_set_int(s, "t", tokens_per_seq(d));
-    gen_kv_set_int(s, "h", d->h);
-    gen_kv_set_int(s, "hv", d->hv);
-    gen_kv_set_int(s, "dk", d->dk);
-    gen_kv_set_int(s, "dv", d->dv);
 }
 
 static long long or_default(long long v, long long dflt) { return v ? v : dflt; }
@@ -183,10 +186,9 @@ kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_ta
 {
     memset(out, 0, sizeof *out);
     msg[0] = 0;
-    kf_status st = check_desc(d, dev, msg, msgn);
+    kf_status st = check_desc(d, dev, &out->shape, msg, msgn);
     if (st)
         return st;
-    shape_of(d, &out->shape);
     static const char *const class_keys[] = {"family", "h", "hv", "dk", "dv", NULL};
     static const char *const dist_keys[] = {"n", "t", NULL};
     st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
@@ -198,5 +200,8 @@ kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_ta
     kf_kda_params p;
     rt_kda_base_params(d, &p);
     out->workspace = rt_kda_workspace_bytes(&out->vp, &p);
+    if (out->workspace == SIZE_MAX)
+        return rt_say(KF_ERR_ARG, msg, msgn, "the workspace of desc.max_tokens %d, desc.max_seqs %d, desc.hv %d does not "
+                      "fit in memory", d->max_tokens, d->max_seqs, d->hv);
     return KF_OK;
 }

@@ -2,91 +2,13 @@
 #include "runtime/parts_launch.h"
 #include "runtime/parts_plan.h"
 #include "runtime/select.h"
+#include "runtime/shape.h"
 
 #include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-/* "latent512_rope64" -> dims {512, 64}; -1 when malformed. */
-static int parse_parts(const char *s, int dims[KF_PARTS_MAXK])
-{
-    int n = 0;
-    const char *c = s;
-    while (*c) {
-        if (n == KF_PARTS_MAXK || !islower((unsigned char)*c))
-            return -1;
-        while (islower((unsigned char)*c))
-            c++;
-        if (!isdigit((unsigned char)*c))
-            return -1;
-        long v = 0;
-        while (isdigit((unsigned char)*c) && v < 100000)
-            v = v * 10 + (*c++ - '0');
-        dims[n++] = (int)v;
-        if (*c == '_' && c[1])
-            c++;
-        else if (*c)
-            return -1;
-    }
-    return n;
-}
-
-kf_status rt_parts_check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_info *info, char *msg, size_t n)
-{
-    memset(info, 0, sizeof *info);
-    if (!d)
-        return rt_say(KF_ERR_ARG, msg, n, "desc is NULL");
-    if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", (int)d->dtype);
-    if (!d->parts)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.parts is NULL (e.g. \"latent512_rope64\")");
-    if (strlen(d->parts) >= sizeof info->parts || (info->nk = parse_parts(d->parts, info->dims)) < 1)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.parts = '%.80s' is not 1..4 parts <name><dim> joined by '_'", d->parts);
-    snprintf(info->parts, sizeof info->parts, "%s", d->parts);
-    int sum = 0;
-    for (int i = 0; i < info->nk; i++) {
-        if (info->dims[i] < 16 || info->dims[i] % 16 || info->dims[i] > 1024)
-            return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.parts = '%s': part %d has dim %d (a multiple of 16 in 16..1024)",
-                       d->parts, i, info->dims[i]);
-        sum += info->dims[i];
-    }
-    if (d->value != KF_PARTS_VALUE_ALIAS && d->value != KF_PARTS_VALUE_SEPARATE)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.value must be KF_PARTS_VALUE_ALIAS or KF_PARTS_VALUE_SEPARATE, got %d",
-                   (int)d->value);
-    if (d->value == KF_PARTS_VALUE_SEPARATE && d->dv != sum)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.dv = %d must be the sum of the parts' dims (%d) with separate values", d->dv,
-                   sum);
-    if (d->value == KF_PARTS_VALUE_ALIAS && (d->dv < 16 || d->dv % 16 || d->dv > info->dims[0]))
-        return rt_say(KF_ERR_ARG, msg, n, "desc.dv = %d must be a multiple of 16 within key part 0 (%d columns)", d->dv,
-                   info->dims[0]);
-    if (d->hq <= 0 || d->hkv <= 0 || d->hq % d->hkv)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.hq = %d, desc.hkv = %d: both positive, hq a multiple of hkv", d->hq, d->hkv);
-    if (d->layers < 1 || d->layers > KF_PARTS_MAXL)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.layers must be 1..4, got %d", d->layers);
-    if (d->page_size && (d->page_size < 16 || d->page_size > 1024 || (d->page_size & (d->page_size - 1))))
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.page_size = %d: 0 (contiguous) or a power of two in 16..1024",
-                   d->page_size);
-    if (d->causal != 0 && d->causal != 1)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.causal must be 0 or 1, got %d", d->causal);
-    if (!(d->scale > 0.0f) || isinf(d->scale))
-        return rt_say(KF_ERR_ARG, msg, n, "desc.scale must be finite and > 0 (the caller's softmax scale), got %g",
-                   (double)d->scale);
-    if (d->max_batch <= 0 || d->max_batch > 65535)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.max_batch must be 1..65535, got %d", d->max_batch);
-    if (d->max_q <= 0 || d->max_q > 16)
-        return rt_say(d->max_q <= 0 ? KF_ERR_ARG : KF_ERR_UNSUPPORTED, msg, n, "desc.max_q must be 1..16 (decode), got %d",
-                   d->max_q);
-    if (d->max_kv < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.max_kv must be >= 0, got %d", d->max_kv);
-    if (dev->cc_major < 8)
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
-                   dev->name, dev->cc_major, dev->cc_minor);
-    info->d = *d;
-    info->d.parts = info->parts;
-    return KF_OK;
-}
 
 static void shape_of(const rt_parts_info *in, gen_kvset *s)
 {
@@ -116,6 +38,54 @@ static void shape_of(const rt_parts_info *in, gen_kvset *s)
     gen_kv_set_int(s, "causal", d->causal);
 }
 
+/* The description's own fields (dtype, parts, value form, scale, device), then its shape through
+ * rt_shape_check: the checks kforge gen / compile make of a --shape. */
+static kf_status check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_info *info, gen_kvset *shape, char *msg,
+                       size_t n)
+{
+    memset(info, 0, sizeof *info);
+    if (!d)
+        return rt_say(KF_ERR_ARG, msg, n, "desc is NULL");
+    if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", (int)d->dtype);
+    if (!d->parts)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.parts is NULL (e.g. \"latent512_rope64\")");
+    if (strlen(d->parts) >= sizeof info->parts || (info->nk = rt_parts_parse(d->parts, info->dims)) < 1)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.parts = '%.80s' is not 1..4 parts <name><dim> joined by '_'", d->parts);
+    snprintf(info->parts, sizeof info->parts, "%s", d->parts);
+    if (d->value != KF_PARTS_VALUE_ALIAS && d->value != KF_PARTS_VALUE_SEPARATE)
+        return rt_say(KF_ERR_ARG, msg, n, "desc.value must be KF_PARTS_VALUE_ALIAS or KF_PARTS_VALUE_SEPARATE, got %d",
+                   (int)d->value);
+    if (!(d->scale > 0.0f) || isinf(d->scale))
+        return rt_say(KF_ERR_ARG, msg, n, "desc.scale must be finite and > 0 (the caller's softmax scale), got %g",
+                   (double)d->scale);
+    info->d = *d;
+    info->d.parts = info->parts;
+    shape_of(info, shape);
+    kf_status st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
+    if (st)
+        return st;
+    /* the contiguous sizes of the maxima: caches [b, max_kv, hkv, dim] (or pages), q [b, sq, hq, dim], o */
+    long long e, rows = d->page_size ? d->page_size : d->max_kv;
+    for (int i = 0; i <= info->nk; i++) {
+        long long dim = i < info->nk ? info->dims[i] : d->dv;
+        if (rt_mul_ll(d->max_batch, rows, &e) || rt_mul_ll(e, d->hkv, &e) || rt_mul_ll(e, dim, &e) ||
+            rt_mul_ll((long long)d->max_batch * d->max_q, d->hq, &e) || rt_mul_ll(e, dim, &e))
+            return rt_say(KF_ERR_ARG, msg, n, "desc.max_batch %d, desc.max_kv %d, desc.hq %d, desc.hkv %d: the "
+                          "tensors of a %lld-wide part do not fit in 63 bits", d->max_batch, d->max_kv, d->hq, d->hkv, dim);
+    }
+    if (dev->cc_major < 8)
+        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
+                   dev->name, dev->cc_major, dev->cc_minor);
+    return KF_OK;
+}
+
+kf_status rt_parts_check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_info *info, char *msg, size_t n)
+{
+    gen_kvset shape;
+    return check(d, dev, info, &shape, msg, n);
+}
+
 void rt_parts_base_params(const rt_parts_info *info, const gen_kvset *vp, kf_parts_params *p)
 {
     const kf_parts_desc *d = &info->d;
@@ -126,7 +96,7 @@ void rt_parts_base_params(const rt_parts_info *info, const gen_kvset *vp, kf_par
     p->hq = d->hq;
     p->hkv = d->hkv;
     p->splits = (int)gen_kv_int(vp, "sp", 1);
-    p->ws_rows = d->max_batch * d->max_q;
+    p->ws_rows = (int)((long long)d->max_batch * d->max_q);   /* within an int: rt_shape_check */
     p->scale = d->scale;
     p->scale_log2 = d->scale * 1.4426950408889634f;
 }
@@ -138,10 +108,9 @@ kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const s
     memset(out, 0, sizeof *out);
     msg[0] = 0;
     rt_parts_info info;
-    kf_status st = rt_parts_check(d, dev, &info, msg, msgn);
+    kf_status st = check(d, dev, &info, &out->shape, msg, msgn);
     if (st)
         return st;
-    shape_of(&info, &out->shape);
     static const char *const class_keys[] = {"family", "dtype", "hq", "hkv", "parts", "value", "dv",
                                              "layers", "page_size", "causal", NULL};
     static const char *const dist_keys[] = {"b", "sq", "skv", NULL};
@@ -151,12 +120,17 @@ kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const s
     kf_parts_params p;
     rt_parts_base_params(&info, &out->vp, &p);
     out->workspace = rt_parts_workspace_bytes(&out->vp, &p);
+    if (out->workspace == SIZE_MAX)
+        return rt_say(KF_ERR_ARG, msg, msgn, "the split workspace of desc.max_batch %d x desc.max_q %d x desc.hq %d rows "
+                      "does not fit in memory", d->max_batch, d->max_q, d->hq);
     return KF_OK;
 }
 
 /* ---- one call ---------------------------------------------------------------------- */
 
-static kf_status view(const char *what, const kf_parts_view *v, long long d0, long long d1, long long d2,
+/* A view of nb [rows, heads, dim] blocks with contiguous strides d0 = rows * heads * dim, d1 = heads * dim,
+ * d2 = dim: pointer, alignment, strides (0: contiguous), and the span of the strides within 63 bits. */
+static kf_status view(const char *what, const kf_parts_view *v, long long nb, long long d0, long long d1, long long d2,
                       kf_parts_tensor *out, char *msg, size_t n)
 {
     if (!v->ptr)
@@ -174,6 +148,41 @@ static kf_status view(const char *what, const kf_parts_view *v, long long d0, lo
     out->sb = v->strides[0] ? v->strides[0] : d0;
     out->ss = v->strides[1] ? v->strides[1] : d1;
     out->sh = v->strides[2] ? v->strides[2] : d2;
+    const long long ext[4] = {nb, d0 / d1, d1 / d2, d2}, str[4] = {out->sb, out->ss, out->sh, 1};
+    if (rt_span(4, ext, str) < 0)
+        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s.strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span "
+                      "more than 2^63 elements", what, v->strides[0], v->strides[1], v->strides[2], ext[0], ext[1],
+                      ext[2], ext[3]);
+    return KF_OK;
+}
+
+static int view_set(const kf_parts_view *v) { return v->ptr || v->strides[0] || v->strides[1] || v->strides[2]; }
+
+/* The views, lse pointers of layers, parts and values the plan does not read are left zero. */
+static kf_status check_unused(const rt_parts_info *info, const kf_parts_tensors *t, char *msg, size_t n)
+{
+    const kf_parts_desc *d = &info->d;
+    const int L = d->layers, sep = d->value == KF_PARTS_VALUE_SEPARATE;
+    for (int l = 0; l < KF_PARTS_MAXL; l++) {
+        for (int p = 0; p < KF_PARTS_MAXK; p++) {
+            const char *why = l >= L ? "the plan has fewer layers" : p >= info->nk ? "the plan has fewer key parts" : NULL;
+            if (why && view_set(&t->q[l][p]))
+                return rt_say(KF_ERR_ARG, msg, n, "tensors.q[%d][%d] is set but %s (desc.layers %d, %d parts)", l, p, why,
+                              L, info->nk);
+            const char *kwhy = why ? why : (p == 0 && l > 0) ? "key part 0 is shared by the layers (k[0][0])" : NULL;
+            if (kwhy && view_set(&t->k[l][p]))
+                return rt_say(KF_ERR_ARG, msg, n, "tensors.k[%d][%d] is set but %s (desc.layers %d, %d parts)", l, p, kwhy,
+                              L, info->nk);
+            const char *vwhy = !sep ? "the plan's values alias key part 0 (KF_PARTS_VALUE_ALIAS)" : kwhy;
+            if (vwhy && view_set(&t->v[l][p]))
+                return rt_say(KF_ERR_ARG, msg, n, "tensors.v[%d][%d] is set but %s", l, p, vwhy);
+        }
+        if (l >= L && view_set(&t->o[l]))
+            return rt_say(KF_ERR_ARG, msg, n, "tensors.o[%d] is set but the plan has %d layers", l, L);
+        if (l >= L && t->lse[l])
+            return rt_say(KF_ERR_ARG, msg, n, "tensors.lse[%d] = %p is set but the plan has %d layers", l,
+                          (void *)t->lse[l], L);
+    }
     return KF_OK;
 }
 
@@ -195,12 +204,25 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
     if (!t->kv_len && (t->kv_len_all < 0 || t->kv_len_all > d->max_kv))
         return rt_say(KF_ERR_ARG, msg, msgn, "tensors.kv_len_all = %d is outside 0..%d (the plan's max_kv)", t->kv_len_all,
                    d->max_kv);
+    if (t->kv_len && ((uintptr_t)t->kv_len & 3u))
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.kv_len = %p is not 4-byte aligned (int32)", (const void *)t->kv_len);
     if (d->page_size && (!t->block_table || t->bt_stride < 1))
         return rt_say(KF_ERR_ARG, msg, msgn, "the plan is paged (page_size %d): tensors.block_table (%p) and "
                    "tensors.bt_stride (%d) are required", d->page_size, (const void *)t->block_table, t->bt_stride);
+    if (d->page_size && ((uintptr_t)t->block_table & 3u))
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.block_table = %p is not 4-byte aligned (int32)",
+                   (const void *)t->block_table);
+    if (d->page_size && t->bt_stride < ((long long)d->max_kv + d->page_size - 1) / d->page_size)
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.bt_stride = %d is less than the %lld pages of max_kv %d at page_size %d",
+                   t->bt_stride, ((long long)d->max_kv + d->page_size - 1) / d->page_size, d->max_kv, d->page_size);
     if (!d->page_size && t->block_table)
         return rt_say(KF_ERR_ARG, msg, msgn, "tensors.block_table = %p is set but the plan's caches are contiguous",
                    (const void *)t->block_table);
+    if (!d->page_size && t->bt_stride)
+        return rt_say(KF_ERR_ARG, msg, msgn, "tensors.bt_stride = %d is set but the plan's caches are contiguous",
+                   t->bt_stride);
+    if ((st = check_unused(info, t, msg, msgn)))
+        return st;
     if (t->workspace && ((uintptr_t)t->workspace & 15u))
         return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
     kf_parts_params a = *base;
@@ -213,7 +235,8 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
             for (int l = 0; l < (p ? L : 1); l++) {
                 const long long dim = info->dims[p];
                 snprintf(what, sizeof what, "%s[%d][%d]", pass ? "v" : "k", l, p);
-                if ((st = view(what, pass ? &t->v[l][p] : &t->k[l][p], rows * d->hkv * dim, d->hkv * dim, dim,
+                if ((st = view(what, pass ? &t->v[l][p] : &t->k[l][p], d->page_size ? 1 : t->batch,
+                               rows * d->hkv * dim, d->hkv * dim, dim,
                                &a.c[nc++], msg, msgn)))
                     return st;
             }
@@ -221,13 +244,13 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
         for (int p = 0; p < info->nk; p++) {
             const long long dim = info->dims[p];
             snprintf(what, sizeof what, "q[%d][%d]", l, p);
-            if ((st = view(what, &t->q[l][p], (long long)sq * d->hq * dim, (long long)d->hq * dim, dim, &a.q[l][p], msg,
+            if ((st = view(what, &t->q[l][p], t->batch, (long long)sq * d->hq * dim, (long long)d->hq * dim, dim, &a.q[l][p], msg,
                            msgn)))
                 return st;
         }
         snprintf(what, sizeof what, "o[%d]", l);
         kf_parts_view ov = t->o[l];
-        if ((st = view(what, &ov, (long long)sq * d->hq * d->dv, (long long)d->hq * d->dv, d->dv, &a.o[l], msg, msgn)))
+        if ((st = view(what, &ov, t->batch, (long long)sq * d->hq * d->dv, (long long)d->hq * d->dv, d->dv, &a.o[l], msg, msgn)))
             return st;
         if (t->lse[l] && ((uintptr_t)t->lse[l] & 3u))
             return rt_say(KF_ERR_ARG, msg, msgn, "tensors.lse[%d] = %p is not 4-byte aligned", l, (void *)t->lse[l]);

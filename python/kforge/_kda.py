@@ -3,7 +3,7 @@ from . import _lib
 from ._lib import (KF_KDA_PREFILL, KF_KDA_DECODE, KF_KDA_GATE_LOG, KF_KDA_GATE_SIGMOID, KF_KDA_STATE_KV,
                    KF_KDA_STATE_VK)
 from ._tensor import torch_module
-from .api import (ArgumentError, Call, _info, _check_last_contiguous, _stream_handle, default_context)
+from .api import (ArgumentError, Call, _info, _check_last_contiguous, _fill, _put, _stream_handle, default_context)
 
 _GATES = {"log": KF_KDA_GATE_LOG, "sigmoid": KF_KDA_GATE_SIGMOID}
 _LAYOUTS = {"kv": KF_KDA_STATE_KV, "vk": KF_KDA_STATE_VK}
@@ -194,36 +194,20 @@ def prepare_kda(q, k, v, g, beta, initial_state=None, final_state=False, cu_seql
         raise ArgumentError(f"lower_bound and scale must be numbers; got {lower_bound!r}, {scale!r}") from None
 
     d = _lib.kda_desc_init()
-    d.mode = mode
-    d.max_seqs, d.max_tokens = n, total
-    d.h, d.hv, d.dk, d.dv = h, hv, dk, dv
-    d.gate = _GATES[gate]
+    _fill(d, mode=mode, max_seqs=n, max_tokens=total, h=h, hv=hv, dk=dk, dv=dv, gate=_GATES[gate],
+          l2norm=1 if l2norm else 0, beta_sigmoid=1 if beta_sigmoid else 0, state_layout=_LAYOUTS[state_layout],
+          has_initial_state=1 if h0_ptr is not None else 0, wants_final_state=1 if ht_ptr is not None else 0,
+          q_strides=qst, k_strides=kst, v_strides=vst, g_strides=gst, beta_strides=bst, o_strides=ost)
     d.lower_bound = lb
-    d.l2norm = 1 if l2norm else 0
-    d.beta_sigmoid = 1 if beta_sigmoid else 0
-    d.state_layout = _LAYOUTS[state_layout]
-    d.has_initial_state = 1 if h0_ptr is not None else 0
-    d.wants_final_state = 1 if ht_ptr is not None else 0
     d.scale = sc
-    d.q_strides[:] = qst
-    d.k_strides[:] = kst
-    d.v_strides[:] = vst
-    d.g_strides[:] = gst
-    d.beta_strides[:] = bst
-    d.o_strides[:] = ost
     if sstrides is not None:
-        d.state_strides[:] = sstrides
+        _put(d, "state_strides", sstrides)
 
     ts_ = _lib.kf_kda_tensors()
-    ts_.q, ts_.k, ts_.v, ts_.g, ts_.beta, ts_.o = tq.ptr, tk.ptr, tv.ptr, tg.ptr, tb.ptr, to.ptr
-    ts_.a_log, ts_.dt_bias = a_ptr, dt_ptr
-    ts_.initial_state, ts_.final_state = h0_ptr, ht_ptr
+    _fill(ts_, q=tq.ptr, k=tk.ptr, v=tv.ptr, g=tg.ptr, beta=tb.ptr, o=to.ptr, a_log=a_ptr, dt_bias=dt_ptr,
+          initial_state=h0_ptr, final_state=ht_ptr, n=n, total=total)
     if tcu is not None:
-        if tcu.dtype == "int64":
-            ts_.cu_seqlens64 = tcu.ptr
-        else:
-            ts_.cu_seqlens = tcu.ptr
-    ts_.n, ts_.total = n, total
+        _put(ts_, "cu_seqlens64" if tcu.dtype == "int64" else "cu_seqlens", tcu.ptr)
     ts_.workspace = None
 
     s = _stream_handle(stream)

@@ -1,5 +1,6 @@
 """Context, plans and attention(): the Python face of runtime/kforge.h."""
 import ctypes
+import operator
 import os
 import threading
 
@@ -61,6 +62,60 @@ def status_str(status):
 
 def library_path():
     return _load()._kforge_path
+
+
+# ---- checked struct fields -----------------------------------------------------------
+# ctypes truncates an int that does not fit its field (B = 2**32 + 2 reaches C as 2): every integer
+# that goes into a struct field is range-checked first, and refused naming the field.
+_PREFIX = {"kf_config": "config", "kf_attn_desc": "desc", "kf_attn_tensors": "tensors",
+           "kf_kda_desc": "desc", "kf_kda_tensors": "tensors"}
+
+
+def _int_range(ctype):
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype is ctypes.c_void_p or ctype(-1).value > 0:
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _checked_int(name, value, ctype):
+    if isinstance(value, float) or value is None:
+        raise ArgumentError(f"{name} must be an integer, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ArgumentError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
+    lo, hi = _int_range(ctype)
+    if not lo <= v <= hi:
+        raise ArgumentError(f"{name} = {v} is outside the range of its C field ({lo}..{hi})")
+    return v
+
+
+_INT_TYPES = (ctypes.c_int, ctypes.c_uint, ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong,
+              ctypes.c_ulonglong, ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t)
+
+
+def _put(obj, field, value):
+    """obj.field = value, with integers (also in arrays and pointers) checked against the C type."""
+    ctype = dict(type(obj)._fields_)[field]
+    name = f"{_PREFIX.get(type(obj).__name__, type(obj).__name__)}.{field}"
+    if isinstance(ctype, type) and issubclass(ctype, ctypes.Array):
+        vals = tuple(value)
+        if len(vals) != ctype._length_:
+            raise ArgumentError(f"{name} takes {ctype._length_} values, got {len(vals)}")
+        getattr(obj, field)[:] = [_checked_int(f"{name}[{i}]", v, ctype._type_) for i, v in enumerate(vals)]
+    elif ctype is ctypes.c_void_p:
+        setattr(obj, field, None if value is None else (_checked_int(name, value, ctype) or None))
+    elif ctype in _INT_TYPES:
+        setattr(obj, field, _checked_int(name, value, ctype))
+    else:
+        setattr(obj, field, value)
+
+
+def _fill(obj, **fields):
+    for k, v in fields.items():
+        _put(obj, k, v)
+    return obj
 
 
 def _b(s):
@@ -135,7 +190,7 @@ class Context:
         self.bundles = tuple(bundles or ())
         self.jit = bool(jit)
         cfg = _lib.config_init()
-        cfg.device = self.device
+        _put(cfg, "device", self.device)
         keep = [_b(db), _b(template_dir)] + [_b(p) for p in self.bundles]
         cfg.db_path = keep[0]
         cfg.template_dir = keep[1]
@@ -143,7 +198,7 @@ class Context:
             arr = (ctypes.c_char_p * len(self.bundles))(*keep[2:])
             keep.append(arr)
             cfg.bundles = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
-            cfg.n_bundles = len(self.bundles)
+            _put(cfg, "n_bundles", len(self.bundles))
         cfg.jit = KF_JIT_ALLOW if jit else KF_JIT_FORBID
         h = ctypes.c_void_p()
         st = self._lib.kf_open(ctypes.byref(h), ctypes.byref(cfg))
@@ -464,16 +519,12 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
         raise ArgumentError(f"kind: unknown value {kind!r}")
 
     d_ = _lib.desc_init()
-    d_.kind = kind
-    d_.dtype = _DTYPES[tq.dtype]
-    d_.hq, d_.hkv, d_.d = hq, hkv, d
-    d_.causal = 1 if causal else 0
+    _fill(d_, kind=kind, dtype=_DTYPES[tq.dtype], hq=hq, hkv=hkv, d=d, causal=1 if causal else 0,
+          max_batch=b, max_q=sq, max_kv=skv, packed_q=1 if packed else 0)
     d_.scale = 0.0 if scale is None else float(scale)
-    d_.max_batch, d_.max_q, d_.max_kv = b, sq, skv
-    d_.packed_q = 1 if packed else 0
     if paged and kind != KF_ATTN_DECODE:
         raise ArgumentError("block_table: paged K/V is served by decode only (kind='decode', Sq <= 16)")
-    d_.page_size = page_size
+    _put(d_, "page_size", page_size)
 
     def strides3(t, packed_rows):
         if packed_rows:  # [total, H, D]: the batch stride is unused; give a plausible positive one
@@ -481,20 +532,15 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
             return (s_seq * sq, s_seq, s_head)
         return t.strides[0], t.strides[1], t.strides[2]
 
-    d_.q_strides[:] = strides3(tq, packed)
-    d_.o_strides[:] = strides3(to, packed)
-    d_.k_strides[:] = strides3(tk, False)
-    d_.v_strides[:] = strides3(tv, False)
+    _fill(d_, q_strides=strides3(tq, packed), o_strides=strides3(to, packed), k_strides=strides3(tk, False),
+          v_strides=strides3(tv, False))
 
     ts = _lib.kf_attn_tensors()
-    ts.q, ts.k, ts.v, ts.o = tq.ptr, tk.ptr, tv.ptr, to.ptr
-    ts.lse = lse_ptr
-    ts.cu_seqlens_q = tcu.ptr if tcu is not None else None
-    ts.kv_len = kv_ptr
-    ts.batch, ts.q_len, ts.kv_len_all = b, sq, kv_all
-    ts.total_q = total if packed else 0  # packed: rows of q (the lse row stride, split rows)
+    _fill(ts, q=tq.ptr, k=tk.ptr, v=tv.ptr, o=to.ptr, lse=lse_ptr,
+          cu_seqlens_q=tcu.ptr if tcu is not None else None, kv_len=kv_ptr, batch=b, q_len=sq,
+          kv_len_all=kv_all, total_q=total if packed else 0)  # packed: rows of q (the lse row stride, split rows)
     if paged:
-        ts.block_table, ts.bt_stride = tbt.ptr, tbt.strides[0]
+        _fill(ts, block_table=tbt.ptr, bt_stride=tbt.strides[0])
         keep.append(block_table)
     ts.workspace = None
 

@@ -1,4 +1,4 @@
-/* tests/cpu/test_api.c: the public API without a GPU: status text, open errors, selection's and KDA runs' argument checks */
+/* tests/cpu/test_api.c: the public API without a GPU: status text, open errors, selection's and runs' argument checks, checked sizes */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/jit.h"
 #include "runtime/kforge.h"
 #include "runtime/plan.h"
 #include "runtime/select.h"
+#include "runtime/shape.h"
 #include "tests/cpu/api_util.h"
 
 static kf_attn_desc decode(void)
@@ -461,6 +463,234 @@ static void test_api__every_kda_tensor_is_checked(void **state)
     t.total = 4, expect_bind(&dd, t, KF_ERR_ARG, "tensors.total = 4 is outside 0..3");
 }
 
+/* ---- sizes, open, close and runs (issue 14) ------------------------------------------- */
+
+/* Sizes from the description are checked arithmetic: a product past an int or 63 bits is refused, naming the fields. */
+static void test_api__sizes_cannot_overflow(void **state)
+{
+    kf_attn_desc d;
+    /* 268435457 * 16 wraps to 16 in an int: a 16-row split workspace for calls of up to 2^32 rows */
+    d = decode(), d.max_batch = 268435457, d.max_q = 16;
+    expect(d, KF_ERR_ARG, "desc.max_batch * desc.max_q = 268435457 * 16 is more than 2147483647 query rows");
+    /* the contiguous strides of the maxima (max_q * hq * d) past 63 bits */
+    d = decode(), d.kind = KF_ATTN_PREFILL, d.max_q = 2147483647, d.max_batch = 1, d.hq = d.hkv = 1 << 30, d.d = 256;
+    expect(d, KF_ERR_ARG, "q: 1 x 2147483647 x 1073741824 x 256 elements do not fit in 63 bits");
+    /* declared strides whose span over the maxima does not fit */
+    d = decode(), d.q_strides[0] = 1LL << 62;
+    expect(d, KF_ERR_ARG, "desc.q_strides = {4611686018427387904, 0, 0}");
+    d = decode(), d.k_strides[1] = 1LL << 60;
+    expect(d, KF_ERR_ARG, "desc.k_strides = {0, 1152921504606846976, 0}");
+    /* the split workspace (4 splits of 2^30 rows of 2^22 heads of 257 floats) past 64 bits */
+    d = decode(), d.max_batch = 1 << 26, d.max_q = 16, d.hq = d.hkv = 1 << 22, d.d = 256, d.max_kv = 16;
+    expect(d, KF_ERR_ARG, "the split workspace of 4 splits x desc.max_batch 67108864 x desc.max_q 16");
+    kf_attn_params p;
+    memset(&p, 0, sizeof p);
+    gen_kvset vp;
+    gen_kv_clear(&vp);
+    gen_kv_set_str(&vp, "family", "attn_decode");
+    gen_kv_set_int(&vp, "d", 256);
+    p.splits = 128, p.ws_rows = 2147483647, p.hq = 2147483647;
+    assert_true(rt_attn_workspace_bytes(&vp, &p) == SIZE_MAX);
+    p.splits = 2, p.ws_rows = 4, p.hq = 8;
+    assert_int_equal(rt_attn_workspace_bytes(&vp, &p), 2 * 4 * 8 * 257 * 4);
+    /* KDA: the span of declared strides, the token count n * t */
+    kf_kda_desc k = kda_prefill();
+    k.q_strides[1] = 1LL << 60;
+    expect_kda(k, KF_ERR_ARG, "desc.q_strides = {0, 1152921504606846976, 0}");
+    k = kda_prefill(), k.state_strides[0] = 1LL << 62;
+    expect_kda(k, KF_ERR_ARG, "desc.state_strides = {4611686018427387904, 0, 0}");
+    k = kda_prefill(), k.max_seqs = 2, k.max_tokens = 2147483647;
+    expect_kda(k, KF_ERR_ARG, "desc.max_seqs * tokens per sequence (desc.max_tokens / desc.max_seqs) = 2 * 1073741824");
+}
+
+/* The C API and kforge gen / compile check a shape with one function (runtime/shape.h); only the names differ. */
+static void test_api__one_shape_check_for_api_and_cli(void **state)
+{
+    kf_attn_desc d = decode();
+    d.hq = 30;
+    expect(d, KF_ERR_ARG, "desc.hq (30) must be a multiple of desc.hkv (8)");
+    gen_kvset s;
+    char err[256], msg[512];
+    static const struct { const char *family, *shape; kf_status st; const char *needle; } cs[] = {
+        {"attn_decode", "dtype=bf16,b=1,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", KF_OK, ""},
+        {"attn_decode", "dtype=bf16,b=1,sq=1,skv=4096,hq=30,hkv=8,d=128,causal=0", KF_ERR_ARG, "hq (30) must be a multiple of hkv (8)"},
+        {"attn_decode", "dtype=bf16,b=-5,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", KF_ERR_ARG, "b must be positive, got -5"},
+        {"attn_prefill", "dtype=bf16,b=1,sq=0,skv=4096,hq=32,hkv=8,d=128,causal=1", KF_ERR_ARG, "sq must be positive, got 0"},
+        {"attn_prefill", "dtype=bf16,b=1,sq=64,skv=-1,hq=32,hkv=8,d=128,causal=1", KF_ERR_ARG, "skv must be >= 0, got -1"},
+        {"attn_decode", "dtype=bf16,b=1,sq=17,skv=4096,hq=32,hkv=8,d=128,causal=0", KF_ERR_UNSUPPORTED, "sq = 17"},
+        {"attn_decode", "dtype=bf16,b=1,sq=1,skv=4096,hq=32,hkv=0,d=128,causal=0", KF_ERR_ARG, "hkv must be positive, got 0"},
+        {"attn_decode", "dtype=bf16,b=1,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0,foo=1", KF_ERR_ARG, "unknown shape key 'foo' for 'attn_decode'"},
+        {"attn_decode", "dtype=bf16,b=1,sq=1,skv=4096,hq=32,hkv=8,d=128", KF_ERR_ARG, "lacks 'causal'"},
+        {"attn_decode", "dtype=bf16,b=x,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", KF_ERR_ARG, "b = 'x' must be an integer"},
+        {"attn_decode", "dtype=bf16,b=3000000000,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", KF_ERR_ARG, "b = 3000000000 is outside"},
+        {"attn_decode", "dtype=int8,b=1,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", KF_ERR_ARG, "dtype = 'int8' must be bf16 or fp16"},
+        {"kda_prefill", "n=3,t=11,h=2,hv=6,dk=128,dv=128", KF_OK, ""},
+        {"kda_prefill", "n=3,t=11,h=4,hv=6,dk=128,dv=128", KF_ERR_ARG, "hv (6) must be a multiple of h (4)"},
+        {"kda_decode", "n=70000,t=1,h=2,hv=4,dk=128,dv=128", KF_ERR_UNSUPPORTED, "n = 70000"},
+        {"attn_parts_decode", "dtype=bf16,b=4,sq=1,skv=4096,hq=16,hkv=1,parts=latent512_rope64,value=alias_latent,dv=512,"
+                              "layers=1,page_size=64,causal=0", KF_OK, ""},
+        {"attn_parts_decode", "dtype=bf16,b=4,sq=1,skv=4096,hq=16,hkv=1,parts=latent512_rope64,value=alias_rope,dv=512,"
+                              "layers=1,page_size=64,causal=0", KF_ERR_ARG, "value = 'alias_rope' must be 'separate' or 'alias_latent'"},
+        {"ceil_gemm", "m=0,n=1,k=1", KF_ERR_ARG, "m must be positive, got 0"},
+        {"my_family", "x=-1", KF_ERR_ARG, "shape key 'x' = -1 is outside 0..2147483647"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        gen_kv_clear(&s);
+        assert_int_equal(gen_kv_parse(&s, cs[i].shape, err, sizeof err), 0);
+        msg[0] = 0;
+        kf_status st = rt_shape_check(cs[i].family, &s, NULL, RT_NAMES_SHAPE, msg, sizeof msg);
+        if (st != cs[i].st || !strstr(msg, cs[i].needle))
+            fail_msg("case %zu %s: got %s '%s', want %s with '%s'", i, cs[i].shape, kf_status_str(st), msg,
+                     kf_status_str(cs[i].st), cs[i].needle);
+    }
+    /* the template's declared fields decide which keys are known */
+    gen_kvset declared;
+    gen_kv_clear(&declared);
+    gen_kv_set_str(&declared, "x", "int");
+    gen_kv_clear(&s);
+    gen_kv_set_int(&s, "y", 1);
+    assert_int_equal(rt_shape_check("my_family", &s, &declared, RT_NAMES_SHAPE, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "unknown shape key 'y' for 'my_family' (its keys: x)"));
+}
+
+/* A context as kf_open leaves it without a device: what kf_close and plans need, without a GPU. */
+static kf_ctx *bare_ctx(void)
+{
+    kf_ctx *c = calloc(1, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+/* A plan of d on c that is never launched (its runs are refused before any launch). */
+static kf_plan *bare_plan(kf_ctx *c, const kf_attn_desc *d)
+{
+    kf_plan *p = calloc(1, sizeof *p);
+    p->ctx = c;
+    p->family = RT_PLAN_ATTN;
+    p->d.attn = *d;
+    snprintf(p->variant, sizeof p->variant, "attn_decode.test");
+    gen_kv_clear(&p->vp);
+    rt_attn_base_params(d, &p->vp, &p->base.attn);
+    c->plans++;
+    return p;
+}
+
+static void test_api__open_checks_its_arguments_and_paths_first(void **state)
+{
+    kf_config cfg = KF_CONFIG_INIT;
+    assert_int_equal(kf_open(NULL, &cfg), KF_ERR_ARG);   /* wrote through NULL before */
+    assert_int_equal(kf_open(NULL, NULL), KF_ERR_ARG);
+    kf_ctx *c = NULL;
+    cfg.template_dir = "/nonexistent/kforge-templates";
+    assert_int_equal(kf_open(&c, &cfg), KF_ERR_ARG);
+    assert_non_null(strstr(kf_errmsg(c), "config.template_dir = '/nonexistent/kforge-templates': No such file"));
+    kf_close(c);
+    char tmpl[] = "/tmp/kf_test_api_XXXXXX";
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "not a database, not a bundle, just some text\n", 45), 45);
+    close(fd);
+    cfg = (kf_config)KF_CONFIG_INIT;
+    cfg.template_dir = tmpl;
+    assert_int_equal(kf_open(&c, &cfg), KF_ERR_ARG);
+    assert_non_null(strstr(kf_errmsg(c), "is not a directory"));
+    kf_close(c);
+    /* a bad database or bundle is named also where there is no GPU (was: "no CUDA driver/device found") */
+    cfg = (kf_config)KF_CONFIG_INIT;
+    cfg.db_path = tmpl;
+    assert_int_equal(kf_open(&c, &cfg), KF_ERR_DB);
+    assert_non_null(strstr(kf_errmsg(c), tmpl));
+    kf_close(c);
+    const char *bundles[] = {"/nonexistent/x.kfb"};
+    cfg = (kf_config)KF_CONFIG_INIT;
+    cfg.bundles = bundles, cfg.n_bundles = 1;
+    assert_int_equal(kf_open(&c, &cfg), KF_ERR_BUNDLE);
+    assert_non_null(strstr(kf_errmsg(c), "/nonexistent/x.kfb"));
+    kf_close(c);
+    bundles[0] = tmpl;
+    assert_int_equal(kf_open(&c, &cfg), KF_ERR_BUNDLE);
+    assert_non_null(strstr(kf_errmsg(c), tmpl));
+    kf_close(c);
+    const char *none[] = {NULL};
+    cfg.bundles = none;
+    assert_int_equal(kf_open(&c, &cfg), KF_ERR_ARG);
+    assert_non_null(strstr(kf_errmsg(c), "config.bundles[0] is NULL"));
+    kf_close(c);
+    unlink(tmpl);
+}
+
+/* kf_close with a plan alive: the context lives until the plan is freed (a use after free before; the
+ * sanitizer build, tests/sanitize.sh, sees it). */
+static void test_api__close_before_plan_free_is_safe(void **state)
+{
+    kf_ctx *c = bare_ctx();
+    kf_attn_desc d = decode();
+    kf_plan *p = bare_plan(c, &d), *q = bare_plan(c, &d);
+    kf_close(c);
+    assert_int_equal(c->closed, 1);
+    assert_int_equal(kf_attn_run(p, NULL, NULL), KF_ERR_ARG);   /* the plan still reports through its context */
+    assert_string_equal(kf_errmsg(p->ctx), "tensors is NULL");
+    kf_plan_free(p);
+    assert_int_equal(q->ctx->plans, 1);
+    kf_plan_free(q);   /* the last plan frees the context */
+}
+
+static kf_attn_tensors attn_tensors(void)
+{
+    kf_attn_tensors t;
+    memset(&t, 0, sizeof t);
+    t.q = P(0x10000), t.k = P(0x20000), t.v = P(0x30000), t.o = P(0x40000);
+    t.batch = 0, t.q_len = 1, t.kv_len_all = 100;   /* batch 0: checked, nothing launched */
+    return t;
+}
+
+static void expect_run(kf_plan *p, kf_attn_tensors t, kf_status want, const char *needle)
+{
+    kf_status st = kf_attn_run(p, &t, NULL);
+    const char *msg = st ? kf_errmsg(p->ctx) : "";
+    if (st != want || !strstr(msg, needle))
+        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg, kf_status_str(want), needle);
+}
+
+/* kf_attn_run refuses what the plan would ignore: a block table of a contiguous plan, cu_seqlens_q of a
+ * plan without packed q, a misaligned kv_len. */
+static void test_api__attn_run_refuses_what_it_would_ignore(void **state)
+{
+    kf_ctx *c = bare_ctx();
+    kf_attn_desc d = decode();
+    kf_plan *p = bare_plan(c, &d);
+    kf_attn_tensors t;
+    expect_run(p, attn_tensors(), KF_OK, "");
+    t = attn_tensors(), t.block_table = P(0x50000);
+    expect_run(p, t, KF_ERR_ARG, "tensors.block_table = 0x50000 is set but the plan's K/V are contiguous");
+    t = attn_tensors(), t.bt_stride = 64;
+    expect_run(p, t, KF_ERR_ARG, "tensors.bt_stride = 64 is set but the plan's K/V are contiguous");
+    t = attn_tensors(), t.cu_seqlens_q = P(0x60000);
+    expect_run(p, t, KF_ERR_ARG, "tensors.cu_seqlens_q = 0x60000 is set but the plan has packed_q = 0");
+    t = attn_tensors(), t.total_q = 7;
+    expect_run(p, t, KF_ERR_ARG, "tensors.total_q = 7 is set but the plan has packed_q = 0");
+    t = attn_tensors(), t.kv_len = P(0x70002);
+    expect_run(p, t, KF_ERR_ARG, "tensors.kv_len = 0x70002 is not 4-byte aligned");
+    t = attn_tensors(), t.kv_len = P(0x70004);
+    expect_run(p, t, KF_OK, "");
+    kf_plan_free(p);
+    d.page_size = 64;
+    p = bare_plan(c, &d);
+    t = attn_tensors(), t.block_table = P(0x50000), t.bt_stride = 64;
+    expect_run(p, t, KF_OK, "");
+    t.bt_stride = 63;
+    expect_run(p, t, KF_ERR_ARG, "tensors.bt_stride = 63 is less than the 64 pages");
+    kf_plan_free(p);
+    d = decode(), d.kind = KF_ATTN_PREFILL, d.packed_q = 1, d.max_q = 128;
+    p = bare_plan(c, &d);
+    t = attn_tensors(), t.cu_seqlens_q = P(0x60002), t.total_q = 5;
+    expect_run(p, t, KF_ERR_ARG, "tensors.cu_seqlens_q = 0x60002 is not 4-byte aligned");
+    t.cu_seqlens_q = P(0x60000);
+    expect_run(p, t, KF_OK, "");
+    kf_plan_free(p);
+    kf_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +704,11 @@ int main(void)
         cmocka_unit_test(test_api__kda_strides_resolve),
         cmocka_unit_test(test_api__kda_selection_through_the_templates),
         cmocka_unit_test(test_api__every_kda_tensor_is_checked),
+        cmocka_unit_test(test_api__sizes_cannot_overflow),
+        cmocka_unit_test(test_api__one_shape_check_for_api_and_cli),
+        cmocka_unit_test(test_api__open_checks_its_arguments_and_paths_first),
+        cmocka_unit_test(test_api__close_before_plan_free_is_safe),
+        cmocka_unit_test(test_api__attn_run_refuses_what_it_would_ignore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

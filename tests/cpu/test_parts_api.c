@@ -120,8 +120,10 @@ static void test_parts_api__binds_a_joint_layer_call(void **state)
     for (int l = 0; l < 4; l++) {
         for (int k = 0; k < 2; k++) {
             t.q[l][k].ptr = fake(0x100 + 16 * l + k);
-            t.k[l][k].ptr = fake(0x200 + 16 * l + k);
-            t.v[l][k].ptr = fake(0x300 + 16 * l + k);
+            if (k || !l) {   /* part 0 is shared: k[0][0], v[0][0] */
+                t.k[l][k].ptr = fake(0x200 + 16 * l + k);
+                t.v[l][k].ptr = fake(0x300 + 16 * l + k);
+            }
         }
         t.o[l].ptr = fake(0x400 + l);
     }
@@ -160,6 +162,89 @@ static void test_parts_api__binds_a_joint_layer_call(void **state)
     t.block_table = fake(0x999);
     assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_ARG);
     assert_non_null(strstr(msg, "contiguous"));
+    t.block_table = NULL;
+    /* what the plan would not read is refused, not ignored */
+    static const struct { int what, l, p; const char *needle; } unused[] = {
+        {0, 1, 0, "tensors.k[1][0] is set but key part 0 is shared by the layers (k[0][0])"},
+        {1, 3, 0, "tensors.v[3][0] is set but key part 0 is shared"},
+        {0, 0, 2, "tensors.k[0][2] is set but the plan has fewer key parts"},
+        {2, 1, 3, "tensors.q[1][3] is set but the plan has fewer key parts"},
+    };
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        kf_parts_tensors u = t;
+        kf_parts_view *v = unused[i].what == 0 ? &u.k[unused[i].l][unused[i].p]
+                           : unused[i].what == 1 ? &u.v[unused[i].l][unused[i].p] : &u.q[unused[i].l][unused[i].p];
+        v->strides[1] = 64;
+        assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, msg, sizeof msg), KF_ERR_ARG);
+        if (!strstr(msg, unused[i].needle))
+            fail_msg("case %zu: '%s', want '%s'", i, msg, unused[i].needle);
+    }
+    kf_parts_tensors u = t;
+    u.kv_len = (const int32_t *)((char *)fake(0x77) + 2);
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "tensors.kv_len = 0x7702 is not 4-byte aligned"));
+    u = t, u.bt_stride = 3;
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "tensors.bt_stride = 3 is set but the plan's caches are contiguous"));
+    /* fewer layers: the views of layer 3 are refused */
+    kf_parts_desc d2 = base_delta(2);
+    rt_parts_info info2;
+    assert_int_equal(rt_parts_check(&d2, &dev, &info2, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_bind(&info2, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "tensors.q[2][0] is set but the plan has fewer layers"));
+}
+
+/* The split workspace is checked arithmetic: a size past 64 bits is SIZE_MAX (refused), never a wrapped one. */
+static void test_parts_api__workspace_cannot_overflow(void **state)
+{
+    (void)state;
+    gen_kvset vp;
+    char err[128];
+    gen_kv_clear(&vp);
+    assert_int_equal(gen_kv_parse(&vp, "family=attn_parts_decode,dv=512,layers=4", err, sizeof err), 0);
+    kf_parts_params p;
+    memset(&p, 0, sizeof p);
+    p.splits = 128, p.ws_rows = 65535 * 16, p.hq = 2147483647;
+    assert_true(rt_parts_workspace_bytes(&vp, &p) == SIZE_MAX);
+    p.splits = 2, p.ws_rows = 3, p.hq = 5;
+    assert_int_equal(rt_parts_workspace_bytes(&vp, &p), 4 * 2 * 3 * 5 * 513 * 4);
+}
+
+static void test_parts_api__paged_bt_stride_covers_max_kv(void **state)
+{
+    (void)state;
+    rt_devinfo dev = api_h200();
+    char msg[512];
+    kf_parts_desc d = mla(16);
+    rt_parts_info info;
+    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
+    gen_kvset vp;
+    gen_kv_clear(&vp);
+    gen_kv_set_str(&vp, "family", "attn_parts_decode");
+    kf_parts_params base, p;
+    rt_parts_base_params(&info, &vp, &base);
+    kf_parts_tensors t;
+    memset(&t, 0, sizeof t);
+    t.q[0][0].ptr = fake(1), t.q[0][1].ptr = fake(2), t.k[0][0].ptr = fake(3), t.k[0][1].ptr = fake(4);
+    t.o[0].ptr = fake(5);
+    t.batch = 1, t.q_len = 1, t.kv_len_all = 4096;
+    t.block_table = fake(6), t.bt_stride = 63;   /* 4096 keys in pages of 64: 64 pages */
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "tensors.bt_stride = 63 is less than the 64 pages"));
+    t.bt_stride = 64;
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_OK);
+    /* declared strides whose span over a page does not fit in 63 bits */
+    kf_parts_tensors u = t;
+    u.k[0][1].strides[1] = 1LL << 60;
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &u, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "tensors.k[0][1].strides = {0, 1152921504606846976, 0} over [1, 64, 1, 64] span more"));
+    t.block_table = (const int32_t *)((char *)fake(6) + 2);
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "not 4-byte aligned"));
+    /* the maxima's contiguous tensors past 63 bits */
+    d = mla(16), d.page_size = 0, d.hq = d.hkv = 1 << 30, d.max_kv = 1 << 30, d.max_batch = 65535;
+    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg, "do not fit in 63 bits"));
 }
 
 static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
@@ -211,6 +296,8 @@ int main(void)
         cmocka_unit_test(test_parts_api__selects_the_template_default),
         cmocka_unit_test(test_parts_api__binds_a_joint_layer_call),
         cmocka_unit_test(test_parts_api__paged_mla_call_needs_a_block_table),
+        cmocka_unit_test(test_parts_api__workspace_cannot_overflow),
+        cmocka_unit_test(test_parts_api__paged_bt_stride_covers_max_kv),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rt_jit_free(g_jit);

@@ -75,5 +75,6 @@ int cmd_import(cli_opts *o);
 int cmd_tune(cli_opts *o);
 int cmd_report(cli_opts *o);
 int cmd_db_merge(cli_opts *o);
+int cmd_bench(cli_opts *o);
 
 #endif

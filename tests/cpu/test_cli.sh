@@ -30,7 +30,24 @@ check cli__help 0 "usage: kforge" -- "$KF" --help
 check cli__no_args_is_usage 2 "usage: kforge" -- "$KF"
 check cli__unknown_command 2 "error: unknown command 'frobnicate'" -- "$KF" frobnicate
 check cli__unknown_option 2 "error: unknown option '--nope'" -- "$KF" list --nope
-check cli__reserved_command 1 "error: 'kforge bench' is reserved" -- "$KF" bench
+# options a command does not take are bad usage, named with the command (the table in cli/kforge.c)
+check cli__compile_refuses_tune_option 2 "error: 'kforge compile' does not take --budget" -- "$KF" compile --budget 40
+check cli__list_refuses_tune_option 2 "error: 'kforge list' does not take --strategy" -- "$KF" list --strategy random
+check cli__refuses_short_option 2 "error: 'kforge db' does not take -j" -- "$KF" db ls -j 2
+check cli__refuses_option_with_value 2 "error: 'kforge gen' does not take --db" -- "$KF" gen attn_naive --db=x.db
+check cli__help_names_own_options_only 0 "^no --budget$" -- sh -c "'$KF' compile --help | grep -q -- --budget && echo has --budget || echo no --budget"
+# kforge bench runs the harness (bench/run.sh beside the executable's folder, or $KFORGE_BENCH) with its arguments
+printf '#!/bin/sh\necho "harness got: $*"\nexit ${FAKE_RC:-0}\n' > "$T/fake_bench.sh" && chmod +x "$T/fake_bench.sh"
+check cli__help_lists_bench 0 "bench +compare kforge with its peers" -- "$KF" --help
+check cli__bench_help 0 "usage: kforge bench" -- "$KF" bench --help
+check cli__bench_passes_arguments 0 "harness got: --set gqa-decode --rounds 2" -- \
+  env KFORGE_BENCH="$T/fake_bench.sh" "$KF" bench --set gqa-decode --rounds 2
+check cli__bench_exit_status_is_the_harness 3 "harness got:" -- env FAKE_RC=3 KFORGE_BENCH="$T/fake_bench.sh" "$KF" bench
+mkdir -p "$T/tree/build" "$T/tree/bench" "$T/lonely" && cp "$KF" "$T/tree/build/kforge" && cp "$KF" "$T/lonely/kforge"
+cp "$T/fake_bench.sh" "$T/tree/bench/run.sh"
+check cli__bench_found_beside_build 0 "harness got: --set kda" -- "$T/tree/build/kforge" bench --set kda
+check cli__bench_absent_says_where 1 "error: the benchmark harness is not here: looked for .*lonely/../bench/run.sh" -- \
+  "$T/lonely/kforge" bench
 check cli__export_needs_gpu 2 "error: --gpu is required" -- "$KF" export -o "$T/x.kfb"
 check cli__import_bad_file 1 "error: cannot load bundle" -- "$KF" import "$T/nope.kfb"
 check cli__subcommand_help 0 "usage: kforge compile" -- "$KF" compile --help

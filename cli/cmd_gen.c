@@ -4,6 +4,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The usage error for FAMILY without --shape: an example shape of the family and where its keys are. */
+int cli_shape_required(const cli_opts *o, gen_host *h)
+{
+    gen_tmpl *t = gen_tmpl_load(h, o->argv[0]);
+    if (!t)
+        return cli_error("%s", gen_host_errmsg(h));
+    gen_device dev;
+    char example[1024];
+    cli_arch(o, &dev, NULL);
+    if (cli_example_shape(h, t, &dev, example, sizeof example))
+        snprintf(example, sizeof example, "...");
+    return cli_usage_error("--shape is required, e.g. --shape \"%s\" (its shape keys: kforge list %s)", example,
+                           o->argv[0]);
+}
+
 /* Fixed values and params of FAMILY --shape S [--params P] (params over the default). */
 int cli_variant(const cli_opts *o, gen_host *h, gen_tmpl **t, gen_kvset *fixed, gen_kvset *params,
                 gen_device *dev)
@@ -11,7 +26,7 @@ int cli_variant(const cli_opts *o, gen_host *h, gen_tmpl **t, gen_kvset *fixed, 
     if (o->argc < 1)
         return cli_usage_error("which family? (see 'kforge list')");
     if (!o->shape)
-        return cli_usage_error("--shape is required, e.g. --shape \"dtype=bf16,b=1,...\"");
+        return cli_shape_required(o, h);
     *t = gen_tmpl_load(h, o->argv[0]);
     if (!*t)
         return cli_error("%s", gen_host_errmsg(h));

@@ -2,6 +2,8 @@
 #ifndef KF_CLI_H
 #define KF_CLI_H
 
+#include <stdio.h>
+
 #include "db/db.h"
 #include "gen/json.h"
 #include "gen/kv.h"
@@ -82,6 +84,18 @@ int cli_shape_required(const cli_opts *o, gen_host *h);
  * printing the error. */
 int cli_variant(const cli_opts *o, gen_host *h, gen_tmpl **t, gen_kvset *fixed, gen_kvset *params,
                 gen_device *dev);
+
+/* --json and --csv share one convention: a value that is unknown (NULL, NaN) is JSON null and an empty
+ * CSV field. Strings go to JSON through gen_json_str (NULL: null), to CSV through cli_csv_str. */
+/* v formatted with fmt, or null for NaN and infinities. Returns buf. */
+const char *cli_json_num(char *buf, size_t n, const char *fmt, double v);
+/* One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break, quotes doubled;
+ * NULL writes nothing. */
+void cli_csv_str(FILE *f, const char *s);
+/* A number with fmt; NaN and infinities write nothing. */
+void cli_csv_num(FILE *f, const char *fmt, double v);
+/* n string fields (NULL: empty) and the line end. */
+void cli_csv_row(FILE *f, int n, const char *const *fields);
 
 int cmd_list(cli_opts *o);
 int cmd_gen(cli_opts *o);

@@ -103,6 +103,8 @@ static void report(const cli_opts *o, job_list *l)
     int hits = 0, failed = 0;
     if (o->json)
         printf("[");
+    else if (o->csv)
+        printf("variant,cache_key,status,compile_ms,regs,smem_static,spill_bytes,bytes,error\n");
     for (int i = 0; i < l->n; i++) {
         gen_job *j = &l->v[i];
         hits += j->cache_hit;
@@ -118,13 +120,24 @@ static void report(const cli_opts *o, job_list *l)
             if (j->failed)   /* the message has nowhere else to go in --json mode */
                 printf(",\"error\":%s", gen_json_str(je, sizeof je, j->err));
             printf("}");
+        } else if (o->csv) {
+            char num[5][32];
+            snprintf(num[0], sizeof num[0], "%.1f", j->bin.ms);
+            snprintf(num[1], sizeof num[1], "%d", j->bin.regs);
+            snprintf(num[2], sizeof num[2], "%d", j->bin.smem_static);
+            snprintf(num[3], sizeof num[3], "%d", j->bin.spill_bytes);
+            snprintf(num[4], sizeof num[4], "%zu", j->bin.size);
+            const char *row[] = {j->binary_key, j->cache_key,
+                                 j->failed ? "failed" : j->cache_hit ? "cache_hit" : "compiled", num[0], num[1],
+                                 num[2], num[3], num[4], j->failed ? j->err : NULL};
+            cli_csv_row(stdout, 9, row);
         } else if (j->failed) {
             fprintf(stderr, "error: %s\n", j->err);
         }
     }
     if (o->json)
         printf("\n]\n");
-    else
+    else if (!o->csv)
         printf("%d variant%s: %d compiled, %d cache hit%s, %d failed\n", l->n, l->n == 1 ? "" : "s",
                l->n - hits - failed, hits, hits == 1 ? "" : "s", failed);
 }
@@ -174,6 +187,8 @@ int cmd_compile(cli_opts *o)
         return cli_usage_error("--params and --all exclude each other");
     if (o->shape && o->sweep)
         return cli_usage_error("--shape and --sweep exclude each other");
+    if (o->json && o->csv)
+        return cli_usage_error("--csv and --json exclude each other");
     const char *family = o->argc > 0 ? o->argv[0] : NULL;
     cli_opts eff = *o;
     if (!family && !o->shape && !o->sweep)

@@ -4,6 +4,7 @@
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,4 +278,48 @@ int cli_example_shape(gen_host *h, gen_tmpl *t, const gen_device *dev, char *buf
             return -1;
     }
     return gen_kv_format(&c.best, buf, n) < 0 ? -1 : 0;
+}
+
+/* ---- --json and --csv: one escaper each, one null convention (JSON null, an empty CSV field) ------ */
+
+const char *cli_json_num(char *buf, size_t n, const char *fmt, double v)
+{
+    if (isnan(v) || isinf(v))
+        snprintf(buf, n, "null");
+    else
+        snprintf(buf, n, fmt, v);
+    return buf;
+}
+
+void cli_csv_str(FILE *f, const char *s)
+{
+    if (!s)
+        return;
+    if (!s[strcspn(s, ",\"\r\n")]) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void cli_csv_num(FILE *f, const char *fmt, double v)
+{
+    if (!isnan(v) && !isinf(v))
+        fprintf(f, fmt, v);
+}
+
+void cli_csv_row(FILE *f, int n, const char *const *fields)
+{
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputc(',', f);
+        cli_csv_str(f, fields[i]);
+    }
+    fputc('\n', f);
 }

@@ -81,9 +81,9 @@ static const struct cli_cmd commands[] = {
      "  P: params (default: the template's default for the shape), e.g. \"bn=64,w=4\"\n"},
     {"compile", cmd_compile,
      OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_ALL | OPT_SWEEP | OPT_PTX | OPT_JOBS | OPT_JSON |
-         OPT_QUIET, "compile variants with NVRTC into the database's binary cache",
+         OPT_CSV | OPT_QUIET, "compile variants with NVRTC into the database's binary cache",
      "usage: kforge compile [FAMILY] [--shape S] [--params P | --all] [--sweep NAME]\n"
-     "                      [--arch ARCH] [--ptx] [-j N] [--db PATH] [--json]\n"
+     "                      [--arch ARCH] [--ptx] [-j N] [--db PATH] [--json | --csv]\n"
      "  FAMILY --shape S [--params P]   one variant (default params: the template's default)\n"
      "  FAMILY --shape S --all          every valid variant of the family's space\n"
      "  [FAMILY] --sweep NAME [--all]   the default variant (or all) of every sweep shape\n"
@@ -96,7 +96,8 @@ static const struct cli_cmd commands[] = {
      "  too large for the CPU, the GPU naive kernel, itself checked against the CPU\n"
      "  reference by the tests) and prints the errors, the median time and throughput.\n"},
     {"db", cmd_db, OPT_DB | OPT_TEMPLATES | OPT_OUTPUT | OPT_JSON | OPT_CSV | OPT_QUIET, "inspect, clean or merge databases: info, ls, gc, merge",
-     "usage: kforge db info|ls|gc [--db PATH] [--json]\n"
+     "usage: kforge db info|gc [--db PATH] [--json]\n"
+     "       kforge db ls [FAMILY] [--db PATH] [--json | --csv]\n"
      "       kforge db merge A.db [B.db ...] -o OUT.db [--json] [--quiet]\n"
      "  info   schema version, journal mode, row counts\n"
      "  ls     one line per binary: variant key, arch, size, registers, spills, compile ms\n"
@@ -156,7 +157,7 @@ static const struct cli_cmd commands[] = {
      "  Writes one file (SQLite) with its format version, GPU model, arch, NVRTC version,\n"
      "  the winners for NAME (e.g. \"NVIDIA H200\") and their cubins, each with a SHA-256.\n"
      "  libkforge_rt serves it with no compiler present (kf_config.bundles).\n"},
-    {"import", cmd_import, OPT_DB | OPT_JSON, "verify a bundle and merge it into a database",
+    {"import", cmd_import, OPT_DB, "verify a bundle and merge it into a database",
      "usage: kforge import FILE.kfb [--db PATH]\n"
      "  Verifies the bundle (integrity, format version, checksums) and merges its\n"
      "  binaries and winners into the database.\n"},

@@ -75,6 +75,7 @@ for f in $("$KF" list --json | python3 -c 'import json,sys; print(" ".join(f["fa
 done
 check cli__list_family_shape_keys 0 "shape keys: b \(int\) dtype \(string\) dv \(int\) hq \(int\) sq \(int\)" -- "$KF" list attn_combine
 check cli__list_marks_helpers 0 "^attn_combine attn_naive ceil_gemm kda_naive$" -- sh -c "'$KF' list --json | python3 -c 'import json,sys; print(\" \".join(f[\"family\"] for f in json.load(sys.stdin) if f[\"helper\"]))'"
+check cli__list_prefill_not_paged 0 "^attn_prefill .*strided K/V \(paged K/V: the decode families only\)$" -- "$KF" list attn_prefill
 check cli__list_family_sweeps 0 "in sweeps: audit_group \(8 shapes\), mla_decode \(24 shapes\)" -- "$KF" list attn_parts_decode
 check cli__compile_helper_says_shape 2 "error: no sweep holds 'attn_combine' \(a helper family\): give it a shape, e.g. kforge compile attn_combine --shape \"b=" -- \
   "$KF" compile attn_combine --arch sm_80 --db "$T/fam.db"
@@ -113,6 +114,10 @@ echo "this is not a database, just text.........................................
 check cli__foreign_db_refused 1 "error: .*bad.db.*not a database" -- "$KF" db info --db "$T/bad.db"
 check cli__missing_db 1 "error: .*nope.db" -- "$KF" db info --db "$T/nope.db"
 check cli__doctor_without_gpu 0 "gpu +none" -- env KFORGE_NO_GPU= "$KF" doctor
+# run.sh without a GPU compiles: a tuning option is refused by compile, and run.sh says why
+RUN_SH=$(cd "$(dirname "$0")/../.." && pwd)/run.sh
+nvidia-smi -L >/dev/null 2>&1 || check cli__run_sh_says_tune_options_need_gpu 2 "error: without a GPU run.sh compiles .*--budget 40" -- \
+  env KFORGE_BIN="$KF" KFORGE_DB="$T/run.db" "$RUN_SH" --budget 40
 nvidia-smi -L >/dev/null 2>&1 || check cli__run_needs_gpu 1 "error: no CUDA driver/device found" -- "$KF" run attn_naive --shape "$S"
 mkdir -p "$T/tpl" && printf 'os.execute("true")\nreturn {}\n' > "$T/tpl/evil.lua"
 check cli__sandbox_error_names_line 1 "templates/evil.lua:1:" -- "$KF" gen evil --templates "$T/tpl" --shape "$S"

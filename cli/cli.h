@@ -2,6 +2,8 @@
 #ifndef KF_CLI_H
 #define KF_CLI_H
 
+#include <stdio.h>
+
 #include "db/db.h"
 #include "gen/json.h"
 #include "gen/kv.h"
@@ -57,11 +59,43 @@ const char *cli_arch(const cli_opts *o, gen_device *dev, int *from_gpu);
  * sweep). Returns the count, or -1 after printing an error. *out is malloc'd. */
 int cli_shapes(const cli_opts *o, gen_host *h, const char *family, gen_kvset **out);
 
+/* The sweeps that hold a family, in name order. */
+#define CLI_SWEEPS_MAX 32
+typedef struct cli_family_sweeps {
+    int n;
+    char name[CLI_SWEEPS_MAX][64];
+    int count[CLI_SWEEPS_MAX];     /* the family's shapes in each */
+    gen_kvset first;               /* the first of them (with "family") */
+} cli_family_sweeps;
+/* Fills out for family; with shapes, *shapes (malloc'd) gets the family's distinct shapes over every
+ * sweep and the count of them is returned, else the count of sweeps; -1 after printing an error. */
+int cli_sweeps_of(gen_host *h, const char *family, cli_family_sweeps *out, gen_kvset **shapes);
+/* "default, prefill" */
+void cli_sweep_list(const cli_family_sweeps *s, char *buf, size_t n);
+/* A --shape string that works for t (its first sweep shape; for a family no sweep holds, one made from
+ * another family's sweep shape, checked to give a valid default on dev). 0, or -1 with buf "". */
+int cli_example_shape(gen_host *h, gen_tmpl *t, const gen_device *dev, char *buf, size_t n);
+
+/* The usage error (2) for FAMILY (o->argv[0]) given no --shape: an example shape and where its keys are. */
+int cli_shape_required(const cli_opts *o, gen_host *h);
+
 /* FAMILY --shape S [--params P]: loads the template, fixed values, params (default
  * overridden by --params), checks validity for the target. 0, or an exit code after
  * printing the error. */
 int cli_variant(const cli_opts *o, gen_host *h, gen_tmpl **t, gen_kvset *fixed, gen_kvset *params,
                 gen_device *dev);
+
+/* --json and --csv share one convention: a value that is unknown (NULL, NaN) is JSON null and an empty
+ * CSV field. Strings go to JSON through gen_json_str (NULL: null), to CSV through cli_csv_str. */
+/* v formatted with fmt, or null for NaN and infinities. Returns buf. */
+const char *cli_json_num(char *buf, size_t n, const char *fmt, double v);
+/* One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break, quotes doubled;
+ * NULL writes nothing. */
+void cli_csv_str(FILE *f, const char *s);
+/* A number with fmt; NaN and infinities write nothing. */
+void cli_csv_num(FILE *f, const char *fmt, double v);
+/* n string fields (NULL: empty) and the line end. */
+void cli_csv_row(FILE *f, int n, const char *const *fields);
 
 int cmd_list(cli_opts *o);
 int cmd_gen(cli_opts *o);
@@ -75,5 +109,6 @@ int cmd_import(cli_opts *o);
 int cmd_tune(cli_opts *o);
 int cmd_report(cli_opts *o);
 int cmd_db_merge(cli_opts *o);
+int cmd_bench(cli_opts *o);
 
 #endif

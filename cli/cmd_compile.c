@@ -118,6 +118,8 @@ static void report(const cli_opts *o, job_list *l)
     int hits = 0, failed = 0;
     if (o->json)
         printf("[");
+    else if (o->csv)
+        printf("variant,cache_key,status,compile_ms,regs,smem_static,spill_bytes,bytes,error\n");
     for (int i = 0; i < l->n; i++) {
         gen_job *j = &l->v[i];
         hits += j->cache_hit;
@@ -133,15 +135,65 @@ static void report(const cli_opts *o, job_list *l)
             if (j->failed)   /* the message has nowhere else to go in --json mode */
                 printf(",\"error\":%s", gen_json_str(je, sizeof je, j->err));
             printf("}");
+        } else if (o->csv) {
+            char num[5][32];
+            snprintf(num[0], sizeof num[0], "%.1f", j->bin.ms);
+            snprintf(num[1], sizeof num[1], "%d", j->bin.regs);
+            snprintf(num[2], sizeof num[2], "%d", j->bin.smem_static);
+            snprintf(num[3], sizeof num[3], "%d", j->bin.spill_bytes);
+            snprintf(num[4], sizeof num[4], "%zu", j->bin.size);
+            const char *row[] = {j->binary_key, j->cache_key,
+                                 j->failed ? "failed" : j->cache_hit ? "cache_hit" : "compiled", num[0], num[1],
+                                 num[2], num[3], num[4], j->failed ? j->err : NULL};
+            cli_csv_row(stdout, 9, row);
         } else if (j->failed) {
             fprintf(stderr, "error: %s\n", j->err);
         }
     }
     if (o->json)
         printf("\n]\n");
-    else
+    else if (!o->csv)
         printf("%d variant%s: %d compiled, %d cache hit%s, %d failed\n", l->n, l->n == 1 ? "" : "s",
                l->n - hits - failed, hits, hits == 1 ? "" : "s", failed);
+}
+
+/* FAMILY alone: its shapes over every sweep that holds it. The count, or -1 after printing an error. */
+static int family_shapes(const cli_opts *o, gen_host *h, const char *family, const gen_device *dev,
+                         gen_kvset **shapes)
+{
+    if (!gen_tmpl_load(h, family))
+        return cli_error("%s", gen_host_errmsg(h)), -1;
+    cli_family_sweeps sw;
+    int n = cli_sweeps_of(h, family, &sw, shapes);
+    if (n > 0) {
+        char names[2048];
+        cli_sweep_list(&sw, names, sizeof names);
+        cli_progress(o, "%s: %d distinct shape%s of sweep%s %s\n", family, n, n == 1 ? "" : "s",
+                     sw.n == 1 ? "" : "s", names);
+    }
+    return n;
+}
+
+/* The usage error for a family with no shapes to compile: the sweeps that hold it, or an example --shape. */
+static int no_shapes(const cli_opts *o, gen_host *h, const char *family, const gen_device *dev)
+{
+    if (!family)
+        return cli_error("sweep '%s' holds no shapes", o->sweep ? o->sweep : "default");
+    gen_tmpl *t = gen_tmpl_load(h, family);
+    if (!t)
+        return cli_error("%s", gen_host_errmsg(h));
+    cli_family_sweeps sw;
+    char names[2048], example[1024];
+    if (cli_sweeps_of(h, family, &sw, NULL) < 0)
+        return 1;
+    cli_sweep_list(&sw, names, sizeof names);
+    if (o->sweep && sw.n)
+        return cli_usage_error("no shapes for '%s' in sweep '%s'; the sweeps that hold it: %s", family, o->sweep,
+                               names);
+    if (cli_example_shape(h, t, dev, example, sizeof example))
+        snprintf(example, sizeof example, "...");
+    return cli_usage_error("no sweep holds '%s' (a helper family): give it a shape, e.g. kforge compile %s "
+                           "--shape \"%s\" (its shape keys: kforge list %s)", family, family, example, family);
 }
 
 int cmd_compile(cli_opts *o)
@@ -150,6 +202,8 @@ int cmd_compile(cli_opts *o)
         return cli_usage_error("--params and --all exclude each other");
     if (o->shape && o->sweep)
         return cli_usage_error("--shape and --sweep exclude each other");
+    if (o->json && o->csv)
+        return cli_usage_error("--csv and --json exclude each other");
     const char *family = o->argc > 0 ? o->argv[0] : NULL;
     cli_opts eff = *o;
     if (!family && !o->shape && !o->sweep)
@@ -173,13 +227,13 @@ int cmd_compile(cli_opts *o)
         if (!rc && add_job(&l, t, &fixed, &params, &tg))
             rc = cli_error("%s", gen_host_errmsg(h));
     } else {
-        gen_kvset *shapes;
-        int n = cli_shapes(&eff, h, family, &shapes);
+        gen_kvset *shapes = NULL;
+        int n = family && !o->shape && !o->sweep ? family_shapes(o, h, family, &dev, &shapes)
+                                                 : cli_shapes(&eff, h, family, &shapes);
         if (n < 0)
             rc = 1;
         else if (n == 0)
-            rc = cli_error("no shapes for '%s' in sweep '%s'", family ? family : "any family",
-                           o->sweep ? o->sweep : "default");
+            rc = no_shapes(o, h, family, &dev);
         for (int i = 0; i < n && !rc; i++)
             if (!(rc = check_shape(o, h, &shapes[i])) && shape_jobs(&eff, h, &shapes[i], &l, &tg))
                 rc = cli_error("%s", gen_host_errmsg(h));

@@ -44,6 +44,16 @@ static int ls_cb(const db_binary *b, void *arg)
                gen_json_str(jv, sizeof jv, b->variant_key), gen_json_str(jf, sizeof jf, b->family),
                gen_json_str(ja, sizeof ja, b->arch), gen_json_str(jn, sizeof jn, b->nvrtc), b->image_size,
                b->regs, b->smem_static, b->spill_bytes, b->compile_ms, gen_json_str(jk, sizeof jk, b->kernels));
+    } else if (c->o->csv) {
+        char num[5][32];
+        snprintf(num[0], sizeof num[0], "%zu", b->image_size);
+        snprintf(num[1], sizeof num[1], "%d", b->regs);
+        snprintf(num[2], sizeof num[2], "%d", b->smem_static);
+        snprintf(num[3], sizeof num[3], "%d", b->spill_bytes);
+        snprintf(num[4], sizeof num[4], "%.1f", b->compile_ms);
+        const char *row[] = {b->cache_key, b->variant_key, b->family, b->arch, b->nvrtc, num[0], num[1], num[2],
+                             num[3], num[4], b->kernels};
+        cli_csv_row(stdout, 11, row);
     } else
         printf("%-70s %-7s %8zu B %4d regs %5d B spills %7.0f ms\n", b->variant_key, b->arch,
                b->image_size, b->regs, b->spill_bytes, b->compile_ms);
@@ -56,11 +66,13 @@ static int db_ls_cmd(cli_opts *o, db_store *db)
     struct ls_ctx c = {o, 0};
     if (o->json)
         printf("[");
+    else if (o->csv)
+        printf("cache_key,variant,family,arch,nvrtc,bytes,regs,smem_static,spill_bytes,compile_ms,kernels\n");
     if (db_binary_each(db, o->argc > 1 ? o->argv[1] : NULL, ls_cb, &c) != DB_OK)
         return cli_error("%s", db_errmsg(db));
     if (o->json)
-        printf("\n]\n");
-    else
+        printf("%s]\n", c.n ? "\n" : "");
+    else if (!o->csv)
         printf("%d binar%s\n", c.n, c.n == 1 ? "y" : "ies");
     return 0;
 }
@@ -90,7 +102,11 @@ static int db_gc_cmd(cli_opts *o, db_store *db)
     int removed = 0, rc = 0;
     if (db_gc(db, c.hashes, c.n, &removed) != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
-    else
+    else if (o->json) {
+        char jp[4096];
+        printf("{\"path\":%s,\"removed\":%d,\"current_templates\":%d}\n", gen_json_str(jp, sizeof jp, db_path(db)),
+               removed, c.n);
+    } else
         printf("removed %d binar%s of templates no longer current\n", removed, removed == 1 ? "y" : "ies");
     gen_host_free(h);
     return rc;
@@ -101,6 +117,12 @@ int cmd_db(cli_opts *o)
     if (o->argc < 1)
         return cli_usage_error("'kforge db' needs info, ls, gc or merge");
     const char *sub = o->argv[0];
+    if (o->csv && strcmp(sub, "ls"))
+        return cli_usage_error("'kforge db %s' does not take --csv (only 'kforge db ls' prints a table)", sub);
+    if (o->output && strcmp(sub, "merge"))
+        return cli_usage_error("'kforge db %s' does not take -o (only 'kforge db merge' writes a database)", sub);
+    if (o->json && o->csv)
+        return cli_usage_error("--csv and --json exclude each other");
     if (!strcmp(sub, "merge"))
         return cmd_db_merge(o);
     if (strcmp(sub, "info") && strcmp(sub, "ls") && strcmp(sub, "gc"))

@@ -49,13 +49,46 @@ static int list_family(const char *family, void *arg)
     for (int i = 0; i < s->n; i++)
         size *= s->p[i].n;
     char jf[256], jd[8192], jh[128];
-    if (c->o->json)
-        printf("%s\n {\"family\":%s,\"doc\":%s,\"hash\":%s,\"space_size\":%lld,\"params\":{",
+    cli_family_sweeps sw;
+    char example[1024], sweeps[2048];
+    if (cli_sweeps_of(c->h, family, &sw, NULL) < 0) {
+        c->rc = 1;
+        return 0;
+    }
+    cli_sweep_list(&sw, sweeps, sizeof sweeps);
+    int have_example = cli_example_shape(c->h, t, &c->dev, example, sizeof example) == 0;
+    const gen_kvset *fields = gen_tmpl_shape_fields(t);
+    if (c->o->json) {
+        printf("%s\n {\"family\":%s,\"doc\":%s,\"hash\":%s,\"helper\":%s,\"sweeps\":[",
                c->first ? "" : ",", gen_json_str(jf, sizeof jf, family),
-               gen_json_str(jd, sizeof jd, gen_tmpl_doc(t)), gen_json_str(jh, sizeof jh, gen_tmpl_hash(t)), size);
-    else
-        printf("%s  %s\n  template hash %s\n  params (%lld variants in the space):\n", family,
-               gen_tmpl_doc(t), gen_tmpl_hash(t), size);
+               gen_json_str(jd, sizeof jd, gen_tmpl_doc(t)), gen_json_str(jh, sizeof jh, gen_tmpl_hash(t)),
+               sw.n ? "false" : "true");
+        for (int i = 0; i < sw.n; i++)
+            printf("%s{\"sweep\":%s,\"shapes\":%d}", i ? "," : "", gen_json_str(jf, sizeof jf, sw.name[i]),
+                   sw.count[i]);
+        printf("],\"shape_fields\":{");
+        for (int i = 0; i < fields->n; i++)
+            printf("%s%s:%s", i ? "," : "", gen_json_str(jf, sizeof jf, fields->kv[i].name),
+                   gen_json_str(jh, sizeof jh, fields->kv[i].s));
+        printf("},\"example_shape\":%s,\"space_size\":%lld,\"params\":{",
+               gen_json_str(jd, sizeof jd, have_example ? example : NULL), size);
+    } else {
+        printf("%s  %s\n  template hash %s\n", family, gen_tmpl_doc(t), gen_tmpl_hash(t));
+        if (sw.n) {
+            printf("  in sweeps: ");
+            for (int i = 0; i < sw.n; i++)
+                printf("%s%s (%d shape%s)", i ? ", " : "", sw.name[i], sw.count[i], sw.count[i] == 1 ? "" : "s");
+            printf("\n");
+        } else
+            printf("  helper: in no sweep (tuned and compiled with the families it serves, or with --shape)\n");
+        printf("  shape keys:");
+        for (int i = 0; i < fields->n; i++)
+            printf(" %s (%s)", fields->kv[i].name, fields->kv[i].s);
+        printf("\n");
+        if (have_example)
+            printf("  example:    kforge gen %s --shape \"%s\"\n", family, example);
+        printf("  params (%lld variants in the space):\n", size);
+    }
     c->first = 0;
     for (int i = 0; i < s->n; i++) {
         const gen_param *p = &s->p[i];

@@ -152,6 +152,7 @@ static int row_cb(const db_winner *w, void *arg)
         snprintf(sp, sizeof sp, "-");
     else
         snprintf(sp, sizeof sp, "x%.3f", w->speedup);
+    const char *unit = isnan(f.throughput) ? NULL : f.unit;   /* --json null, --csv empty */
     switch (c->fmt) {
     case FMT_TEXT:
         printf("  %-44s %-40s %10.4f %14s %9s %8s %6s\n", w->shape_key, short_key(w), w->median_ms, thr,
@@ -161,26 +162,33 @@ static int row_cb(const db_winner *w, void *arg)
         printf("| %s | %s | %.4f | %s | %s | %s | %s |\n", w->shape_key, short_key(w), w->median_ms, thr,
                pct, sp, band);
         break;
-    case FMT_CSV:
-        if (!c->rows)
-            printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band,ceiling\n");
-        printf("\"%s\",%s,%s,%s,%.6g,%.6g,%s,%.4f,%.4f,%.4f,%s\n", w->gpu, w->family, w->shape_key,
-               w->variant_key, w->median_ms, f.throughput, f.unit, f.frac, w->speedup, w->band,
-               f.ceiling ? f.ceiling : "");
+    case FMT_CSV: {
+        const char *row[] = {w->gpu, w->family, w->shape_key, w->variant_key};
+        for (int i = 0; i < 4; i++)
+            cli_csv_str(stdout, row[i]), fputc(',', stdout);
+        cli_csv_num(stdout, "%.6g", w->median_ms), fputc(',', stdout);
+        cli_csv_num(stdout, "%.6g", f.throughput), fputc(',', stdout);
+        cli_csv_str(stdout, unit), fputc(',', stdout);
+        cli_csv_num(stdout, "%.4f", f.frac), fputc(',', stdout);
+        cli_csv_num(stdout, "%.4f", w->speedup), fputc(',', stdout);
+        cli_csv_num(stdout, "%.4f", w->band), fputc(',', stdout);
+        cli_csv_str(stdout, f.ceiling);
+        fputc('\n', stdout);
         break;
-    case FMT_JSON:
+    }
+    case FMT_JSON: {
+        char n1[32], n2[32], n3[32], n4[32], n5[32], ju[64], jk[64];
         printf("%s\n {\"gpu\":%s,\"family\":%s,\"shape\":%s,\"variant\":%s,\"params\":%s,"
-               "\"median_ms\":%.6g", c->rows ? "," : "", gen_json_str(jg, sizeof jg, w->gpu),
+               "\"median_ms\":%s,\"throughput\":%s,\"unit\":%s,\"ceiling_frac\":%s,\"ceiling\":%s,"
+               "\"speedup\":%s,\"band\":%s}", c->rows ? "," : "", gen_json_str(jg, sizeof jg, w->gpu),
                gen_json_str(jf, sizeof jf, w->family), gen_json_str(js, sizeof js, w->shape_key),
-               gen_json_str(jv, sizeof jv, w->variant_key),
-               gen_json_str(jp, sizeof jp, w->params ? w->params : ""), w->median_ms);
-        printf(isnan(f.throughput) ? ",\"throughput\":null" : ",\"throughput\":%.6g", f.throughput);
-        printf(",\"unit\":%s", gen_json_str(jg, sizeof jg, f.unit));
-        printf(isnan(f.frac) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f", f.frac);
-        printf(f.ceiling ? ",\"ceiling\":\"%s\"" : ",\"ceiling\":null", f.ceiling);
-        printf(isnan(w->speedup) ? ",\"speedup\":null" : ",\"speedup\":%.4f", w->speedup);
-        printf(isnan(w->band) ? ",\"band\":null}" : ",\"band\":%.4f}", w->band);
+               gen_json_str(jv, sizeof jv, w->variant_key), gen_json_str(jp, sizeof jp, w->params),
+               cli_json_num(n1, sizeof n1, "%.6g", w->median_ms), cli_json_num(n2, sizeof n2, "%.6g", f.throughput),
+               gen_json_str(ju, sizeof ju, unit), cli_json_num(n3, sizeof n3, "%.4f", f.frac),
+               gen_json_str(jk, sizeof jk, f.ceiling), cli_json_num(n4, sizeof n4, "%.4f", w->speedup),
+               cli_json_num(n5, sizeof n5, "%.4f", w->band));
         break;
+    }
     }
     c->rows++;
     return 0;
@@ -200,6 +208,8 @@ int cmd_report(cli_opts *o)
     report_ctx c = {db, fmt, "", "", 0, 0, {0}, 0};
     if (fmt == FMT_JSON)
         printf("[");
+    else if (fmt == FMT_CSV)   /* the header even when no row follows */
+        printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band,ceiling\n");
     int rc = 0;
     if (db_winner_each(db, gpu, family, row_cb, &c) != DB_OK)
         rc = cli_error("%s", db_errmsg(db));

@@ -16,13 +16,17 @@ int cmd_run(cli_opts *o)
     char err[512];
     if (o->argc < 1)
         return cli_usage_error("which family? (see 'kforge list')");
-    if (!o->shape)
-        return cli_usage_error("--shape is required, e.g. --shape \"dtype=bf16,b=1,...\"");
     const char *family = o->argv[0];
     int combine = !strcmp(family, "attn_combine");
     if (!combine && strcmp(family, "attn_decode") && strcmp(family, "attn_prefill") && strcmp(family, "attn_naive"))
         return cli_usage_error("'kforge run' knows attn_decode, attn_prefill, attn_naive and attn_combine, not '%s'",
                                family);
+    if (!o->shape) {
+        gen_host *h = cli_host(o);
+        int rc = h ? cli_shape_required(o, h) : 1;
+        gen_host_free(h);
+        return rc;
+    }
     if (!rt_cuda(err, sizeof err))
         return cli_error("%s", err);
 

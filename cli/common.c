@@ -4,6 +4,7 @@
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,4 +119,207 @@ int cli_shapes(const cli_opts *o, gen_host *h, const char *family, gen_kvset **o
     gen_sweep_free(&sw);
     *out = v;
     return n;
+}
+
+/* ---- which sweeps hold a family, and an example shape for it ------------------------------------- */
+
+struct sweeps_ctx {
+    gen_host *h;
+    const char *family;
+    cli_family_sweeps *out;
+    gen_kvset *shapes;     /* when collecting: the family's distinct shapes (GEN_SWEEP_MAX at most) */
+    int n_shapes, rc;
+};
+
+static int has_shape(const gen_kvset *v, int n, const gen_kvset *s)
+{
+    char a[512], b[512];
+    gen_shape_key(s, a, sizeof a);
+    for (int i = 0; i < n; i++)
+        if (gen_shape_key(&v[i], b, sizeof b) == 0 && !strcmp(a, b))
+            return 1;
+    return 0;
+}
+
+static int sweep_cb(const char *name, void *arg)
+{
+    struct sweeps_ctx *c = arg;
+    gen_sweep sw;
+    if (gen_sweep_load(c->h, name, &sw)) {
+        c->rc = cli_error("cannot load sweep '%s': %s", name, gen_host_errmsg(c->h));
+        return 1;
+    }
+    int k = 0;
+    for (int i = 0; i < sw.n; i++) {
+        if (strcmp(gen_kv_str(&sw.shapes[i], "family"), c->family))
+            continue;
+        if (!k++ && (!c->out->n || !strcmp(name, "default")))   /* the default sweep's, else the first */
+            c->out->first = sw.shapes[i];
+        if (c->shapes && c->n_shapes < GEN_SWEEP_MAX && !has_shape(c->shapes, c->n_shapes, &sw.shapes[i]))
+            c->shapes[c->n_shapes++] = sw.shapes[i];
+    }
+    if (k && c->out->n < CLI_SWEEPS_MAX) {
+        snprintf(c->out->name[c->out->n], sizeof c->out->name[0], "%s", name);
+        c->out->count[c->out->n++] = k;
+    }
+    gen_sweep_free(&sw);
+    return 0;
+}
+
+int cli_sweeps_of(gen_host *h, const char *family, cli_family_sweeps *out, gen_kvset **shapes)
+{
+    memset(out, 0, sizeof *out);
+    struct sweeps_ctx c = {h, family, out, NULL, 0, 0};
+    if (shapes)
+        c.shapes = *shapes = calloc(GEN_SWEEP_MAX, sizeof **shapes);
+    if (gen_sweep_names(h, sweep_cb, &c) && !c.rc)
+        c.rc = cli_error("cannot list the sweeps: %s", gen_host_errmsg(h));
+    if (c.rc) {
+        if (shapes)
+            free(*shapes), *shapes = NULL;
+        return -1;
+    }
+    return shapes ? c.n_shapes : out->n;
+}
+
+void cli_sweep_list(const cli_family_sweeps *s, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < s->n && k < n; i++) {
+        int w = snprintf(buf + k, n - k, "%s%s", i ? ", " : "", s->name[i]);
+        k += w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* 1 when shape gives t a fixed set, a default and a valid default on dev. */
+static int works(gen_tmpl *t, const gen_kvset *shape, const gen_device *dev)
+{
+    gen_kvset fixed, params;
+    char why[256];
+    return gen_tmpl_fixed(t, shape, &fixed) == 0 && gen_tmpl_default(t, shape, dev, &params) == 0 &&
+           gen_tmpl_valid(t, &fixed, &params, dev, why, sizeof why) == 1;
+}
+
+/* The fields t declares, taken from shape where it has them; missing ints become 128, missing strings
+ * "bf16" (the dtype every attention family takes; works() rejects what does not fit). Returns how many
+ * fields shape had. */
+static int project(gen_tmpl *t, const gen_kvset *shape, gen_kvset *out)
+{
+    const gen_kvset *fields = gen_tmpl_shape_fields(t);
+    int had = 0;
+    gen_kv_clear(out);
+    for (int i = 0; i < fields->n; i++) {
+        const gen_kv *f = &fields->kv[i], *v = gen_kv_find(shape, f->name);
+        int is_str = !strcmp(f->s, "string");
+        if (v && v->is_str == is_str) {
+            had++;
+            if (is_str)
+                gen_kv_set_str(out, f->name, v->s);
+            else
+                gen_kv_set_int(out, f->name, v->i);
+        } else if (is_str)
+            gen_kv_set_str(out, f->name, "bf16");
+        else
+            gen_kv_set_int(out, f->name, 128);
+    }
+    return had;
+}
+
+struct example_ctx {
+    gen_host *h;
+    gen_tmpl *t;
+    const gen_device *dev;
+    gen_kvset best;
+    int best_had;          /* fields of best taken from a sweep shape; -1: none yet */
+};
+
+static int example_sweep_cb(const char *name, void *arg)
+{
+    struct example_ctx *c = arg;
+    gen_sweep sw;
+    if (gen_sweep_load(c->h, name, &sw))
+        return 0;
+    for (int i = 0; i < sw.n; i++) {
+        gen_kvset s;
+        int had = project(c->t, &sw.shapes[i], &s);
+        /* more than half the fields from the sweep shape, or it is no example of a real case */
+        if (had > c->best_had && 2 * had > gen_tmpl_shape_fields(c->t)->n && works(c->t, &s, c->dev))
+            c->best = s, c->best_had = had;
+    }
+    gen_sweep_free(&sw);
+    return 0;
+}
+
+int cli_example_shape(gen_host *h, gen_tmpl *t, const gen_device *dev, char *buf, size_t n)
+{
+    cli_family_sweeps s;
+    buf[0] = 0;
+    if (cli_sweeps_of(h, gen_tmpl_family(t), &s, NULL) < 0)
+        return -1;
+    gen_kvset shape;
+    if (s.n) {
+        shape = s.first;
+        gen_kv_remove(&shape, "family");
+        return gen_kv_format(&shape, buf, n) < 0 ? -1 : 0;
+    }
+    /* a family no sweep holds (a helper): the sweep shape of another family that holds the most of this
+     * family's fields and, cut to them (the missing ones filled in), gives a valid default (the default
+     * sweep's first on a tie); else every int 128 */
+    struct example_ctx c = {h, t, dev};
+    c.best_had = -1;
+    example_sweep_cb("default", &c);
+    gen_sweep_names(h, example_sweep_cb, &c);
+    if (c.best_had < 0) {
+        gen_kvset none;
+        gen_kv_clear(&none);
+        project(t, &none, &c.best);
+        if (!works(t, &c.best, dev))
+            return -1;
+    }
+    return gen_kv_format(&c.best, buf, n) < 0 ? -1 : 0;
+}
+
+/* ---- --json and --csv: one escaper each, one null convention (JSON null, an empty CSV field) ------ */
+
+const char *cli_json_num(char *buf, size_t n, const char *fmt, double v)
+{
+    if (isnan(v) || isinf(v))
+        snprintf(buf, n, "null");
+    else
+        snprintf(buf, n, fmt, v);
+    return buf;
+}
+
+void cli_csv_str(FILE *f, const char *s)
+{
+    if (!s)
+        return;
+    if (!s[strcspn(s, ",\"\r\n")]) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void cli_csv_num(FILE *f, const char *fmt, double v)
+{
+    if (!isnan(v) && !isinf(v))
+        fprintf(f, fmt, v);
+}
+
+void cli_csv_row(FILE *f, int n, const char *const *fields)
+{
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputc(',', f);
+        cli_csv_str(f, fields[i]);
+    }
+    fputc('\n', f);
 }

@@ -10,39 +10,94 @@
 
 #include "kf_rev.h"
 
+/* The options, one bit each: a command's table entry names those it takes, and the parser refuses the
+ * others (exit 2), naming the option and the command. -h/--help is taken by every command. */
+enum {
+    OPT_DB = 1 << 0, OPT_ARCH = 1 << 1, OPT_TEMPLATES = 1 << 2, OPT_SHAPE = 1 << 3, OPT_PARAMS = 1 << 4,
+    OPT_SWEEP = 1 << 5, OPT_JSON = 1 << 6, OPT_QUIET = 1 << 7, OPT_PTX = 1 << 8, OPT_ALL = 1 << 9,
+    OPT_MEASURE = 1 << 10, OPT_GPU = 1 << 11, OPT_FAMILY = 1 << 12, OPT_JOBS = 1 << 13, OPT_OUTPUT = 1 << 14,
+    OPT_DEVICES = 1 << 15, OPT_SHARD = 1 << 16, OPT_BUDGET = 1 << 17, OPT_STRATEGY = 1 << 18,
+    OPT_SEED = 1 << 19, OPT_SAMPLES = 1 << 20, OPT_BAND = 1 << 21, OPT_RETRY = 1 << 22, OPT_MD = 1 << 23,
+    OPT_CSV = 1 << 24,
+    OPT_PASS = 1u << 31,  /* the command's arguments go to it as they are (bench); only --help is read */
+};
+
+/* Each option: its getopt spelling and its line in the help of the commands that take it. */
+static const struct cli_opt {
+    unsigned bit;
+    const char *name;     /* long name; NULL for a short-only option */
+    int has_arg;
+    int code;             /* getopt's return: the short letter, or 256 + index */
+    const char *help;     /* NULL: documented in the command's usage only */
+} options[] = {
+    {OPT_DB, "db", required_argument, 256, "  --db PATH          database (default $KFORGE_DB or ./kforge.db)\n"},
+    {OPT_ARCH, "arch", required_argument, 257,
+     "  --arch ARCH        target: sm_90a, sm_90, sm_80, ... (default: the GPU's, else sm_90a)\n"},
+    {OPT_TEMPLATES, "templates", required_argument, 258,
+     "  --templates DIR    read templates from DIR instead of the embedded copy\n"
+     "                     (also $KFORGE_TEMPLATE_DIR)\n"},
+    {OPT_SHAPE, "shape", required_argument, 259, NULL},
+    {OPT_PARAMS, "params", required_argument, 260, NULL},
+    {OPT_SWEEP, "sweep", required_argument, 261, NULL},
+    {OPT_JSON, "json", no_argument, 262, "  --json             machine-readable output (JSON; null where a value is unknown)\n"},
+    {OPT_CSV, "csv", no_argument, 263, "  --csv              comma-separated values with a header line (empty where --json has null)\n"},
+    {OPT_QUIET, "quiet", no_argument, 264, "  --quiet            no progress on stderr\n"},
+    {OPT_PTX, "ptx", no_argument, 265, NULL},
+    {OPT_ALL, "all", no_argument, 266, NULL},
+    {OPT_MEASURE, "measure", no_argument, 267, NULL},
+    {OPT_GPU, "gpu", required_argument, 268, NULL},
+    {OPT_FAMILY, "family", required_argument, 269, NULL},
+    {OPT_DEVICES, "devices", required_argument, 270, NULL},
+    {OPT_SHARD, "shard", required_argument, 271, NULL},
+    {OPT_BUDGET, "budget", required_argument, 272, NULL},
+    {OPT_STRATEGY, "strategy", required_argument, 273, NULL},
+    {OPT_SEED, "seed", required_argument, 274, NULL},
+    {OPT_SAMPLES, "samples", required_argument, 275, NULL},
+    {OPT_BAND, "band-floor", required_argument, 276, NULL},
+    {OPT_RETRY, "retry-errors", no_argument, 277, NULL},
+    {OPT_MD, "markdown", no_argument, 278, NULL},
+    {OPT_JOBS, "jobs", required_argument, 'j', "  -j N               compile threads (default: the number of cores)\n"},
+    {OPT_OUTPUT, "output", required_argument, 'o', NULL},
+};
+#define N_OPTIONS (int)(sizeof options / sizeof options[0])
+
 struct cli_cmd {
     const char *name;
-    cli_fn fn;            /* NULL: reserved for a later release */
+    cli_fn fn;
+    unsigned opts;        /* the OPT_* it takes */
     const char *summary;
     const char *usage;    /* full --help text */
 };
 
 static const struct cli_cmd commands[] = {
-    {"list", cmd_list, "families, their parameter spaces and variant counts",
+    {"list", cmd_list, OPT_ARCH | OPT_TEMPLATES | OPT_SWEEP | OPT_JSON, "families, their parameter spaces and variant counts",
      "usage: kforge list [FAMILY] [--sweep NAME] [--arch ARCH] [--json]\n"
      "  Lists the template families with their parameter spaces, the number of\n"
      "  variants in each space and how many are valid for each shape of the sweep\n"
      "  (default: the embedded 'default' sweep).\n"},
-    {"gen", cmd_gen, "print the CUDA source of one variant, exactly as NVRTC sees it",
+    {"gen", cmd_gen, OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_JSON, "print the CUDA source of one variant, exactly as NVRTC sees it",
      "usage: kforge gen FAMILY --shape S [--params P] [--arch ARCH]\n"
      "  S: shape fields, e.g. \"dtype=bf16,b=1,sq=1,skv=128k,hq=32,hkv=8,d=128,causal=0\"\n"
      "  P: params (default: the template's default for the shape), e.g. \"bn=64,w=4\"\n"},
-    {"compile", cmd_compile, "compile variants with NVRTC into the database's binary cache",
+    {"compile", cmd_compile,
+     OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_ALL | OPT_SWEEP | OPT_PTX | OPT_JOBS | OPT_JSON |
+         OPT_CSV | OPT_QUIET, "compile variants with NVRTC into the database's binary cache",
      "usage: kforge compile [FAMILY] [--shape S] [--params P | --all] [--sweep NAME]\n"
-     "                      [--arch ARCH] [--ptx] [-j N] [--db PATH] [--json]\n"
+     "                      [--arch ARCH] [--ptx] [-j N] [--db PATH] [--json | --csv]\n"
      "  FAMILY --shape S [--params P]   one variant (default params: the template's default)\n"
      "  FAMILY --shape S --all          every valid variant of the family's space\n"
      "  [FAMILY] --sweep NAME [--all]   the default variant (or all) of every sweep shape\n"
      "  With no FAMILY, --shape or --sweep: --sweep default --all.\n"
      "  A binary already in the database (same cache key) is a cache hit, not recompiled.\n"},
-    {"run", cmd_run, "run one variant on the GPU against the reference: error and time",
+    {"run", cmd_run, OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_JSON | OPT_QUIET, "run one variant on the GPU against the reference: error and time",
      "usage: kforge run FAMILY --shape S [--params P] [--db PATH] [--json]\n"
      "  Allocates random inputs on the GPU, runs the variant (default params: the\n"
      "  template's default), checks it against the CPU fp64 reference (or, for shapes\n"
      "  too large for the CPU, the GPU naive kernel, itself checked against the CPU\n"
      "  reference by the tests) and prints the errors, the median time and throughput.\n"},
-    {"db", cmd_db, "inspect, clean or merge databases: info, ls, gc, merge",
-     "usage: kforge db info|ls|gc [--db PATH] [--json]\n"
+    {"db", cmd_db, OPT_DB | OPT_TEMPLATES | OPT_OUTPUT | OPT_JSON | OPT_CSV | OPT_QUIET, "inspect, clean or merge databases: info, ls, gc, merge",
+     "usage: kforge db info|gc [--db PATH] [--json]\n"
+     "       kforge db ls [FAMILY] [--db PATH] [--json | --csv]\n"
      "       kforge db merge A.db [B.db ...] -o OUT.db [--json] [--quiet]\n"
      "  info   schema version, journal mode, row counts\n"
      "  ls     one line per binary: variant key, arch, size, registers, spills, compile ms\n"
@@ -53,7 +108,7 @@ static const struct cli_cmd commands[] = {
      "         (GPU model, family, shape), the better-measured one stays: more samples, then the\n"
      "         smaller relative spread, then the one already in OUT.db; each such conflict is\n"
      "         reported on stderr.\n"},
-    {"doctor", cmd_doctor, "NVRTC, driver and GPU, database, templates; --measure: GPU ceilings",
+    {"doctor", cmd_doctor, OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_MEASURE | OPT_JOBS | OPT_JSON | OPT_QUIET, "NVRTC, driver and GPU, database, templates; --measure: GPU ceilings",
      "usage: kforge doctor [--measure] [--db PATH] [--templates DIR] [--json]\n"
      "  Reports the NVRTC version, the CUDA driver and GPU if any, the database path\n"
      "  and schema version, the template folder, and whether every template loads.\n"
@@ -62,7 +117,9 @@ static const struct cli_cmd commands[] = {
      "             written per second), read (a streaming-read kernel over 1 GiB, bytes read per\n"
      "             second) and gemm_bf16 (the faster of cuBLAS, when present, and kforge's own\n"
      "             bf16 GEMM).\n"},
-    {"tune", cmd_tune, "time the variants of a sweep and keep the winners",
+    {"tune", cmd_tune,
+     OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_SWEEP | OPT_DEVICES | OPT_SHARD | OPT_BUDGET | OPT_STRATEGY |
+         OPT_SEED | OPT_SAMPLES | OPT_BAND | OPT_RETRY | OPT_JOBS | OPT_JSON | OPT_QUIET, "time the variants of a sweep and keep the winners",
      "usage: kforge tune [FAMILY] [--sweep NAME | --shape S] [--db PATH] [--devices 0,1]\n"
      "                   [--shard i/n] [--budget N [--strategy random|halving] [--seed N]]\n"
      "                   [--samples N] [--band-floor F] [--retry-errors] [-j N] [--quiet] [--json]\n"
@@ -86,17 +143,26 @@ static const struct cli_cmd commands[] = {
      "                   (--strategy random, --seed), or successive halving (--strategy halving:\n"
      "                   screen all, keep the best half, repeat, until N remain)\n"
      "  --json           one JSON object per shape on stdout (JSON lines)\n"},
-    {"bench", NULL, "(reserved) compare against the peers", ""},
-    {"export", cmd_export, "write the winners of one GPU model and their cubins into a bundle",
+    {"bench", cmd_bench, OPT_PASS, "compare kforge with its peers on the GPU (bench/run.sh)",
+     "usage: kforge bench [bench/run.sh options]\n"
+     "  Runs the peer-comparison harness of the source tree, bench/run.sh (found beside this\n"
+     "  executable's folder, as build/kforge in a clone, or at $KFORGE_BENCH), with the arguments as\n"
+     "  given: with none, the sets \"all\" (GQA against PyTorch SDPA and flex_attention) and \"kda\",\n"
+     "  each with its time budget, tables appended to bench/RESULTS.md; --set NAME [--rounds N]\n"
+     "  [--out DIR] ...: that set only (the options of 'python -m bench run'). Environment:\n"
+     "  KFORGE_DB (the tuned winners), KFORGE_LIB, BENCH_SETS, BENCH_TIME_BUDGET, BENCH_KDA_TIME_BUDGET.\n"
+     "  Needs a GPU and python3 with torch (CUDA), triton and matplotlib.\n"},
+    {"export", cmd_export, OPT_DB | OPT_GPU | OPT_FAMILY | OPT_OUTPUT | OPT_JSON, "write the winners of one GPU model and their cubins into a bundle",
      "usage: kforge export --gpu NAME [--family F] -o FILE.kfb [--db PATH]\n"
      "  Writes one file (SQLite) with its format version, GPU model, arch, NVRTC version,\n"
      "  the winners for NAME (e.g. \"NVIDIA H200\") and their cubins, each with a SHA-256.\n"
      "  libkforge_rt serves it with no compiler present (kf_config.bundles).\n"},
-    {"import", cmd_import, "verify a bundle and merge it into a database",
+    {"import", cmd_import, OPT_DB, "verify bundles and merge them into a database, all or nothing",
      "usage: kforge import FILE.kfb [FILE.kfb ...] [--db PATH]\n"
-     "  Verifies the bundle (integrity, format version, checksums) and merges its\n"
-     "  binaries and winners into the database.\n"},
-    {"report", cmd_report, "winners per family and GPU: time, throughput, share of the ceiling",
+     "  Verifies every bundle (integrity, format version, checksums, every row as kf_open\n"
+     "  checks it), then merges their binaries and winners into the database in one\n"
+     "  transaction: any refusal imports nothing. A later bundle's winner replaces an earlier one's.\n"},
+    {"report", cmd_report, OPT_DB | OPT_GPU | OPT_FAMILY | OPT_MD | OPT_CSV | OPT_JSON, "winners per family and GPU: time, throughput, share of the ceiling",
      "usage: kforge report [--gpu NAME] [--family F] [--markdown | --csv | --json] [--db PATH]\n"
      "  One table per GPU model and family: shape, winning variant, median time, throughput\n"
      "  (decode: bytes of K+V per second; prefill: FLOP/s, causal counted half), its share of\n"
@@ -107,16 +173,14 @@ static const struct cli_cmd commands[] = {
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
-static const char common_help[] =
-    "common options:\n"
-    "  --db PATH          database (default $KFORGE_DB or ./kforge.db)\n"
-    "  --arch ARCH        target: sm_90a, sm_90, sm_80, ... (default: the GPU's, else sm_90a)\n"
-    "  --templates DIR    read templates from DIR instead of the embedded copy\n"
-    "                     (also $KFORGE_TEMPLATE_DIR)\n"
-    "  -j N               compile threads (default: the number of cores)\n"
-    "  --json             machine-readable output\n"
-    "  --quiet            no progress on stderr\n"
-    "  -h, --help         this help\n";
+/* The help lines of the options in mask (those with a line of their own). */
+static void options_help(FILE *f, unsigned mask)
+{
+    for (int i = 0; i < N_OPTIONS; i++)
+        if ((options[i].bit & mask) && options[i].help)
+            fputs(options[i].help, f);
+    fputs("  -h, --help         this help\n", f);
+}
 
 static void main_help(FILE *f)
 {
@@ -125,7 +189,9 @@ static void main_help(FILE *f)
                "commands:\n");
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n%s\nRun 'kforge <command> --help' for a command's own options.\n", common_help);
+    fprintf(f, "\noptions shared by the commands that take them:\n");
+    options_help(f, ~0u);
+    fprintf(f, "\nRun 'kforge <command> --help' for a command's own options.\n");
 }
 
 /* A whole number from lo to hi for option opt: 0, or 2 after printing the error. */
@@ -140,28 +206,26 @@ static int parse_long(const char *opt, const char *v, long lo, long hi, int *out
     return 0;
 }
 
-/* Options and positional arguments of the subcommand cmd (argv[0]) into o. 0, or 2
- * after printing the error. */
-static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
+/* "--budget" or "-j": the option as a user types it. */
+static const char *opt_spelling(const struct cli_opt *op, char *buf, size_t n)
 {
-    enum { O_DB = 256, O_ARCH, O_TEMPLATES, O_SHAPE, O_PARAMS, O_SWEEP, O_JSON, O_QUIET, O_PTX,
-           O_ALL, O_MEASURE, O_GPU, O_FAMILY, O_DEVICES, O_SHARD, O_BUDGET, O_STRATEGY, O_SEED,
-           O_SAMPLES, O_BAND, O_RETRY, O_MD, O_CSV };
-    static const struct option longopts[] = {
-        {"db", required_argument, 0, O_DB},           {"arch", required_argument, 0, O_ARCH},
-        {"templates", required_argument, 0, O_TEMPLATES}, {"shape", required_argument, 0, O_SHAPE},
-        {"params", required_argument, 0, O_PARAMS},   {"sweep", required_argument, 0, O_SWEEP},
-        {"json", no_argument, 0, O_JSON},             {"quiet", no_argument, 0, O_QUIET},
-        {"ptx", no_argument, 0, O_PTX},               {"all", no_argument, 0, O_ALL},
-        {"measure", no_argument, 0, O_MEASURE},       {"help", no_argument, 0, 'h'},
-        {"jobs", required_argument, 0, 'j'},          {"gpu", required_argument, 0, O_GPU},
-        {"family", required_argument, 0, O_FAMILY},   {"output", required_argument, 0, 'o'},
-        {"devices", required_argument, 0, O_DEVICES}, {"shard", required_argument, 0, O_SHARD},
-        {"budget", required_argument, 0, O_BUDGET},   {"strategy", required_argument, 0, O_STRATEGY},
-        {"seed", required_argument, 0, O_SEED},       {"samples", required_argument, 0, O_SAMPLES},
-        {"band-floor", required_argument, 0, O_BAND}, {"retry-errors", no_argument, 0, O_RETRY},
-        {"markdown", no_argument, 0, O_MD},           {"csv", no_argument, 0, O_CSV},
-        {0, 0, 0, 0}};
+    if (op->code < 256)
+        snprintf(buf, n, "-%c", op->code);
+    else
+        snprintf(buf, n, "--%s", op->name);
+    return buf;
+}
+
+/* Options and positional arguments of the subcommand cmd (argv[0]) into o; an option cmd does not
+ * take is refused. 0, or 2 after printing the error. */
+static int parse(const struct cli_cmd *cmd, int argc, char **argv, cli_opts *o)
+{
+    struct option longopts[N_OPTIONS + 2];
+    int nl = 0;
+    for (int i = 0; i < N_OPTIONS; i++)
+        longopts[nl++] = (struct option){options[i].name, options[i].has_arg, 0, options[i].code};
+    longopts[nl++] = (struct option){"help", no_argument, 0, 'h'};
+    longopts[nl] = (struct option){0, 0, 0, 0};
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -175,29 +239,45 @@ static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
             o->argv[o->argc++] = argv[optind++];
             continue;
         }
-        switch (c) {
-        case O_DB: o->db_path = optarg; break;
-        case O_ARCH: o->arch = optarg; break;
-        case O_TEMPLATES: o->templates = optarg; break;
-        case O_SHAPE: o->shape = optarg; break;
-        case O_PARAMS: o->params = optarg; break;
-        case O_SWEEP: o->sweep = optarg; break;
-        case O_JSON: o->json = 1; break;
-        case O_QUIET: o->quiet = 1; break;
-        case O_PTX: o->ptx = 1; break;
-        case O_ALL: o->all = 1; break;
-        case O_MEASURE: o->measure = 1; break;
-        case O_GPU: o->gpu = optarg; break;
-        case O_FAMILY: o->family = optarg; break;
-        case 'o': o->output = optarg; break;
-        case O_DEVICES: o->devices = optarg; break;
-        case O_SHARD: o->shard = optarg; break;
-        case O_STRATEGY: o->strategy = optarg; break;
-        case O_RETRY: o->retry_errors = 1; break;
-        case O_MD: o->markdown = 1; break;
-        case O_CSV: o->csv = 1; break;
-        case 'h': o->help = 1; break;
-        case 'j': {
+        if (c == ':')
+            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        if (c == 'h') {
+            o->help = 1;
+            continue;
+        }
+        const struct cli_opt *op = NULL;
+        for (int i = 0; i < N_OPTIONS; i++)
+            if (options[i].code == c)
+                op = &options[i];
+        if (!op)
+            return cli_usage_error("unknown option '%s' (see 'kforge %s --help')", argv[optind - 1], cmd->name);
+        if (!(cmd->opts & op->bit)) {
+            char sp[32];
+            return cli_usage_error("'kforge %s' does not take %s (see 'kforge %s --help')", cmd->name,
+                                   opt_spelling(op, sp, sizeof sp), cmd->name);
+        }
+        switch (op->bit) {
+        case OPT_DB: o->db_path = optarg; break;
+        case OPT_ARCH: o->arch = optarg; break;
+        case OPT_TEMPLATES: o->templates = optarg; break;
+        case OPT_SHAPE: o->shape = optarg; break;
+        case OPT_PARAMS: o->params = optarg; break;
+        case OPT_SWEEP: o->sweep = optarg; break;
+        case OPT_JSON: o->json = 1; break;
+        case OPT_CSV: o->csv = 1; break;
+        case OPT_QUIET: o->quiet = 1; break;
+        case OPT_PTX: o->ptx = 1; break;
+        case OPT_ALL: o->all = 1; break;
+        case OPT_MEASURE: o->measure = 1; break;
+        case OPT_GPU: o->gpu = optarg; break;
+        case OPT_FAMILY: o->family = optarg; break;
+        case OPT_OUTPUT: o->output = optarg; break;
+        case OPT_DEVICES: o->devices = optarg; break;
+        case OPT_SHARD: o->shard = optarg; break;
+        case OPT_STRATEGY: o->strategy = optarg; break;
+        case OPT_RETRY: o->retry_errors = 1; break;
+        case OPT_MD: o->markdown = 1; break;
+        case OPT_JOBS: {
             char *end;
             long v = strtol(optarg, &end, 10);
             if (*end || v < 1 || v > 256)
@@ -205,15 +285,15 @@ static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
             o->jobs = (int)v;
             break;
         }
-        case O_BUDGET:
+        case OPT_BUDGET:
             if (parse_long("--budget", optarg, 1, 1000000, &o->budget))
                 return EXIT_USAGE;
             break;
-        case O_SAMPLES:
+        case OPT_SAMPLES:
             if (parse_long("--samples", optarg, TUNE_MIN_SAMPLES, 100000, &o->samples))
                 return EXIT_USAGE;
             break;
-        case O_SEED: {
+        case OPT_SEED: {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(optarg, &end, 0);
@@ -223,7 +303,7 @@ static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
             o->seed = v;
             break;
         }
-        case O_BAND: {
+        case OPT_BAND: {
             char *end;
             double v = strtod(optarg, &end);
             if (!*optarg || *end || !(v >= 0 && v < 1))
@@ -231,10 +311,6 @@ static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
             o->band_floor = v;
             break;
         }
-        case ':':
-            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
-            return cli_usage_error("unknown option '%s' (see 'kforge %s --help')", argv[optind - 1], cmd);
         }
     }
     return 0;
@@ -260,8 +336,6 @@ int main(int argc, char **argv)
             cmd = &commands[i];
     if (!cmd)
         return cli_usage_error("unknown command '%s' (see 'kforge --help')", argv[1]);
-    if (!cmd->fn)
-        return cli_error("'kforge %s' is reserved and not built yet", cmd->name);
     /* the command line as run, for the records of a tuning run */
     static char command[1024];
     size_t n = 0;
@@ -273,11 +347,21 @@ int main(int argc, char **argv)
     char *pos[64];
     o.argv = pos;
     o.command = command;
-    int rc = parse(cmd->name, argc - 1, argv + 1, &o);
+    if (cmd->opts & OPT_PASS) {
+        if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            fputs(cmd->usage, stdout);
+            return 0;
+        }
+        o.argc = argc - 2;
+        o.argv = argv + 2;
+        return cmd->fn(&o);
+    }
+    int rc = parse(cmd, argc - 1, argv + 1, &o);
     if (rc)
         return rc;
     if (o.help) {
-        printf("%s\n%s", cmd->usage, common_help);
+        printf("%s\noptions:\n", cmd->usage);
+        options_help(stdout, cmd->opts);
         return 0;
     }
     return cmd->fn(&o);

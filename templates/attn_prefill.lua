@@ -57,7 +57,7 @@ end
 
 return {
   family   = "attn_prefill",
-  doc      = "GQA attention forward for prefill (mma.sync FA2-style, or wgmma on sm_90a), causal bottom-right, varlen, strided/paged K/V",
+  doc      = "GQA attention forward for prefill (mma.sync FA2-style, or wgmma on sm_90a), causal bottom-right, varlen, strided K/V (paged K/V: the decode families only)",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
                "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
   shape    = A.gqa_shape(),

@@ -4,7 +4,10 @@ Everything here follows the header field by field; python/tests/test_structs.py
 checks sizes and offsets (against a C compiler reading kforge.h when one is present).
 """
 import ctypes
+import ctypes.util
 import os
+import sys
+import sysconfig
 import threading
 
 # ---- kf_status (append only in the header: never renumbered) -------------------
@@ -206,18 +209,81 @@ class LibraryNotFound(OSError):
     pass
 
 
-def candidate_paths():
-    """Where libkforge is looked for, in order: $KFORGE_LIB, next to the package,
-    ../build/libkforge.so relative to the repository this package sits in."""
+_SONAMES = ("libkforge.so", "libkforge.so.0")
+
+
+def _lib_dirs(prefix):
+    """The library folders of an install prefix: lib, lib64 and Debian's multiarch lib/<triplet>."""
+    dirs = [os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        dirs.append(os.path.join(prefix, "lib", multiarch))
+    return dirs
+
+
+def _site_prefix(here):
+    """The prefix a package at here (P/lib/pythonX.Y/site-packages/kforge, or Debian's
+    P/lib/python3/dist-packages/kforge) was installed under, or None."""
+    parts = os.path.normpath(here).split(os.sep)
+    for i in range(len(parts) - 1, 1, -1):
+        if parts[i] in ("site-packages", "dist-packages") and parts[i - 2] in ("lib", "lib64"):
+            return os.sep.join(parts[:i - 2]) or os.sep
+    return None
+
+
+def _find_library(name):
+    """ctypes.util.find_library, which asks the system loader's cache (ldconfig -p) and the linker."""
+    try:
+        return ctypes.util.find_library(name)
+    except (OSError, ValueError):    # no ldconfig, gcc or ld on the machine
+        return None
+
+
+def candidates():
+    """Where libkforge is looked for, in order, as (where, path) pairs: $KFORGE_LIB; next to the
+    package; ../build/libkforge.so of the repository the package sits in (an editable install);
+    $KFORGE_PREFIX/lib; the prefix the package was installed under (pip install --prefix P and
+    cmake --install --prefix P side by side), then sys.prefix; the folders of $LD_LIBRARY_PATH;
+    the system loader (ctypes.util.find_library: ldconfig's cache); /usr/local/lib (cmake's default
+    prefix, not in the loader's cache until ldconfig runs). A path without a folder is a name for
+    the loader to resolve; None, a place that had nothing."""
     out = []
     env = os.environ.get("KFORGE_LIB")
     if env:
-        out.append(env)
+        out.append(("$KFORGE_LIB", env))
     here = os.path.dirname(os.path.abspath(__file__))
-    out.append(os.path.join(here, "libkforge.so"))
+    out.append(("next to the package", os.path.join(here, "libkforge.so")))
     repo = os.path.dirname(os.path.dirname(here))  # python/kforge -> repo root
-    out.append(os.path.join(repo, "build", "libkforge.so"))
+    out.append(("the repository's build", os.path.join(repo, "build", "libkforge.so")))
+    prefixes = []
+    if os.environ.get("KFORGE_PREFIX"):
+        prefixes.append(("$KFORGE_PREFIX", os.environ["KFORGE_PREFIX"]))
+    site = _site_prefix(here)
+    if site:
+        prefixes.append(("the package's install prefix", site))
+    prefixes.append(("sys.prefix", sys.prefix))
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if d:
+            prefixes.append(("$LD_LIBRARY_PATH", d))
+    seen = set()
+    for where, p in prefixes:
+        dirs = [p] if where == "$LD_LIBRARY_PATH" else _lib_dirs(p)
+        for d in dirs:
+            for so in _SONAMES:
+                path = os.path.join(d, so)
+                if path not in seen:
+                    seen.add(path)
+                    out.append((where, path))
+    found = _find_library("kforge")
+    out.append(("the system loader (ctypes.util.find_library)", found))
+    for so in _SONAMES:
+        out.append(("cmake's default prefix", os.path.join("/usr/local/lib", so)))
     return out
+
+
+def candidate_paths():
+    """The paths (or loader names) of candidates(), in order, without the places that had nothing."""
+    return [p for _, p in candidates() if p is not None]
 
 
 def bind(cdll):
@@ -233,23 +299,41 @@ _lock = threading.Lock()
 _cached = {}
 
 
+def _resolve():
+    """The first candidate that exists (a loader name: that loads), or LibraryNotFound naming every
+    place looked at. $KFORGE_LIB, when set, is the only candidate that counts."""
+    env = os.environ.get("KFORGE_LIB")
+    if env:
+        if not os.path.exists(env):
+            raise LibraryNotFound(f"KFORGE_LIB={env!r} does not exist")
+        return env
+    tried = []
+    for where, p in candidates():
+        if p is None:
+            tried.append(f"{where}: no libkforge")
+            continue
+        if os.sep not in p:
+            try:                    # a name the loader resolves (find_library's answer)
+                return ctypes.CDLL(p)._name
+            except OSError as e:
+                tried.append(f"{p} ({where}: {e})")
+                continue
+        if os.path.exists(p):
+            return p
+        tried.append(f"{p} ({where})")
+    raise LibraryNotFound("libkforge.so not found; looked in: " + "; ".join(tried)
+                          + ". Build it (cmake), install it (cmake --install build --prefix P, then"
+                          " KFORGE_PREFIX=P or ldconfig), or set KFORGE_LIB to its path")
+
+
 def load(path=None):
-    """The bound library (cached per path). With path None: the first candidate that
-    exists; $KFORGE_LIB, when set, is the only candidate that counts if it exists."""
+    """The bound library (cached per path). With path None: the first candidate of
+    candidate_paths() that exists; $KFORGE_LIB, when set, is the only candidate that counts."""
     with _lock:
         if path is None:
-            tried = candidate_paths()
-            env = os.environ.get("KFORGE_LIB")
-            if env and not os.path.exists(env):
-                raise LibraryNotFound(f"KFORGE_LIB={env!r} does not exist")
-            for p in tried:
-                if os.path.exists(p):
-                    path = p
-                    break
-            else:
-                raise LibraryNotFound("libkforge.so not found; tried: " + ", ".join(tried)
-                                      + " (build it with cmake, or set KFORGE_LIB)")
-        path = os.path.abspath(path)
+            path = _resolve()
+        if os.sep in path:
+            path = os.path.abspath(path)
         lib = _cached.get(path)
         if lib is None:
             lib = bind(ctypes.CDLL(path))

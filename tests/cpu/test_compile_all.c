@@ -1,4 +1,4 @@
-/* tests/cpu/test_compile_all.c: every valid variant of the default sweep (sm_90a, sm_80), of the KDA families and of the split-score sweeps (sm_90a) compiles with NVRTC */
+/* tests/cpu/test_compile_all.c: every valid variant of the default sweep (sm_90a, sm_80), of the KDA families and of the split-score sweeps (sm_90a) compiles with NVRTC, in parts that ctest runs as one test each */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +16,7 @@
 #include "gen/template.h"
 
 /*
- * The set: for every shape of the embedded default sweep, every valid variant of
+ * The set (split into parts, see main): for every shape of the embedded default sweep, every valid variant of
  * its family's space (runtime params do not change the binary, so they are
  * compiled once), plus the default variant of each family across the dtype x
  * head dim x causal matrix (fp16/bf16, 64/128/256, 0/1, G 1 and 8), for both
@@ -115,7 +115,10 @@ static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const ch
         assert_int_equal(spills, 0);
 }
 
-static void compile_arch(const char *arch)
+/* The default sweep's shapes of family (every valid variant) and the family's default variant across the
+ * dtype x head dim x causal x group matrix, for arch. Families are compiled apart (their binaries never
+ * coincide), so the parts together are the whole set. */
+static void compile_arch(const char *arch, const char *family)
 {
     gen_host *h = gen_host_new(NULL);
     g_host = h;
@@ -126,50 +129,48 @@ static void compile_arch(const char *arch)
     if (gen_sweep_load(h, "default", &sw))
         fail_msg("%s", gen_host_errmsg(h));
     for (int i = 0; i < sw.n; i++)
-        add_shape(h, &l, &sw.shapes[i], 1, &tg);
+        if (!strcmp(gen_kv_str(&sw.shapes[i], "family"), family))
+            add_shape(h, &l, &sw.shapes[i], 1, &tg);
     gen_sweep_free(&sw);
     /* the dtype x head dim x causal x group matrix, default variants */
-    const char *fams[] = {"attn_decode", "attn_prefill", "attn_naive"};
     const char *dtypes[] = {"bf16", "fp16"};
     int dims[] = {64, 128, 256}, groups[] = {1, 8};
-    for (int f = 0; f < 3; f++)
-        for (int a = 0; a < 2; a++)
-            for (int d = 0; d < 3; d++)
-                for (int c = 0; c < 2; c++)
-                    for (int g = 0; g < 2; g++) {
-                        gen_kvset s;
-                        gen_kv_clear(&s);
-                        gen_kv_set_str(&s, "family", fams[f]);
-                        gen_kv_set_str(&s, "dtype", dtypes[a]);
-                        gen_kv_set_int(&s, "b", 4);
-                        gen_kv_set_int(&s, "sq", f == 0 ? 4 : 1024);
-                        gen_kv_set_int(&s, "skv", 4096);
-                        gen_kv_set_int(&s, "hq", 8);
-                        gen_kv_set_int(&s, "hkv", 8 / groups[g]);
-                        gen_kv_set_int(&s, "d", dims[d]);
-                        gen_kv_set_int(&s, "causal", c);
-                        add_shape(h, &l, &s, 0, &tg);
-                    }
-    build_and_check(h, &l, &tg, arch, 0);
+    for (int a = 0; a < 2; a++)
+        for (int d = 0; d < 3; d++)
+            for (int c = 0; c < 2; c++)
+                for (int g = 0; g < 2; g++) {
+                    gen_kvset s;
+                    gen_kv_clear(&s);
+                    gen_kv_set_str(&s, "family", family);
+                    gen_kv_set_str(&s, "dtype", dtypes[a]);
+                    gen_kv_set_int(&s, "b", 4);
+                    gen_kv_set_int(&s, "sq", !strcmp(family, "attn_decode") ? 4 : 1024);
+                    gen_kv_set_int(&s, "skv", 4096);
+                    gen_kv_set_int(&s, "hq", 8);
+                    gen_kv_set_int(&s, "hkv", 8 / groups[g]);
+                    gen_kv_set_int(&s, "d", dims[d]);
+                    gen_kv_set_int(&s, "causal", c);
+                    add_shape(h, &l, &s, 0, &tg);
+                }
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", family, arch);
+    build_and_check(h, &l, &tg, what, 0);
 }
 
-static void test_compile__every_default_sweep_variant_sm_90a(void **state) { compile_arch("sm_90a"); }
 
-/* Every valid variant of the KDA families for K = V = 128 (and 64), sm_90a. */
-static void test_compile__every_kda_variant_sm_90a(void **state)
+/* Every valid variant of a KDA family for K = V = 128 (and 64), sm_90a. */
+static void compile_kda(const char *family)
 {
     gen_host *h = gen_host_new(NULL);
     g_host = h;
     gen_target tg;
     assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
     jobs l = {0};
-    const char *fams[] = {"kda_prefill", "kda_decode", "kda_naive"};
     int dims[] = {128, 64};
-    for (int f = 0; f < 3; f++)
-        for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 2; d++) {
             gen_kvset s;
             gen_kv_clear(&s);
-            gen_kv_set_str(&s, "family", fams[f]);
+            gen_kv_set_str(&s, "family", family);
             gen_kv_set_int(&s, "n", 4);
             gen_kv_set_int(&s, "t", 4096);
             gen_kv_set_int(&s, "h", 16);
@@ -178,9 +179,10 @@ static void test_compile__every_kda_variant_sm_90a(void **state)
             gen_kv_set_int(&s, "dv", dims[d]);
             add_shape(h, &l, &s, 1, &tg);
         }
-    build_and_check(h, &l, &tg, "kda sm_90a", 0);
+    char what[64];
+    snprintf(what, sizeof what, "%s sm_90a", family);
+    build_and_check(h, &l, &tg, what, 0);
 }
-static void test_compile__every_default_sweep_variant_sm_80(void **state) { compile_arch("sm_80"); }
 
 /* attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, D 64 and 128 with stages 2 and 3, D 256 with 64-key
  * blocks and stages 2): both dtypes, causal or not, G 1 / 4 / 8 compile with no spill (the consumers hold O and S,
@@ -250,15 +252,85 @@ static void test_compile__every_parts_sweep_variant_sm_90a_no_spills(void **stat
     build_and_check(h, &l, &tg, "attn_parts_decode sm_90a", 1);
 }
 
-int main(void)
+/* The parts, each its own CTest (tests/CMakeLists.txt reads the PART lines below): one per family and
+ * arch, so ctest -j runs them side by side and reports each as it ends. */
+typedef struct part {
+    const char *name;
+    void (*fn)(const char *a, const char *b);
+    const char *a, *b;
+} part;
+
+static void run_arch(const char *arch, const char *family) { compile_arch(arch, family); }
+static void run_kda(const char *family, const char *unused) { compile_kda(family); }
+static void run_wgmma(const char *a, const char *b) { test_compile__prefill_wgmma_sm_90a_no_spills(NULL); }
+static void run_parts(const char *a, const char *b) { test_compile__every_parts_sweep_variant_sm_90a_no_spills(NULL); }
+
+/* The per-family parts of the default sweep cover it: it holds no family without a part of its own. */
+static void run_covered(const char *a, const char *b)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_sweep sw;
+    if (gen_sweep_load(h, "default", &sw))
+        fail_msg("%s", gen_host_errmsg(h));
+    for (int i = 0; i < sw.n; i++) {
+        const char *f = gen_kv_str(&sw.shapes[i], "family");
+        if (strcmp(f, "attn_decode") && strcmp(f, "attn_prefill") && strcmp(f, "attn_naive"))
+            fail_msg("the default sweep holds family '%s', which no part of test_compile_all compiles", f);
+    }
+    gen_sweep_free(&sw);
+    gen_host_free(h);
+}
+
+#define PART(name, fn, a, b) {name, fn, a, b}
+static const part parts[] = {
+    PART("attn_decode_sm_90a", run_arch, "sm_90a", "attn_decode"),
+    PART("attn_prefill_sm_90a", run_arch, "sm_90a", "attn_prefill"),
+    PART("attn_naive_sm_90a", run_arch, "sm_90a", "attn_naive"),
+    PART("attn_decode_sm_80", run_arch, "sm_80", "attn_decode"),
+    PART("attn_prefill_sm_80", run_arch, "sm_80", "attn_prefill"),
+    PART("attn_naive_sm_80", run_arch, "sm_80", "attn_naive"),
+    PART("kda_prefill_sm_90a", run_kda, "kda_prefill", NULL),
+    PART("kda_decode_sm_90a", run_kda, "kda_decode", NULL),
+    PART("kda_naive_sm_90a", run_kda, "kda_naive", NULL),
+    PART("prefill_wgmma_sm_90a_no_spills", run_wgmma, NULL, NULL),
+    PART("parts_sweeps_sm_90a_no_spills", run_parts, NULL, NULL),
+    PART("default_sweep_families_covered", run_covered, NULL, NULL),
+};
+#define N_PARTS (int)(sizeof parts / sizeof parts[0])
+
+static const part *g_part;
+static void run_part(void **state) { g_part->fn(g_part->a, g_part->b); }
+
+/* test_compile_all [PART ...]: the named parts (default: every part, one after the other); --list names them. */
+int main(int argc, char **argv)
 {
     unsetenv("KFORGE_TEMPLATE_DIR");
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compile__every_default_sweep_variant_sm_90a),
-        cmocka_unit_test(test_compile__every_default_sweep_variant_sm_80),
-        cmocka_unit_test(test_compile__every_kda_variant_sm_90a),
-        cmocka_unit_test(test_compile__prefill_wgmma_sm_90a_no_spills),
-        cmocka_unit_test(test_compile__every_parts_sweep_variant_sm_90a_no_spills),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    if (argc == 2 && !strcmp(argv[1], "--list")) {
+        for (int i = 0; i < N_PARTS; i++)
+            puts(parts[i].name);
+        return 0;
+    }
+    for (int k = 1; k < argc; k++) {
+        int known = 0;
+        for (int i = 0; i < N_PARTS; i++)
+            known |= !strcmp(argv[k], parts[i].name);
+        if (!known) {
+            fprintf(stderr, "error: no part '%s' (see 'test_compile_all --list')\n", argv[k]);
+            return 2;
+        }
+    }
+    int failed = 0;
+    for (int i = 0; i < N_PARTS; i++) {
+        int want = argc < 2;
+        for (int k = 1; k < argc; k++)
+            want |= !strcmp(argv[k], parts[i].name);
+        if (!want)
+            continue;
+        g_part = &parts[i];
+        char name[128];
+        snprintf(name, sizeof name, "test_compile__%s", parts[i].name);
+        const struct CMUnitTest t[] = {{name, run_part, NULL, NULL, NULL}};
+        failed += cmocka_run_group_tests_name(name, t, NULL, NULL);
+    }
+    return failed ? 1 : 0;
 }

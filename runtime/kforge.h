@@ -14,6 +14,12 @@
  * No CUDA header is needed: device pointers are void * and streams are void *
  * (a CUstream / cudaStream_t; NULL is the legacy default stream).
  *
+ * Sizes: every size, count and stride span derived from a description or a call (element
+ * counts of the tensors for the maxima, the span of declared strides, rows of the split
+ * workspace, the workspace bytes) is computed with overflow checks; one that does not fit
+ * (63 bits, or an int where the kernels take one, e.g. max_batch * max_q) is KF_ERR_ARG
+ * naming the fields. The shape checks are those of `kforge gen` / `kforge compile --shape`.
+ *
  * Thread safety: a kf_ctx may be used by many threads at once (plans are built
  * under the context's lock; two threads missing the same variant compile it
  * once). A kf_plan may be run from many threads at once when each run passes

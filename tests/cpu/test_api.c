@@ -499,6 +499,11 @@ static void test_api__sizes_cannot_overflow(void **state)
     expect_kda(k, KF_ERR_ARG, "desc.q_strides = {0, 1152921504606846976, 0}");
     k = kda_prefill(), k.state_strides[0] = 1LL << 62;
     expect_kda(k, KF_ERR_ARG, "desc.state_strides = {4611686018427387904, 0, 0}");
+    /* a padded call's sequence stride (tokens per sequence x token stride) past 63 bits */
+    k = kda_prefill(), k.max_seqs = 1, k.max_tokens = 2, k.q_strides[1] = 1LL << 62;
+    kf_kda_tensors kt = kda_tensors();
+    kt.cu_seqlens = NULL, kt.n = 1, kt.total = 2;
+    expect_bind(&k, kt, KF_ERR_ARG, "tensors (n 1, total 2): a sequence stride of 2 tokens does not fit in 63 bits");
     k = kda_prefill(), k.max_seqs = 2, k.max_tokens = 2147483647;
     expect_kda(k, KF_ERR_ARG, "desc.max_seqs * tokens per sequence (desc.max_tokens / desc.max_seqs) = 2 * 1073741824");
 }

@@ -85,8 +85,8 @@ typedef struct kf_config {
 kf_status kf_open(kf_ctx **out, const kf_config *cfg);
 /* Closes the context. Plans made on it and not yet freed keep it alive: it is freed
  * by the last of their kf_plan_free, and until then they run (and report errors)
- * as before. ctx itself must not be passed to any call after kf_close. NULL is a
- * no-op. */
+ * as before. After kf_close, ctx may be passed only to kf_errmsg, and only while
+ * such plans are alive (it reports their errors). NULL is a no-op. */
 void kf_close(kf_ctx *ctx);
 /* The message of the last failed call on ctx (or a plan of ctx); "" if none.
  * Valid until the next call on ctx. ctx NULL gives "out of memory". */

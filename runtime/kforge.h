@@ -14,6 +14,12 @@
  * No CUDA header is needed: device pointers are void * and streams are void *
  * (a CUstream / cudaStream_t; NULL is the legacy default stream).
  *
+ * Sizes: every size, count and stride span derived from a description or a call (element
+ * counts of the tensors for the maxima, the span of declared strides, rows of the split
+ * workspace, the workspace bytes) is computed with overflow checks; one that does not fit
+ * (63 bits, or an int where the kernels take one, e.g. max_batch * max_q) is KF_ERR_ARG
+ * naming the fields. The shape checks are those of `kforge gen` / `kforge compile --shape`.
+ *
  * Thread safety: a kf_ctx may be used by many threads at once (plans are built
  * under the context's lock; two threads missing the same variant compile it
  * once). A kf_plan may be run from many threads at once when each run passes
@@ -79,8 +85,8 @@ typedef struct kf_config {
 kf_status kf_open(kf_ctx **out, const kf_config *cfg);
 /* Closes the context. Plans made on it and not yet freed keep it alive: it is freed
  * by the last of their kf_plan_free, and until then they run (and report errors)
- * as before. ctx itself must not be passed to any call after kf_close. NULL is a
- * no-op. */
+ * as before. After kf_close, ctx may be passed only to kf_errmsg, and only while
+ * such plans are alive (it reports their errors). NULL is a no-op. */
 void kf_close(kf_ctx *ctx);
 /* The message of the last failed call on ctx (or a plan of ctx); "" if none.
  * Valid until the next call on ctx. ctx NULL gives "out of memory". */

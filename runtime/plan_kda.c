@@ -1,6 +1,7 @@
 /* runtime/plan_kda.c: KDA plans (kf_kda_supported, kf_kda_plan) and graph-safe runs (kf_kda_run) */
 #include "runtime/kda_launch.h"
 #include "runtime/plan.h"
+#include "runtime/shape.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -50,10 +51,12 @@ static kf_status check_ptr(const char *name, const void *ptr, int wanted, const 
     return KF_OK;
 }
 
-/* A sequence stride of 0 in the description: contiguous for this call's tokens per sequence. */
+/* A sequence stride of 0 in the description: contiguous for this call's tokens per sequence; -1 when
+ * that does not fit in 63 bits. */
 static long long seq_stride(long long declared, long long token_stride, int t)
 {
-    return declared ? declared : token_stride * t;
+    long long s;
+    return declared ? declared : rt_mul_ll(token_stride, t, &s) ? -1 : s;
 }
 
 kf_status rt_kda_bind(const kf_kda_desc *d, const kf_kda_params *base, const gen_kvset *vp, size_t ws_bytes,
@@ -112,6 +115,9 @@ kf_status rt_kda_bind(const kf_kda_desc *d, const kf_kda_params *base, const gen
         a.o_sb = seq_stride(d->o_strides[0], a.o_st, a.t);
         a.g_sb = seq_stride(d->g_strides[0], a.g_st, a.t);
         a.b_sb = seq_stride(d->beta_strides[0], a.b_st, a.t);
+        if ((a.q_sb | a.k_sb | a.v_sb | a.o_sb | a.g_sb | a.b_sb) < 0)
+            return rt_say(KF_ERR_ARG, msg, msgn, "tensors (n %d, total %d): a sequence stride of %d tokens does not fit "
+                          "in 63 bits", t->n, t->total, a.t);
     }
     a.ws = ws_bytes ? (t->workspace ? t->workspace : plan_ws) : NULL;
     *out = a;

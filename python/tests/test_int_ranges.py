@@ -82,6 +82,19 @@ class TestIntRanges(unittest.TestCase):
         self.assertIsNone(t.q)
         self.refused(r"tensors\.q = -1 is outside", _put, t, "q", -1)
 
+    def test_stream_handles_and_statuses(self):
+        q, o = arr((2, 1, 8, 64), ptr=0x10000), arr((2, 1, 8, 64), ptr=0x40000)
+        k, v = arr((2, 100, 2, 64), ptr=0x20000), arr((2, 100, 2, 64), ptr=0x30000)
+        self.refused(r"stream = 18446744073709551621 is outside", kforge.prepare, q, k, v, out=o, stream=2 ** 64 + 5)
+        self.refused(r"stream = -1 is outside", kforge.prepare, q, k, v, out=o, stream=-1)
+
+        class S:
+            cuda_stream = 2 ** 70
+        self.refused(r"stream\.cuda_stream = 1180591620717411303424 is outside", kforge.prepare, q, k, v, out=o,
+                     stream=S())
+        self.assertEqual(kforge.prepare(q, k, v, out=o, stream=2 ** 64 - 1)._stream, 2 ** 64 - 1)
+        self.refused(r"status = 4294967296 is outside", kforge.status_str, 2 ** 32)
+
     def test_context_device_past_an_int(self):
         stub = _util.build_stub()
         if not stub:

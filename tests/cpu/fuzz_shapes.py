@@ -110,12 +110,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="kf_fuzz_")
     env = dict(os.environ, KFORGE_NO_GPU="1", KFORGE_DB=os.path.join(tmp, "f.db"))
     fams = sorted(BASES)
-    crashes = hangs = wrong = 0
+    crashes = hangs = wrong = valid = 0
     t0 = time.time()
     for i in range(n):
         family = rng.choice(fams)
         ok = rng.random() < 0.15
         shape = valid_case(rng, family) if ok else mutate(rng, family)
+        valid += ok
         for cmd in (["gen"], ["compile", "--arch", "sm_90a", "--quiet"]):
             argv = [kf] + cmd + [family, "--shape", shape]
             try:
@@ -138,7 +139,7 @@ def main():
                 print(f"WRONG case {i}: {cmd[0]} {family} --shape {shape!r}: an invalid shape exits "
                       f"{r.returncode} with {err[-300:]!r}")
     dt = time.time() - t0
-    print(f"fuzz_shapes: seed {seed}, {n} shapes, {2 * n} runs (gen + compile) in {dt:.1f} s: "
+    print(f"fuzz_shapes: seed {seed}, {n} shapes ({valid} valid), {2 * n} runs (gen + compile) in {dt:.1f} s: "
           f"{crashes} crashes, {hangs} hangs, {wrong} wrong exits")
     return 1 if crashes or hangs or wrong else 0
 

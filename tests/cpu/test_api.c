@@ -13,6 +13,7 @@
 
 #include "runtime/jit.h"
 #include "runtime/kforge.h"
+#include "runtime/parts_plan.h"
 #include "runtime/plan.h"
 #include "runtime/select.h"
 #include "runtime/shape.h"
@@ -499,6 +500,11 @@ static void test_api__sizes_cannot_overflow(void **state)
     expect_kda(k, KF_ERR_ARG, "desc.q_strides = {0, 1152921504606846976, 0}");
     k = kda_prefill(), k.state_strides[0] = 1LL << 62;
     expect_kda(k, KF_ERR_ARG, "desc.state_strides = {4611686018427387904, 0, 0}");
+    /* a padded call's sequence stride (tokens per sequence x token stride) past 63 bits */
+    k = kda_prefill(), k.max_seqs = 1, k.max_tokens = 2, k.q_strides[1] = 1LL << 62;
+    kf_kda_tensors kt = kda_tensors();
+    kt.cu_seqlens = NULL, kt.n = 1, kt.total = 2;
+    expect_bind(&k, kt, KF_ERR_ARG, "tensors (n 1, total 2): a sequence stride of 2 tokens does not fit in 63 bits");
     k = kda_prefill(), k.max_seqs = 2, k.max_tokens = 2147483647;
     expect_kda(k, KF_ERR_ARG, "desc.max_seqs * tokens per sequence (desc.max_tokens / desc.max_seqs) = 2 * 1073741824");
 }
@@ -691,6 +697,98 @@ static void test_api__attn_run_refuses_what_it_would_ignore(void **state)
     kf_close(c);
 }
 
+/* ---- hostile descriptions ------------------------------------------------------------- */
+
+static unsigned long long rng_next(unsigned long long *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+static int hostile_int(unsigned long long *s)
+{
+    static const int v[] = {0, 1, 2, 3, 7, 8, 16, 17, 64, 128, 256, 1024, 4096, 65535, 65536, 1 << 20, 1 << 26,
+                            268435457, 1 << 30, 2147483647, -1, -8, -2147483647 - 1};
+    return v[rng_next(s) % (sizeof v / sizeof v[0])];
+}
+
+static long long hostile_stride(unsigned long long *s)
+{
+    static const long long v[] = {0, 0, 0, 8, 64, 1024, 1LL << 40, 1LL << 60, 1LL << 62, 9223372036854775800LL, -8};
+    return v[rng_next(s) % (sizeof v / sizeof v[0])];
+}
+
+static int parts_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+{
+    gen_kv_clear(vp);
+    gen_kv_set_str(vp, "family", "attn_parts_decode");
+    gen_kv_set_int(vp, "sp", 128);
+    gen_kv_set_int(vp, "dv", gen_kv_int(shape, "dv", 0));
+    gen_kv_set_int(vp, "layers", gen_kv_int(shape, "layers", 1));
+    return 0;
+}
+
+/* Seeded random descriptions of hostile field values through the three selections (the sanitizer build,
+ * tests/sanitize.sh, turns any overflow into a failure): a status from the documented set, a message on
+ * refusal, and for the accepted ones a workspace that is not SIZE_MAX. */
+static void test_api__hostile_descriptions_are_refused_cleanly(void **state)
+{
+    unsigned long long s = 0x14;
+    rt_devinfo dev = api_h200();
+    int ok = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        rt_choice ch;
+        char msg[512] = "";
+        kf_status st;
+        int which = (int)(rng_next(&s) % 3);
+        if (which == 0) {
+            kf_attn_desc d = decode();
+            d.kind = rng_next(&s) % 2 ? KF_ATTN_DECODE : KF_ATTN_PREFILL;
+            d.hq = hostile_int(&s), d.hkv = rng_next(&s) % 2 ? 1 : hostile_int(&s);
+            d.d = rng_next(&s) % 2 ? 128 : hostile_int(&s);
+            d.max_batch = hostile_int(&s), d.max_q = hostile_int(&s), d.max_kv = hostile_int(&s);
+            d.page_size = rng_next(&s) % 3 ? 0 : hostile_int(&s);
+            d.packed_q = d.kind == KF_ATTN_PREFILL && rng_next(&s) % 2;
+            for (int k = 0; k < 3; k++)
+                d.q_strides[k] = hostile_stride(&s), d.k_strides[k] = hostile_stride(&s);
+            st = rt_select(&d, &dev, NULL, fake_default, NULL, &ch, msg, sizeof msg);
+            if (st == KF_OK) {
+                kf_attn_params p;
+                rt_attn_base_params(&d, &ch.vp, &p);
+            }
+        } else if (which == 1) {
+            kf_kda_desc d = kda_prefill();
+            d.mode = rng_next(&s) % 2 ? KF_KDA_PREFILL : KF_KDA_DECODE;
+            d.max_seqs = hostile_int(&s), d.max_tokens = hostile_int(&s);
+            d.h = rng_next(&s) % 2 ? 1 : hostile_int(&s), d.hv = hostile_int(&s);
+            d.dk = d.dv = rng_next(&s) % 2 ? 128 : hostile_int(&s);
+            for (int k = 0; k < 3; k++)
+                d.q_strides[k] = hostile_stride(&s), d.state_strides[k] = hostile_stride(&s);
+            st = rt_kda_select(&d, &dev, NULL, kda_default, (void *)(uintptr_t)(rng_next(&s) % 2), &ch, msg,
+                               sizeof msg);
+        } else {
+            kf_parts_desc d = KF_PARTS_DESC_INIT;
+            d.parts = rng_next(&s) % 2 ? "latent512_rope64" : "base128_delta32";
+            d.value = d.parts[0] == 'l' ? KF_PARTS_VALUE_ALIAS : KF_PARTS_VALUE_SEPARATE;
+            d.dv = d.parts[0] == 'l' ? 512 : 160;
+            d.hq = hostile_int(&s), d.hkv = rng_next(&s) % 2 ? 1 : hostile_int(&s);
+            d.layers = 1 + (int)(rng_next(&s) % 4), d.page_size = rng_next(&s) % 2 ? 64 : 0, d.scale = 0.1f;
+            d.max_batch = hostile_int(&s), d.max_q = hostile_int(&s), d.max_kv = hostile_int(&s);
+            st = rt_parts_select(&d, &dev, NULL, parts_default, NULL, &ch, msg, sizeof msg);
+        }
+        if (st != KF_OK && st != KF_ERR_ARG && st != KF_ERR_UNSUPPORTED)
+            fail_msg("case %d (family %d): status %s '%s'", i, which, kf_status_str(st), msg);
+        if (st != KF_OK && !msg[0])
+            fail_msg("case %d (family %d): %s without a message", i, which, kf_status_str(st));
+        if (st == KF_OK && ch.workspace == SIZE_MAX)
+            fail_msg("case %d (family %d): accepted with an overflowing workspace", i, which);
+        st == KF_OK ? ok++ : refused++;
+    }
+    print_message("%d accepted, %d refused\n", ok, refused);
+    assert_true(ok > 100);
+    assert_true(refused > 100);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -709,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_api__open_checks_its_arguments_and_paths_first),
         cmocka_unit_test(test_api__close_before_plan_free_is_safe),
         cmocka_unit_test(test_api__attn_run_refuses_what_it_would_ignore),
+        cmocka_unit_test(test_api__hostile_descriptions_are_refused_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

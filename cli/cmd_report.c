@@ -1,4 +1,4 @@
-/* cli/cmd_report.c: `kforge report`: the winners per family and GPU with time, throughput, share of the ceiling, speed-up, band */
+/* cli/cmd_report.c: `kforge report`: the winners per family and GPU with time, throughput, share of the ceiling, speed-up, band, timing and clocks */
 #include "cli/cli.h"
 #include "tuner/tune_ceiling.h"
 #include "tuner/tune_work.h"
@@ -116,14 +116,16 @@ static void header(report_ctx *c, const db_winner *w)
 {
     snprintf(c->gpu, sizeof c->gpu, "%s", w->gpu);
     snprintf(c->family, sizeof c->family, "%s", w->family);
-    const char *cols[] = {"shape", "winner", "ms", "throughput", "% ceiling", "speed-up", "band"};
+    const char *cols[] = {"shape", "winner", "ms", "throughput", "% ceiling", "speed-up", "band", "timing",
+                          "SM clock, power"};
     if (c->fmt == FMT_TEXT) {
         printf("%s%s, %s\n", c->tables ? "\n" : "", w->gpu, w->family);
-        printf("  %-44s %-40s %10s %14s %9s %8s %6s\n", cols[0], cols[1], cols[2], cols[3], cols[4],
-               cols[5], cols[6]);
+        printf("  %-44s %-40s %10s %14s %9s %8s %6s %-9s %s\n", cols[0], cols[1], cols[2], cols[3], cols[4],
+               cols[5], cols[6], cols[7], cols[8]);
     } else if (c->fmt == FMT_MD) {
-        printf("%s### %s, %s\n\n| shape | winner | ms | throughput | %% ceiling | speed-up | band |\n"
-               "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n", c->tables ? "\n" : "", w->gpu, w->family);
+        printf("%s### %s, %s\n\n| shape | winner | ms | throughput | %% ceiling | speed-up | band | timing |"
+               " SM clock, power |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n",
+               c->tables ? "\n" : "", w->gpu, w->family);
     }
     c->tables++;
 }
@@ -143,6 +145,14 @@ static int row_cb(const db_winner *w, void *arg)
         header(c, w);
     meas_fig f;
     figures(c, w, &f);
+    db_clocks k;
+    if (!w->measurement_id || db_measure_clocks(c->db, w->measurement_id, &k) != DB_OK)
+        db_measure_clocks(c->db, 0, &k);            /* none: every figure unknown */
+    const char *timing = k.timing[0] ? k.timing : "-";
+    char clk[64] = "-";
+    if (!isnan(k.sm_clock_mean))
+        snprintf(clk, sizeof clk, "%.0f MHz (min %.0f), %.0f W, %.0f C", k.sm_clock_mean, k.sm_clock_min,
+                 k.power_mean, k.temp_max);
     char thr[32], pct[16], sp[16], band[16];
     char jg[1024], jf[256], js[1024], jv[1024], jp[1024];   /* JSON strings */
     fmt_thr(f.throughput, f.unit, thr, sizeof thr);
@@ -154,19 +164,24 @@ static int row_cb(const db_winner *w, void *arg)
         snprintf(sp, sizeof sp, "x%.3f", w->speedup);
     switch (c->fmt) {
     case FMT_TEXT:
-        printf("  %-44s %-40s %10.4f %14s %9s %8s %6s\n", w->shape_key, short_key(w), w->median_ms, thr,
-               pct, sp, band);
+        printf("  %-44s %-40s %10.4f %14s %9s %8s %6s %-9s %s\n", w->shape_key, short_key(w), w->median_ms, thr,
+               pct, sp, band, timing, clk);
         break;
     case FMT_MD:
-        printf("| %s | %s | %.4f | %s | %s | %s | %s |\n", w->shape_key, short_key(w), w->median_ms, thr,
-               pct, sp, band);
+        printf("| %s | %s | %.4f | %s | %s | %s | %s | %s | %s |\n", w->shape_key, short_key(w), w->median_ms, thr,
+               pct, sp, band, timing, clk);
         break;
     case FMT_CSV:
         if (!c->rows)
-            printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band,ceiling\n");
-        printf("\"%s\",%s,%s,%s,%.6g,%.6g,%s,%.4f,%.4f,%.4f,%s\n", w->gpu, w->family, w->shape_key,
+            printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band,ceiling,"
+                   "timing,sm_clock_mean,sm_clock_min,power_mean,power_max,temp_max\n");
+        printf("\"%s\",%s,%s,%s,%.6g,%.6g,%s,%.4f,%.4f,%.4f,%s,%s", w->gpu, w->family, w->shape_key,
                w->variant_key, w->median_ms, f.throughput, f.unit, f.frac, w->speedup, w->band,
-               f.ceiling ? f.ceiling : "");
+               f.ceiling ? f.ceiling : "", k.timing);
+        const double kc[] = {k.sm_clock_mean, k.sm_clock_min, k.power_mean, k.power_max, k.temp_max};
+        for (int i = 0; i < 5; i++)
+            printf(isnan(kc[i]) ? "," : ",%.1f", kc[i]);       /* unknown: empty */
+        printf("\n");
         break;
     case FMT_JSON:
         printf("%s\n {\"gpu\":%s,\"family\":%s,\"shape\":%s,\"variant\":%s,\"params\":%s,"
@@ -179,7 +194,13 @@ static int row_cb(const db_winner *w, void *arg)
         printf(isnan(f.frac) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f", f.frac);
         printf(f.ceiling ? ",\"ceiling\":\"%s\"" : ",\"ceiling\":null", f.ceiling);
         printf(isnan(w->speedup) ? ",\"speedup\":null" : ",\"speedup\":%.4f", w->speedup);
-        printf(isnan(w->band) ? ",\"band\":null}" : ",\"band\":%.4f}", w->band);
+        printf(isnan(w->band) ? ",\"band\":null" : ",\"band\":%.4f", w->band);
+        printf(k.timing[0] ? ",\"timing\":\"%s\"" : ",\"timing\":null", k.timing);
+        const char *kn[] = {"sm_clock_mean", "sm_clock_min", "power_mean", "power_max", "temp_max"};
+        const double kv[] = {k.sm_clock_mean, k.sm_clock_min, k.power_mean, k.power_max, k.temp_max};
+        for (int i = 0; i < 5; i++)
+            printf(isnan(kv[i]) ? ",\"%s\":null" : ",\"%s\":%.1f", kn[i], kv[i]);
+        printf("}");
         break;
     }
     c->rows++;

@@ -36,11 +36,15 @@ static const struct cli_cmd commands[] = {
      "  With no FAMILY, --shape or --sweep: --sweep default --all.\n"
      "  A binary already in the database (same cache key) is a cache hit, not recompiled.\n"},
     {"run", cmd_run, "run one variant on the GPU against the reference: error and time",
-     "usage: kforge run FAMILY --shape S [--params P] [--db PATH] [--json]\n"
+     "usage: kforge run FAMILY --shape S [--params P] [--timing sustained|burst] [--db PATH] [--json]\n"
      "  Allocates random inputs on the GPU, runs the variant (default params: the\n"
      "  template's default), checks it against the CPU fp64 reference (or, for shapes\n"
      "  too large for the CPU, the GPU naive kernel, itself checked against the CPU\n"
-     "  reference by the tests) and prints the errors, the median time and throughput.\n"},
+     "  reference by the tests) and prints the errors, the median time and throughput.\n"
+     "  Timing as 'kforge tune' takes it (--timing sustained, the default: after a warm-up to\n"
+     "  steady state, samples of back-to-back calls over rotating inputs larger than the L2;\n"
+     "  burst: one call after an L2 flush a sample), with the SM clock, power and temperature\n"
+     "  during the samples (NVML; 'unknown' without it).\n"},
     {"db", cmd_db, "inspect, clean or merge databases: info, ls, gc, merge",
      "usage: kforge db info|ls|gc [--db PATH] [--json]\n"
      "       kforge db merge A.db [B.db ...] -o OUT.db [--json] [--quiet]\n"
@@ -65,17 +69,23 @@ static const struct cli_cmd commands[] = {
     {"tune", cmd_tune, "time the variants of a sweep and keep the winners",
      "usage: kforge tune [FAMILY] [--sweep NAME | --shape S] [--db PATH] [--devices 0,1]\n"
      "                   [--shard i/n] [--budget N [--strategy random|halving] [--seed N]]\n"
-     "                   [--samples N] [--band-floor F] [--retry-errors] [-j N] [--quiet] [--json]\n"
+     "                   [--samples N] [--band-floor F] [--timing sustained|burst] [--retry-errors]\n"
+     "                   [-j N] [--quiet] [--json]\n"
      "  Times every valid variant of each shape of the sweep (default: 'default', GQA decode\n"
      "  and prefill; 'kda' holds the KDA rows) on the GPU and keeps the winner per (GPU model,\n"
      "  family, shape). Families: attn_decode, attn_prefill, attn_parts_decode (sweeps\n"
      "  mla_decode, audit_group), kda_prefill, kda_decode (sweep kda).\n"
      "  Every variant passes the correctness gate first (fresh random inputs, poisoned outputs,\n"
      "  against the reference); a wrong one is recorded as 'wrong' and never timed or chosen.\n"
-     "  Timings: CUDA events, warm-up, L2 flushed before each sample, median and spread of\n"
-     "  --samples (default 30, at least 20). The default variant is timed twice (the second is\n"
-     "  the control); a candidate replaces it only when faster by more than their relative\n"
-     "  difference (the band, at least --band-floor, default 0.01).\n"
+     "  Timings (--timing sustained, the default): the GPU first brought to its steady state\n"
+     "  (>= 200 ms back to back, until the SM clock and power settle); each sample a burst of\n"
+     "  back-to-back calls over rotating input sets larger than the L2, timed with CUDA events;\n"
+     "  the default and the candidates in alternating rounds (D A D B ...; --samples, default 30,\n"
+     "  at least 20, in rounds of 10); a candidate replaces the default only when faster than the\n"
+     "  default timings next to it by more than the band (the spread of consecutive default\n"
+     "  rounds, at least --band-floor, default 0.01). SM clock, power and temperature (NVML)\n"
+     "  are stored with every measurement. --timing burst: the old way, each sample one call\n"
+     "  after an L2 flush, the default timed again at the end as the control.\n"
      "  Binaries compile on -j threads ahead of the GPU, shape by shape. Every measurement is\n"
      "  committed as it is taken: after Ctrl-C or a crash the same command resumes, re-timing\n"
      "  nothing. A variant that breaks the CUDA context is recorded as 'error' and its worker\n"
@@ -146,7 +156,7 @@ static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
 {
     enum { O_DB = 256, O_ARCH, O_TEMPLATES, O_SHAPE, O_PARAMS, O_SWEEP, O_JSON, O_QUIET, O_PTX,
            O_ALL, O_MEASURE, O_GPU, O_FAMILY, O_DEVICES, O_SHARD, O_BUDGET, O_STRATEGY, O_SEED,
-           O_SAMPLES, O_BAND, O_RETRY, O_MD, O_CSV };
+           O_SAMPLES, O_BAND, O_RETRY, O_MD, O_CSV, O_TIMING };
     static const struct option longopts[] = {
         {"db", required_argument, 0, O_DB},           {"arch", required_argument, 0, O_ARCH},
         {"templates", required_argument, 0, O_TEMPLATES}, {"shape", required_argument, 0, O_SHAPE},
@@ -161,6 +171,7 @@ static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
         {"seed", required_argument, 0, O_SEED},       {"samples", required_argument, 0, O_SAMPLES},
         {"band-floor", required_argument, 0, O_BAND}, {"retry-errors", no_argument, 0, O_RETRY},
         {"markdown", no_argument, 0, O_MD},           {"csv", no_argument, 0, O_CSV},
+        {"timing", required_argument, 0, O_TIMING},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -196,6 +207,7 @@ static int parse(const char *cmd, int argc, char **argv, cli_opts *o)
         case O_RETRY: o->retry_errors = 1; break;
         case O_MD: o->markdown = 1; break;
         case O_CSV: o->csv = 1; break;
+        case O_TIMING: o->timing = optarg; break;
         case 'h': o->help = 1; break;
         case 'j': {
             char *end;

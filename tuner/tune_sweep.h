@@ -26,6 +26,9 @@ typedef struct tune_opts {
     int strategy;                /* TUNE_STRAT_RANDOM or TUNE_STRAT_HALVING when budget is set */
     uint64_t seed;               /* of random subsets */
     double band_floor;           /* 0: TUNE_BAND_FLOOR */
+    int timing;                  /* TUNE_TIMING_SUSTAINED (0, the default: interleaved rounds, see
+                                  * tuner/tune_ilv.h) or TUNE_TIMING_BURST (each variant once, then
+                                  * the default again as the control) */
     int retry_errors;            /* re-measure variants recorded as 'error' */
     int quiet, json;             /* no progress on stderr; JSON lines per shape on stdout */
     const char *label;           /* prefix of progress lines ("gpu1"), or NULL */

@@ -44,6 +44,7 @@ struct tune_attn_ctx {
     int timing;                /* TUNE_TIMING_* */
     rt_nvml_dev *nvml;         /* NULL: clocks and power unknown */
     double last_busy;          /* host time the last timing's GPU work ended (0: never) */
+    int extra_every;           /* tune_attn_set_extra */
 };
 
 /* The phase counter f of ctx, NULL when nobody counts (tune_lap takes NULL). */
@@ -204,6 +205,12 @@ void tune_attn_set_timing(tune_attn_ctx *c, int mode)
 int tune_attn_timing_mode(const tune_attn_ctx *c) { return c ? c->timing : TUNE_TIMING_SUSTAINED; }
 
 rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c) { return c ? c->nvml : NULL; }
+
+void tune_attn_set_extra(tune_attn_ctx *c, int every)
+{
+    if (c)
+        c->extra_every = every > 0 ? every : 0;
+}
 
 int tune_attn_broken(const tune_attn_ctx *c) { return c ? c->broken : 1; }
 
@@ -1143,8 +1150,11 @@ static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
 {
     if (a)
         ctx->cu->EventRecord(a, NULL);
+    int every = ctx->extra_every;
     for (int i = 0; i < n; i++) {
         if (enqueue(arg, *next, msg, msgn))
+            return -1;
+        if (every && i % every == every - 1 && enqueue(arg, *next, msg, msgn))
             return -1;
         *next = (*next + 1) % sets;
     }
@@ -1213,6 +1223,8 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     /* the samples: bursts of about TUNE_BURST_MS, back to back, one event between two */
     int n = (int)ceil(TUNE_BURST_MS / one);
     n = n < 2 ? 2 : n > 100000 ? 100000 : n;
+    if (ctx->extra_every)
+        n = (n + ctx->extra_every - 1) / ctx->extra_every * ctx->extra_every;
     tune_sampler_start(&smp, ctx->nvml, 2000);
     ctx->cu->EventRecord(sev[0], NULL);
     for (int s = 0; s < samples; s++)

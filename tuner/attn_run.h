@@ -17,13 +17,19 @@
  * Which reference to use. The CPU fp64 reference (tuner/ref_attn.c) is exact but
  * costs about 3 * b * hq * sq * skv * d multiply-adds (half when causal: two score
  * passes and one value pass) at about 3.5e8 per second per core (measured, -O2); it
- * runs one work item per (KV head group, sequence) on every core.
+ * runs one work item per (query head, sequence) on every core.
  * Past TUNE_ATTN_CPU_REF_MAX of that work (about 11 s of one core) use the GPU
  * naive kernel (attn_naive, fp32 math) instead: it is itself checked against the
  * CPU reference on small cases by tests/gpu/test_attn_gpu.c. tune_attn_ref_work()
  * gives the work figure of a case.
+ * The tuner's gates, one per variant (hundreds a shape), switch at TUNE_GATE_CPU_REF_MAX
+ * (about 0.15 s of one core): a decode shape of few heads (MQA 8/1, Sq 4) spent 108 of its
+ * 118 s of tuning in the CPU reference at the larger limit. The sweep checks the naive
+ * kernel against the CPU reference on a small case of each shape before it gates anything
+ * (naive_selfcheck in tuner/tune_sweep.c).
  */
 #define TUNE_ATTN_CPU_REF_MAX 4e9
+#define TUNE_GATE_CPU_REF_MAX 5e7
 
 /* A compiled variant: what gen_build_prepare/gen_build_run leave in a gen_job. */
 typedef struct tune_attn_variant {
@@ -141,6 +147,9 @@ void tune_attn_hold(tune_attn_ctx *c, int on);
 /* The timing mode of the session's timings from now on (TUNE_TIMING_*; sustained at open). */
 void tune_attn_set_timing(tune_attn_ctx *c, int mode);
 int tune_attn_timing_mode(const tune_attn_ctx *c);
+/* Tests: in sustained timings from now on, every `every`-th call is enqueued twice (bursts a
+ * multiple of `every` calls, so each sample holds exactly 1/every more work); 0: off. */
+void tune_attn_set_extra(tune_attn_ctx *c, int every);
 /* The session's NVML device (NULL without NVML: clocks unknown). */
 rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c);
 

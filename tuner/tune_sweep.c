@@ -102,6 +102,7 @@ typedef struct plan {
     int n_todo;
     tune_attn_case time_case;
     int use_naive, naive_job;    /* gate against the GPU naive kernel (large cases) */
+    int naive_checked;           /* the naive kernel was checked against fp64 in this run */
     const runner_ops *run;       /* KDA, split-score: the family's runner (time_case unused) */
     void *run_st;                /* its per-shape state */
     tune_work work;
@@ -312,6 +313,21 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
             return -1;
         p->sp.v[i].job = j;
     }
+    if (w->o->test_twin) {
+        if (p->sp.n == p->sp.cap) {
+            tune_variant *v = realloc(p->sp.v, sizeof *v * (size_t)(p->sp.n + 1));
+            if (!v)
+                return gen_host_fail(w->h, "out of memory planning the twin of the default");
+            p->sp.v = v;
+            p->sp.cap = p->sp.n + 1;
+        }
+        tune_variant *t = &p->sp.v[p->sp.n];
+        *t = p->sp.v[p->sp.idefault];
+        t->is_default = 0;
+        size_t kl = strlen(t->key);
+        snprintf(t->key + kl, sizeof t->key - kl, ".twin");
+        p->todo[p->n_todo++] = p->sp.n++;     /* room: todo has sp.n + 1 entries */
+    }
     p->naive_job = -1;
     if (run) {
         char e[400];
@@ -328,7 +344,7 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
         return gen_host_fail(w->h, "shape '%s' is not a GQA attention shape (b, sq, skv, hq, hkv, d,"
                              " dtype bf16/fp16)", p->shape_key);
     }
-    p->use_naive = tune_attn_ref_work(&gc) > TUNE_ATTN_CPU_REF_MAX;
+    p->use_naive = tune_attn_ref_work(&gc) > TUNE_GATE_CPU_REF_MAX;
     p->naive_job = -1;
     if (p->use_naive) {
         gen_job nj;
@@ -517,10 +533,38 @@ static int gate_runner(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_
     return store(w, p, l, vi, 0, TUNE_WRONG, isfinite(e) ? e : NAN, msg, NULL) ? M_DBERR : M_REJECTED;
 }
 
+/* Before the GPU naive kernel gates a shape's variants, it is itself checked against the CPU
+ * fp64 reference on a small case of the shape (its dtype, heads, d and causal flag; one
+ * sequence, at most 64 query rows and 512 keys). A naive kernel that disagrees gates nothing:
+ * the shape falls back to the CPU reference, with a warning. */
+static void naive_selfcheck(sweep *w, plan *p)
+{
+    if (!p->use_naive || p->naive_checked)
+        return;
+    p->naive_checked = 1;
+    tune_attn_variant nv;
+    if (tune_attn_variant_from_job(&nv, &w->jobs[p->naive_job]))
+        return;                                         /* the gate reports the build error */
+    tune_attn_case c = p->time_case;
+    c.seed = 0, c.kv_len = NULL, c.q_lens = NULL, c.b = 1;
+    c.skv = c.skv < 512 ? c.skv : 512;
+    c.sq = c.sq < 64 ? c.sq : 64;
+    c.sq = c.sq < c.skv ? c.sq : c.skv;
+    tune_attn_result r;
+    int bad = tune_attn_check(w->ctx, &nv, &c, NULL, 0, &r, NULL) || !r.pass;
+    if (bad && !tune_attn_broken(w->ctx)) {
+        p->use_naive = 0;
+        fprintf(stderr, "warning: %s %s: the attn_naive reference disagrees with the CPU fp64 one on b1 sq%d"
+                " skv%d (%s); gating against the CPU reference\n", p->family, p->shape_key, c.sq, c.skv, r.msg);
+    }
+    tune_attn_result_free(&r);
+}
+
 static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
 {
     if (p->run)
         return gate_runner(w, p, l, vi, tv);
+    naive_selfcheck(w, p);
     int *kvl = malloc(sizeof(int) * (size_t)(p->time_case.b + 1));
     tune_attn_case gc;
     int reduced = tune_gate_case(p->shape, check_fresh_seed(), &gc, kvl);
@@ -837,6 +881,21 @@ static void timing_join(tune_attn_timing *out, tune_attn_timing *const *parts, i
  * database), pick() is not needed. */
 enum { M_PICKED = 10 };
 
+/* Without a default to pair with: each candidate (not failed) timed once in full, pick() chooses. */
+static int time_each(sweep *w, plan *p, meas_list *l, const int *cand, const int *failed, int nc)
+{
+    int rc = M_OK;
+    for (int c = 0; c < nc && rc == M_OK; c++) {
+        if (failed && failed[c])
+            continue;
+        rc = stopped(w) ? M_STOP : measure(w, p, l, cand[c], w->o->samples, 0, 0, "no default to pair with");
+        if (rc == M_REJECTED)
+            rc = M_OK;
+        w->units_done++;
+    }
+    return rc;
+}
+
 /*
  * Sustained timing of a shape: every planned variant gated first (resumed verdicts reused),
  * then the passing ones timed in interleaved rounds with the default (tuner/tune_ilv.h), the
@@ -905,13 +964,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         }
     }
     if (!dflt) {
-        /* nothing to pair with: each candidate timed once, the fastest wins (pick) */
-        for (int c = 0; c < nc && rc == M_OK; c++) {
-            rc = stopped(w) ? M_STOP : measure(w, p, l, cand[c], o->samples, 0, 0, "the default failed");
-            if (rc == M_REJECTED)
-                rc = M_OK;
-            w->units_done++;
-        }
+        rc = time_each(w, p, l, cand, NULL, nc);
         goto out;
     }
     n_slots = tune_ilv_order(nc, rounds, NULL, 0);
@@ -937,12 +990,20 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         }
         tune_attn_variant tv;
         int vrc;
-        if (variant_of(w, p, l, vi, 0, &tv, &vrc)) {
+        if (variant_of(w, p, l, vi, 0, &tv, &vrc)) {        /* its binary failed (error stored) */
             rc = vrc == M_REJECTED ? M_OK : vrc;
+            if (c < 0) {
+                dflt = 0;
+                break;
+            }
+            failed[c] = 1;
             continue;
         }
         char err[512] = "";
-        if (time_variant(w, p, &tv, slot_n, &tt[k], err, sizeof err)) {
+        tune_attn_set_extra(w->ctx, o->test_slow_default && c < 0 ? 10 : 0);
+        int bad = time_variant(w, p, &tv, slot_n, &tt[k], err, sizeof err);
+        tune_attn_set_extra(w->ctx, 0);
+        if (bad) {
             char msg[700];
             snprintf(msg, sizeof msg, "timing (interleaved round %d): %s", k / per_round + 1, err);
             tune_attn_timing_free(&tt[k]);
@@ -967,6 +1028,8 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, rounds);
         progress(w, pi, l, c < 0 ? 0 : c + 1, nc, 0, note);
     }
+    if (rc == M_OK && !dflt)                  /* the default failed in the rounds */
+        rc = time_each(w, p, l, cand, failed, nc);
     if (rc != M_OK || !dflt)
         goto out;
     double floor = o->band_floor > 0 ? o->band_floor : TUNE_BAND_FLOOR;

@@ -38,6 +38,10 @@ typedef struct tune_opts {
      * bug); returns 1 when it did (the binary's cache key then gets ".mut<N>"). */
     int (*mutate)(const char *binary_key, char **src, void *arg);
     void *mutate_arg;
+    /* Tests of the decision on a GPU: test_twin also times a copy of each shape's default (same
+     * binary) as a candidate named "<default key>.twin"; test_slow_default launches every 10th
+     * call of the default (not of its twin) twice in sustained timings: a 10%-slower default. */
+    int test_twin, test_slow_default;
     /* Set (from a signal handler) to stop after the measurement in progress. */
     volatile sig_atomic_t *stop;
 } tune_opts;

@@ -14,6 +14,10 @@
 #define TUNE_ILV_SLOT 10
 /* Rounds and samples a slot for a full timing of `samples` samples. */
 void tune_ilv_plan(int samples, int *rounds, int *slot_samples);
+/* Shapes with more candidates than this screen them first (TUNE_ILV_SCREEN samples each, one
+ * after the other), then time the fastest TUNE_ILV_FINALISTS in the interleaved rounds. */
+#define TUNE_ILV_FINALISTS 8
+#define TUNE_ILV_SCREEN 5
 /* At most this many rotating input sets. */
 #define TUNE_ROTATE_MAX_SETS 64
 

@@ -953,6 +953,48 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     }
     if (rc != M_OK)
         goto out;
+    /* many candidates: each screened once (a short sustained timing, stored as a screening figure
+     * that never wins; one already in the database is reused), the fastest go to the rounds */
+    if (dflt && nc > TUNE_ILV_FINALISTS) {
+        double *scr = malloc(sizeof(double) * (size_t)nc);
+        int *keep = malloc(sizeof(int) * (size_t)nc);
+        if (!scr || !keep) {
+            free(scr), free(keep);
+            rc = M_DBERR;
+            goto out;
+        }
+        for (int c = 0; c < nc && rc == M_OK; c++) {
+            double best;
+            int bn;
+            tune_resume_state(l->m, l->n, p->sp.v[cand[c]].key, 0, 1, o->retry_errors, &best, &bn);
+            scr[c] = best;
+            if (bn > 0)
+                continue;
+            if (stopped(w)) {
+                rc = M_STOP;
+                break;
+            }
+            int n0 = l->n;
+            rc = measure(w, p, l, cand[c], TUNE_ILV_SCREEN, 0, 0, "screening before the interleaved rounds");
+            scr[c] = rc == M_OK && l->n > n0 && l->m[l->n - 1].status == TUNE_OK ? l->m[l->n - 1].median_ms : NAN;
+            rc = rc == M_REJECTED ? M_OK : rc;
+            progress(w, pi, l, c + 1, nc, 0, "screening");
+        }
+        int m = rc == M_OK ? tune_halving_keep(scr, nc, TUNE_ILV_FINALISTS, keep) : 0;
+        for (int i = 0; i < m; i++)
+            keep[i] = cand[keep[i]];
+        memcpy(cand, keep, sizeof(int) * (size_t)m);
+        w->units_done += nc - m;
+        nc = m;
+        free(scr), free(keep);
+        if (rc != M_OK)
+            goto out;
+        need = tune_resume_state(l->m, l->n, p->sp.v[p->sp.idefault].key, 0, o->samples, o->retry_errors, NULL,
+                                 NULL) != TUNE_DONE;
+        for (int c = 0; c < nc; c++)
+            need |= tune_resume_state(l->m, l->n, p->sp.v[cand[c]].key, 0, o->samples, o->retry_errors, NULL,
+                                      NULL) != TUNE_DONE;
+    }
     if (!need) {
         char buf[4096];
         db_winner dw;

@@ -1009,6 +1009,8 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         rc = time_each(w, p, l, cand, NULL, nc);
         goto out;
     }
+    if (nc == 0)
+        slot_n = o->samples;                  /* the default alone: one slot of a full timing */
     n_slots = tune_ilv_order(nc, rounds, NULL, 0);
     who = malloc(sizeof(int) * (size_t)n_slots);
     ns = calloc((size_t)n_slots, sizeof(int));

@@ -42,6 +42,9 @@ def _parser():
     r.add_argument("--flush-mib", type=int, default=None, help="L2 flush buffer (default max(2x L2, 128 MiB))")
     r.add_argument("--cushion-cycles", type=int, default=200000,
                    help="GPU spin before each sample that hides the host launch cost (0: none)")
+    r.add_argument("--timing", choices=("sustained", "burst"), default="sustained",
+                   help="sustained (default): back-to-back bursts over rotating inputs after a warm-up, as "
+                        "kforge tune; burst: one call a sample after an L2 flush and a spin")
     r.add_argument("--seed", type=int, default=1234)
     r.add_argument("--time-budget", type=float, default=0,
                    help="seconds: start no new shape after this (0: no limit); the run is marked incomplete")

@@ -166,3 +166,88 @@ def collect(device_index=0, args=None):
     env["nvrtc"] = nvrtc_version()
     env["kforge"] = kforge_info(getattr(args, "db", None))
     return env
+
+
+# ---- clocks and power while contenders run (NVML through ctypes; absent: None) ------------------
+class Nvml:
+    """SM clock (MHz), board power (W) and temperature (C) of one GPU through libnvidia-ml.so.1
+    ($KFORGE_NVML_LIB names another file; a path that does not exist stands for no NVML).
+    Without NVML, or for a GPU it does not know, read() gives None: never an error."""
+
+    def __init__(self, uuid=None, index=0):
+        self.why = None
+        self._lib = self._h = None
+        name = os.environ.get("KFORGE_NVML_LIB") or "libnvidia-ml.so.1"
+        try:
+            lib = ctypes.CDLL(name)
+            if lib.nvmlInit_v2() != 0:
+                raise OSError("nvmlInit_v2 failed")
+            h = ctypes.c_void_p()
+            rc = (lib.nvmlDeviceGetHandleByUUID(str(uuid).encode(), ctypes.byref(h)) if uuid
+                  else lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(h)))
+            if rc != 0:
+                raise OSError(f"no NVML device for {uuid or index} (NVML {rc})")
+            self._lib, self._h = lib, h
+        except Exception as e:
+            self.why = f"{name}: {e}"
+
+    @property
+    def ok(self):
+        return self._h is not None
+
+    def read(self):
+        """(sm_mhz, power_w, temp_c), each None when NVML does not give it; None without NVML."""
+        if not self.ok:
+            return None
+        v = ctypes.c_uint()
+        sm = float(v.value) if self._lib.nvmlDeviceGetClockInfo(self._h, 1, ctypes.byref(v)) == 0 else None
+        pw = v.value / 1000.0 if self._lib.nvmlDeviceGetPowerUsage(self._h, ctypes.byref(v)) == 0 else None
+        t = float(v.value) if self._lib.nvmlDeviceGetTemperature(self._h, 0, ctypes.byref(v)) == 0 else None
+        return sm, pw, t
+
+
+class ClockSampler:
+    """Reads an Nvml every period_s in a thread between start() and stop(); stop() returns
+    {sm_mhz_mean, sm_mhz_min, power_w_mean, power_w_max, temp_c_max, readings} (values None when
+    nothing was read: unknown)."""
+
+    def __init__(self, nvml, period_s=0.005):
+        self.nvml, self.period = nvml, period_s
+        self._th = None
+        self._stop = None
+        self.readings = []
+
+    def start(self):
+        import threading
+        self.readings = []
+        if not (self.nvml and self.nvml.ok):
+            return self
+        self._stop = threading.Event()
+
+        def loop():
+            while True:
+                r = self.nvml.read()
+                if r:
+                    self.readings.append(r)
+                if self._stop.wait(self.period):
+                    return
+
+        self._th = threading.Thread(target=loop, daemon=True)
+        self._th.start()
+        return self
+
+    def stop(self):
+        if self._th:
+            self._stop.set()
+            self._th.join()
+            self._th = None
+        return clock_summary(self.readings)
+
+
+def clock_summary(readings):
+    sm = [r[0] for r in readings if r and r[0] is not None]
+    pw = [r[1] for r in readings if r and r[1] is not None]
+    tc = [r[2] for r in readings if r and r[2] is not None]
+    return {"sm_mhz_mean": sum(sm) / len(sm) if sm else None, "sm_mhz_min": min(sm) if sm else None,
+            "power_w_mean": sum(pw) / len(pw) if pw else None, "power_w_max": max(pw) if pw else None,
+            "temp_c_max": max(tc) if tc else None, "readings": len(readings)}

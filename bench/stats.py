@@ -75,3 +75,28 @@ def verdict(r, band):
 def flatten(rounds):
     """Samples of all rounds in one list."""
     return [x for r in (rounds or []) for x in r]
+
+
+# ---- sustained timing (as the tuner's, tuner/tune_ilv.c and tuner/attn_run.c) -------------------
+MAX_SETS = 64
+
+
+def rotate_sets(set_bytes, l2_bytes):
+    """Copies of a case's inputs (set_bytes each) a sustained timing rotates over so that together
+    they hold at least 2x the L2: 1 when one set does (or either size is unknown), else
+    ceil(2 l2 / set_bytes), at most MAX_SETS."""
+    if not l2_bytes or not set_bytes or l2_bytes <= 0 or set_bytes <= 0 or set_bytes >= 2 * l2_bytes:
+        return 1
+    return min(MAX_SETS, int(math.ceil(2.0 * l2_bytes / set_bytes)))
+
+
+def burst_calls(per_call_ms, burst_ms=1.0, lo=2, hi=100000):
+    """Calls in one sustained sample: about burst_ms of back-to-back calls, at least lo."""
+    if not per_call_ms or per_call_ms <= 0:
+        return lo
+    return max(lo, min(hi, int(math.ceil(burst_ms / per_call_ms))))
+
+
+def per_call(burst_ms_list, calls):
+    """Samples of a sustained timing: each burst's time over its calls."""
+    return [x / calls for x in burst_ms_list]

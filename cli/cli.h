@@ -25,6 +25,7 @@ typedef struct cli_opts {
     const char *devices;      /* --devices 0,1 (tune) */
     const char *shard;        /* --shard i/n (tune) */
     const char *strategy;     /* --strategy random|halving (tune) */
+    const char *timing;       /* --timing sustained|burst (tune, run; NULL: sustained) */
     int jobs;                 /* -j N */
     int budget;               /* --budget N (tune; 0: every variant) */
     int samples;              /* --samples N (tune; 0: the tuner's default) */

@@ -1,4 +1,4 @@
-/* cli/cmd_report.c: `kforge report`: the winners per family and GPU with time, throughput, share of the ceiling, speed-up, band */
+/* cli/cmd_report.c: `kforge report`: the winners per family and GPU with time, throughput, share of the ceiling, speed-up, band, timing and clocks */
 #include "cli/cli.h"
 #include "tuner/tune_ceiling.h"
 #include "tuner/tune_work.h"
@@ -116,14 +116,16 @@ static void header(report_ctx *c, const db_winner *w)
 {
     snprintf(c->gpu, sizeof c->gpu, "%s", w->gpu);
     snprintf(c->family, sizeof c->family, "%s", w->family);
-    const char *cols[] = {"shape", "winner", "ms", "throughput", "% ceiling", "speed-up", "band"};
+    const char *cols[] = {"shape", "winner", "ms", "throughput", "% ceiling", "speed-up", "band", "timing",
+                          "SM clock, power"};
     if (c->fmt == FMT_TEXT) {
         printf("%s%s, %s\n", c->tables ? "\n" : "", w->gpu, w->family);
-        printf("  %-44s %-40s %10s %14s %9s %8s %6s\n", cols[0], cols[1], cols[2], cols[3], cols[4],
-               cols[5], cols[6]);
+        printf("  %-44s %-40s %10s %14s %9s %8s %6s %-9s %s\n", cols[0], cols[1], cols[2], cols[3], cols[4],
+               cols[5], cols[6], cols[7], cols[8]);
     } else if (c->fmt == FMT_MD) {
-        printf("%s### %s, %s\n\n| shape | winner | ms | throughput | %% ceiling | speed-up | band |\n"
-               "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n", c->tables ? "\n" : "", w->gpu, w->family);
+        printf("%s### %s, %s\n\n| shape | winner | ms | throughput | %% ceiling | speed-up | band | timing |"
+               " SM clock, power |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n",
+               c->tables ? "\n" : "", w->gpu, w->family);
     }
     c->tables++;
 }
@@ -143,6 +145,14 @@ static int row_cb(const db_winner *w, void *arg)
         header(c, w);
     meas_fig f;
     figures(c, w, &f);
+    db_clocks k;
+    if (!w->measurement_id || db_measure_clocks(c->db, w->measurement_id, &k) != DB_OK)
+        db_measure_clocks(c->db, 0, &k);            /* none: every figure unknown */
+    const char *timing = k.timing[0] ? k.timing : "-";
+    char clk[64] = "-";
+    if (!isnan(k.sm_clock_mean))
+        snprintf(clk, sizeof clk, "%.0f MHz (min %.0f), %.0f W, %.0f C", k.sm_clock_mean, k.sm_clock_min,
+                 k.power_mean, k.temp_max);
     char thr[32], pct[16], sp[16], band[16];
     char jg[1024], jf[256], js[1024], jv[1024], jp[1024];   /* JSON strings */
     fmt_thr(f.throughput, f.unit, thr, sizeof thr);
@@ -155,12 +165,12 @@ static int row_cb(const db_winner *w, void *arg)
     const char *unit = isnan(f.throughput) ? NULL : f.unit;   /* --json null, --csv empty */
     switch (c->fmt) {
     case FMT_TEXT:
-        printf("  %-44s %-40s %10.4f %14s %9s %8s %6s\n", w->shape_key, short_key(w), w->median_ms, thr,
-               pct, sp, band);
+        printf("  %-44s %-40s %10.4f %14s %9s %8s %6s %-9s %s\n", w->shape_key, short_key(w), w->median_ms, thr,
+               pct, sp, band, timing, clk);
         break;
     case FMT_MD:
-        printf("| %s | %s | %.4f | %s | %s | %s | %s |\n", w->shape_key, short_key(w), w->median_ms, thr,
-               pct, sp, band);
+        printf("| %s | %s | %.4f | %s | %s | %s | %s | %s | %s |\n", w->shape_key, short_key(w), w->median_ms, thr,
+               pct, sp, band, timing, clk);
         break;
     case FMT_CSV: {
         const char *row[] = {w->gpu, w->family, w->shape_key, w->variant_key};
@@ -172,7 +182,11 @@ static int row_cb(const db_winner *w, void *arg)
         cli_csv_num(stdout, "%.4f", f.frac), fputc(',', stdout);
         cli_csv_num(stdout, "%.4f", w->speedup), fputc(',', stdout);
         cli_csv_num(stdout, "%.4f", w->band), fputc(',', stdout);
-        cli_csv_str(stdout, f.ceiling);
+        cli_csv_str(stdout, f.ceiling), fputc(',', stdout);
+        cli_csv_str(stdout, k.timing[0] ? k.timing : NULL);
+        const double kc[] = {k.sm_clock_mean, k.sm_clock_min, k.power_mean, k.power_max, k.temp_max};
+        for (int i = 0; i < 5; i++)
+            fputc(',', stdout), cli_csv_num(stdout, "%.1f", kc[i]);   /* unknown: empty */
         fputc('\n', stdout);
         break;
     }
@@ -180,13 +194,20 @@ static int row_cb(const db_winner *w, void *arg)
         char n1[32], n2[32], n3[32], n4[32], n5[32], ju[64], jk[64];
         printf("%s\n {\"gpu\":%s,\"family\":%s,\"shape\":%s,\"variant\":%s,\"params\":%s,"
                "\"median_ms\":%s,\"throughput\":%s,\"unit\":%s,\"ceiling_frac\":%s,\"ceiling\":%s,"
-               "\"speedup\":%s,\"band\":%s}", c->rows ? "," : "", gen_json_str(jg, sizeof jg, w->gpu),
+               "\"speedup\":%s,\"band\":%s", c->rows ? "," : "", gen_json_str(jg, sizeof jg, w->gpu),
                gen_json_str(jf, sizeof jf, w->family), gen_json_str(js, sizeof js, w->shape_key),
                gen_json_str(jv, sizeof jv, w->variant_key), gen_json_str(jp, sizeof jp, w->params),
                cli_json_num(n1, sizeof n1, "%.6g", w->median_ms), cli_json_num(n2, sizeof n2, "%.6g", f.throughput),
                gen_json_str(ju, sizeof ju, unit), cli_json_num(n3, sizeof n3, "%.4f", f.frac),
                gen_json_str(jk, sizeof jk, f.ceiling), cli_json_num(n4, sizeof n4, "%.4f", w->speedup),
                cli_json_num(n5, sizeof n5, "%.4f", w->band));
+        char jt[64], nk[32];
+        printf(",\"timing\":%s", gen_json_str(jt, sizeof jt, k.timing[0] ? k.timing : NULL));
+        const char *kn[] = {"sm_clock_mean", "sm_clock_min", "power_mean", "power_max", "temp_max"};
+        const double kv[] = {k.sm_clock_mean, k.sm_clock_min, k.power_mean, k.power_max, k.temp_max};
+        for (int i = 0; i < 5; i++)
+            printf(",\"%s\":%s", kn[i], cli_json_num(nk, sizeof nk, "%.1f", kv[i]));
+        printf("}");
         break;
     }
     }
@@ -209,7 +230,8 @@ int cmd_report(cli_opts *o)
     if (fmt == FMT_JSON)
         printf("[");
     else if (fmt == FMT_CSV)   /* the header even when no row follows */
-        printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band,ceiling\n");
+        printf("gpu,family,shape,variant,median_ms,throughput,unit,ceiling_frac,speedup,band,ceiling,"
+               "timing,sm_clock_mean,sm_clock_min,power_mean,power_max,temp_max\n");
     int rc = 0;
     if (db_winner_each(db, gpu, family, row_cb, &c) != DB_OK)
         rc = cli_error("%s", db_errmsg(db));

@@ -2,7 +2,10 @@
 #include "cli/cli.h"
 #include "gen/build.h"
 #include "runtime/cuda.h"
+#include "runtime/nvml.h"
 #include "tuner/attn_run.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,9 @@ int cmd_run(cli_opts *o)
         gen_host_free(h);
         return rc;
     }
+    int timing = o->timing ? tune_timing_parse(o->timing) : TUNE_TIMING_SUSTAINED;
+    if (timing < 0)
+        return cli_usage_error("--timing wants sustained or burst, got '%s'", o->timing);
     if (!rt_cuda(err, sizeof err))
         return cli_error("%s", err);
 
@@ -110,11 +116,21 @@ int cmd_run(cli_opts *o)
         tune_combine_case cc = {.dtype = dtype, .b = c.b, .sq = c.sq, .hq = c.hq, .dv = c.d, .splits = 4};
         crc = tune_attn_check_combine(ctx, &v, &cc, &r);
     } else {
-        crc = tune_attn_check(ctx, &v, &c, use_naive ? &nv : NULL, 30, &r, &tm);
+        crc = tune_attn_check(ctx, &v, &c, use_naive ? &nv : NULL, 0, &r, NULL);
     }
     if (crc) {
         rc = cli_error("%s: %s", jobs[0].variant_key, r.msg);
         goto out;
+    }
+    /* the timing on its own inputs (N(0,1), rotated over copies larger than the L2 when sustained) */
+    if (!combine && r.pass) {
+        cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
+        tune_attn_set_timing(ctx, timing);
+        if (tune_attn_time(ctx, &v, &c, 30, &tm, err, sizeof err)) {
+            rc = cli_error("%s: timing: %s", jobs[0].variant_key, err);
+            tune_attn_result_free(&r);
+            goto out;
+        }
     }
     double thr = 0;
     const char *unit = "";
@@ -135,10 +151,16 @@ int cmd_run(cli_opts *o)
                gen_json_str(jv, sizeof jv, jobs[0].variant_key), gen_json_str(jr, sizeof jr, r.ref), r.o.rel_err,
                r.tol, r.lse.max_abs, r.o.unwritten, r.o.nonfinite, r.stray, r.pass ? "true" : "false",
                (unsigned long long)r.seed);
-        if (tm.samples)
+        if (tm.samples) {
             printf(",\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"samples\":%d,\"throughput\":%.6g,"
-                   "\"throughput_unit\":%s",
-                   tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr, gen_json_str(jr, sizeof jr, unit));
+                   "\"throughput_unit\":%s,\"timing\":\"%s\",\"launches\":%d,\"sets\":%d,\"warm_ms\":%.1f",
+                   tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr, gen_json_str(jr, sizeof jr, unit),
+                   tune_timing_str(tm.mode), tm.launches, tm.sets, tm.warm_ms);
+            const char *kn[] = {"sm_clock_mean", "sm_clock_min", "power_mean", "power_max", "temp_max"};
+            const double kv[] = {tm.clk.sm_mean, tm.clk.sm_min, tm.clk.power_mean, tm.clk.power_max, tm.clk.temp_max};
+            for (int i = 0; i < 5; i++)
+                printf(isnan(kv[i]) ? ",\"%s\":null" : ",\"%s\":%.1f", kn[i], kv[i]);
+        }
         printf("}\n");
     } else {
         printf("variant    %s\n", jobs[0].variant_key);
@@ -149,8 +171,18 @@ int cmd_run(cli_opts *o)
                CHECK_LSE_TOL, r.lse.unwritten, r.lse.bad, r.lse.inf_mismatch);
         printf("result     %s\n", r.pass ? "pass" : "FAIL");
         if (tm.samples) {
-            printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples, L2 flushed)\n",
-                   tm.median_ms, tm.p10_ms, tm.p90_ms, 100.0 * tm.spread, tm.samples);
+            if (tm.mode == TUNE_TIMING_BURST)
+                printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples, L2 flushed, burst)\n",
+                       tm.median_ms, tm.p10_ms, tm.p90_ms, 100.0 * tm.spread, tm.samples);
+            else
+                printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples of %d calls back to"
+                       " back over %d input sets, sustained after %.0f ms of warm-up)\n", tm.median_ms, tm.p10_ms,
+                       tm.p90_ms, 100.0 * tm.spread, tm.samples, tm.launches, tm.sets, tm.warm_ms);
+            if (tm.clk.n > 0)
+                printf("clocks     SM %.0f MHz (min %.0f), %.0f W (max %.0f), %.0f C during the samples\n",
+                       tm.clk.sm_mean, tm.clk.sm_min, tm.clk.power_mean, tm.clk.power_max, tm.clk.temp_max);
+            else
+                printf("clocks     unknown (%s)\n", tune_attn_nvml(ctx) ? "NVML gave no reading" : rt_nvml_why());
             if (is_decode)
                 printf("throughput %.1f GB/s of K+V read\n", thr / 1e9);
             else

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
+#include "tuner/attn_run.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_select.h"
 #include "tuner/tune_split.h"
@@ -121,6 +122,7 @@ static int worker(cli_opts *cli, const int *devs, int nd, int w, gen_kvset *shap
     o.strategy = cli->strategy ? tune_strategy_parse(cli->strategy) : TUNE_STRAT_RANDOM;
     o.seed = cli->seed;
     o.band_floor = cli->band_floor;
+    o.timing = cli->timing ? tune_timing_parse(cli->timing) : TUNE_TIMING_SUSTAINED;
     o.retry_errors = cli->retry_errors;
     o.quiet = cli->quiet;
     o.json = cli->json;
@@ -211,6 +213,8 @@ int cmd_tune(cli_opts *o)
         return cli_usage_error("--strategy wants random or halving, got '%s'", o->strategy);
     if (o->strategy && !o->budget)
         return cli_usage_error("--strategy needs --budget N");
+    if (o->timing && tune_timing_parse(o->timing) < 0)
+        return cli_usage_error("--timing wants sustained or burst, got '%s'", o->timing);
     int devs[TUNE_MAX_DEVICES], nd = 1;
     devs[0] = 0;
     char err[256];

@@ -18,7 +18,7 @@ enum {
     OPT_MEASURE = 1 << 10, OPT_GPU = 1 << 11, OPT_FAMILY = 1 << 12, OPT_JOBS = 1 << 13, OPT_OUTPUT = 1 << 14,
     OPT_DEVICES = 1 << 15, OPT_SHARD = 1 << 16, OPT_BUDGET = 1 << 17, OPT_STRATEGY = 1 << 18,
     OPT_SEED = 1 << 19, OPT_SAMPLES = 1 << 20, OPT_BAND = 1 << 21, OPT_RETRY = 1 << 22, OPT_MD = 1 << 23,
-    OPT_CSV = 1 << 24,
+    OPT_CSV = 1 << 24, OPT_TIMING = 1 << 25,
     OPT_PASS = 1u << 31,  /* the command's arguments go to it as they are (bench); only --help is read */
 };
 
@@ -56,6 +56,7 @@ static const struct cli_opt {
     {OPT_BAND, "band-floor", required_argument, 276, NULL},
     {OPT_RETRY, "retry-errors", no_argument, 277, NULL},
     {OPT_MD, "markdown", no_argument, 278, NULL},
+    {OPT_TIMING, "timing", required_argument, 279, NULL},
     {OPT_JOBS, "jobs", required_argument, 'j', "  -j N               compile threads (default: the number of cores)\n"},
     {OPT_OUTPUT, "output", required_argument, 'o', NULL},
 };
@@ -89,12 +90,16 @@ static const struct cli_cmd commands[] = {
      "  [FAMILY] --sweep NAME [--all]   the default variant (or all) of every sweep shape\n"
      "  With no FAMILY, --shape or --sweep: --sweep default --all.\n"
      "  A binary already in the database (same cache key) is a cache hit, not recompiled.\n"},
-    {"run", cmd_run, OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_JSON | OPT_QUIET, "run one variant on the GPU against the reference: error and time",
-     "usage: kforge run FAMILY --shape S [--params P] [--db PATH] [--json]\n"
+    {"run", cmd_run, OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_TIMING | OPT_JSON | OPT_QUIET, "run one variant on the GPU against the reference: error and time",
+     "usage: kforge run FAMILY --shape S [--params P] [--timing sustained|burst] [--db PATH] [--json]\n"
      "  Allocates random inputs on the GPU, runs the variant (default params: the\n"
      "  template's default), checks it against the CPU fp64 reference (or, for shapes\n"
      "  too large for the CPU, the GPU naive kernel, itself checked against the CPU\n"
-     "  reference by the tests) and prints the errors, the median time and throughput.\n"},
+     "  reference by the tests) and prints the errors, the median time and throughput.\n"
+     "  Timing as 'kforge tune' takes it (--timing sustained, the default: after a warm-up to\n"
+     "  steady state, samples of back-to-back calls over rotating inputs larger than the L2;\n"
+     "  burst: one call after an L2 flush a sample), with the SM clock, power and temperature\n"
+     "  during the samples (NVML; 'unknown' without it).\n"},
     {"db", cmd_db, OPT_DB | OPT_TEMPLATES | OPT_OUTPUT | OPT_JSON | OPT_CSV | OPT_QUIET, "inspect, clean or merge databases: info, ls, gc, merge",
      "usage: kforge db info|gc [--db PATH] [--json]\n"
      "       kforge db ls [FAMILY] [--db PATH] [--json | --csv]\n"
@@ -119,23 +124,31 @@ static const struct cli_cmd commands[] = {
      "             bf16 GEMM).\n"},
     {"tune", cmd_tune,
      OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_SWEEP | OPT_DEVICES | OPT_SHARD | OPT_BUDGET | OPT_STRATEGY |
-         OPT_SEED | OPT_SAMPLES | OPT_BAND | OPT_RETRY | OPT_JOBS | OPT_JSON | OPT_QUIET, "time the variants of a sweep and keep the winners",
+         OPT_SEED | OPT_SAMPLES | OPT_BAND | OPT_TIMING | OPT_RETRY | OPT_JOBS | OPT_JSON | OPT_QUIET, "time the variants of a sweep and keep the winners",
      "usage: kforge tune [FAMILY] [--sweep NAME | --shape S] [--db PATH] [--devices 0,1]\n"
      "                   [--shard i/n] [--budget N [--strategy random|halving] [--seed N]]\n"
-     "                   [--samples N] [--band-floor F] [--retry-errors] [-j N] [--quiet] [--json]\n"
+     "                   [--samples N] [--band-floor F] [--timing sustained|burst] [--retry-errors]\n"
+     "                   [-j N] [--quiet] [--json]\n"
      "  Times every valid variant of each shape of the sweep (default: 'default', GQA decode\n"
      "  and prefill; 'kda' holds the KDA rows) on the GPU and keeps the winner per (GPU model,\n"
      "  family, shape). Families: attn_decode, attn_prefill, attn_parts_decode (sweeps\n"
      "  mla_decode, audit_group), kda_prefill, kda_decode (sweep kda).\n"
      "  Every variant passes the correctness gate first (fresh random inputs, poisoned outputs,\n"
      "  against the reference); a wrong one is recorded as 'wrong' and never timed or chosen.\n"
-     "  Timings: CUDA events, warm-up, L2 flushed before each sample, median and spread of\n"
-     "  --samples (default 30, at least 20). The default variant is timed twice (the second is\n"
-     "  the control); a candidate replaces it only when faster by more than their relative\n"
-     "  difference (the band, at least --band-floor, default 0.01).\n"
-     "  Binaries compile on -j threads ahead of the GPU, shape by shape. Every measurement is\n"
-     "  committed as it is taken: after Ctrl-C or a crash the same command resumes, re-timing\n"
-     "  nothing. A variant that breaks the CUDA context is recorded as 'error' and its worker\n"
+     "  Timings (--timing sustained, the default): the GPU first brought to its steady state\n"
+     "  (>= 200 ms back to back, until the SM clock and power settle); each sample a burst of\n"
+     "  back-to-back calls over rotating input sets larger than the L2, timed with CUDA events;\n"
+     "  the default and the candidates in alternating rounds (D A D B ...; --samples, default 30,\n"
+     "  at least 20, in rounds of 10; a shape of more than 8 candidates screens each first with\n"
+     "  5 samples and takes the 8 fastest to the rounds); a candidate replaces the default only\n"
+     "  when faster than the default timings next to it by more than the band (the spread of\n"
+     "  consecutive default rounds, at least --band-floor, default 0.01). SM clock, power and\n"
+     "  temperature (NVML) are stored with every measurement. --timing burst: the old way, each\n"
+     "  sample one call after an L2 flush, the default timed again at the end as the control.\n"
+     "  Binaries compile on -j threads ahead of the GPU, shape by shape. Verdicts and timings are\n"
+     "  committed as they are taken (a shape's interleaved rounds when they end): after Ctrl-C or\n"
+     "  a crash the same command resumes, re-timing at most the rounds of the shape it was in.\n"
+     "  A variant that breaks the CUDA context is recorded as 'error' and its worker\n"
      "  restarted (--retry-errors measures such variants again).\n"
      "  --devices 0,1    one worker process per GPU; GPUs of one model share the shapes\n"
      "  --shard i/n      only the i-th of n parts of the shapes (balanced by estimated cost)\n"
@@ -277,6 +290,7 @@ static int parse(const struct cli_cmd *cmd, int argc, char **argv, cli_opts *o)
         case OPT_STRATEGY: o->strategy = optarg; break;
         case OPT_RETRY: o->retry_errors = 1; break;
         case OPT_MD: o->markdown = 1; break;
+        case OPT_TIMING: o->timing = optarg; break;
         case OPT_JOBS: {
             char *end;
             long v = strtol(optarg, &end, 10);

@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 /* Schema version written to PRAGMA user_version; migrations step 1 -> 2 -> ... */
-#define DB_SCHEMA_VERSION 2
+#define DB_SCHEMA_VERSION 3
 
 typedef enum {
     DB_OK = 0,
@@ -116,12 +116,27 @@ typedef struct db_measurement {
     const char *throughput_unit; /* "B/s" or "FLOP/s" */
     double ceiling_frac;         /* throughput / measured ceiling, or NaN */
     int is_control;              /* 1 for the repeated default (control band) */
+    /* schema 3; each stored as NULL when unknown (NULL string, 0 or NaN number) */
+    const char *timing;          /* "sustained" or "burst" */
+    int launches, sets;          /* calls per sample, input sets rotated over */
+    double sm_clock_min, sm_clock_mean;  /* MHz during the samples */
+    double power_mean, power_max;        /* W */
+    double temp_max;                     /* C */
+    double ref_ms;               /* interleaved: median of the default's timings next to this one's */
 } db_measurement;
 /* Inserts m (cache_key and message may be NULL; samples are stored as a JSON
  * array, NaN as null). Earlier measurements of the same (GPU name, family,
  * shape, variant, is_control) from other runs are marked superseded, not
  * deleted. *id (may be NULL) gets the new row's id. */
 db_rc db_measure_put(db_store *s, const db_measurement *m, long long *id);
+/* How measurement `id` was timed and the clocks during it (schema 3); NULL columns: NaN / 0 /
+ * timing "" (a measurement from before schema 3, or taken without NVML). DB_NOTFOUND when absent. */
+typedef struct db_clocks {
+    char timing[16];
+    int launches, sets;
+    double sm_clock_min, sm_clock_mean, power_mean, power_max, temp_max, ref_ms;
+} db_clocks;
+db_rc db_measure_clocks(db_store *s, long long id, db_clocks *out);
 /* Whether a current (not superseded) "ok"/"wrong" measurement, not a control,
  * exists for (gpu, family, shape, variant): resume support. */
 db_rc db_measure_exists(db_store *s, const char *gpu_name, const char *family,

@@ -1,4 +1,6 @@
 /* db/measure.c: devices, runs and the measurements taken in them */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,8 +148,10 @@ static db_rc db_measure_insert(db_store *s, const db_measurement *m, const char 
     if (db_prepare(s, &st,
                    "INSERT INTO measurements(run_id, family, shape_key, variant_key, cache_key,"
                    " status, error, message, samples, median_ms, spread_ms, throughput,"
-                   " throughput_unit, ceiling_frac, is_control)"
-                   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, json(?9), ?10, ?11, ?12, ?13, ?14, ?15)",
+                   " throughput_unit, ceiling_frac, is_control, timing, launches, sets, sm_clock_min,"
+                   " sm_clock_mean, power_mean, power_max, temp_max, ref_ms)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, json(?9), ?10, ?11, ?12, ?13, ?14, ?15,"
+                   " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
                    "store measurement") != DB_OK)
         return DB_ERROR;
     sqlite3_bind_int64(st, 1, m->run_id);
@@ -165,6 +169,15 @@ static db_rc db_measure_insert(db_store *s, const db_measurement *m, const char 
     db_bind_str(st, 13, m->throughput_unit);
     db_bind_real(st, 14, m->ceiling_frac);
     sqlite3_bind_int(st, 15, m->is_control != 0);
+    db_bind_str(st, 16, m->timing);
+    if (m->launches > 0)
+        sqlite3_bind_int(st, 17, m->launches);
+    if (m->sets > 0)
+        sqlite3_bind_int(st, 18, m->sets);
+    const double fig[] = { m->sm_clock_min, m->sm_clock_mean, m->power_mean, m->power_max, m->temp_max,
+                           m->ref_ms };
+    for (int i = 0; i < 6; i++)
+        db_bind_real(st, 19 + i, fig[i] > 0 ? fig[i] : NAN);   /* 0 or NaN: unknown, NULL */
     db_rc rc = DB_OK;
     if (sqlite3_step(st) != SQLITE_DONE)
         rc = db_fail_sql(s, "store measurement of '%s' for '%s'", m->variant_key, m->shape_key);
@@ -198,6 +211,34 @@ db_rc db_measure_put(db_store *s, const db_measurement *m, long long *id)
     sqlite3_free(samples);
     if (rc != DB_OK && id)
         *id = 0;
+    return rc;
+}
+
+db_rc db_measure_clocks(db_store *s, long long id, db_clocks *out)
+{
+    memset(out, 0, sizeof *out);
+    double *fig[] = { &out->sm_clock_min, &out->sm_clock_mean, &out->power_mean, &out->power_max,
+                      &out->temp_max, &out->ref_ms };
+    for (int i = 0; i < 6; i++)
+        *fig[i] = NAN;
+    sqlite3_stmt *st;
+    if (db_prepare(s, &st, "SELECT timing, launches, sets, sm_clock_min, sm_clock_mean, power_mean,"
+                           " power_max, temp_max, ref_ms FROM measurements WHERE id = ?1",
+                   "read the clocks of a measurement") != DB_OK)
+        return DB_ERROR;
+    sqlite3_bind_int64(st, 1, id);
+    int r = sqlite3_step(st);
+    db_rc rc = r == SQLITE_ROW ? DB_OK : r == SQLITE_DONE ? DB_NOTFOUND
+                                      : db_fail_sql(s, "read the clocks of measurement %lld", id);
+    if (r == SQLITE_ROW) {
+        snprintf(out->timing, sizeof out->timing, "%s", db_or_empty(db_col_str(st, 0)));
+        out->launches = sqlite3_column_int(st, 1);
+        out->sets = sqlite3_column_int(st, 2);
+        for (int i = 0; i < 6; i++)
+            if (sqlite3_column_type(st, 3 + i) != SQLITE_NULL)
+                *fig[i] = sqlite3_column_double(st, 3 + i);
+    }
+    sqlite3_finalize(st);
     return rc;
 }
 

@@ -86,7 +86,21 @@ static const db_step db_steps[] = {
       "  SELECT gpu, kind, value, unit, measured_at FROM ceilings;"
       "DROP TABLE ceilings;"
       "ALTER TABLE ceilings_v2 RENAME TO ceilings;" },
-    /* { 3, "ALTER TABLE ...;" }, */
+    /* 3: how a measurement was timed (sustained or burst, calls per sample, input sets
+     * rotated over), the SM clock, board power and temperature during its samples (NULL:
+     * unknown, no NVML), and the paired default time it was compared with. Older rows keep
+     * NULL: they were timed the burst way, with nothing recorded. */
+    { 3,
+      "ALTER TABLE measurements ADD COLUMN timing TEXT;"
+      "ALTER TABLE measurements ADD COLUMN launches INTEGER;"
+      "ALTER TABLE measurements ADD COLUMN sets INTEGER;"
+      "ALTER TABLE measurements ADD COLUMN sm_clock_min REAL;"
+      "ALTER TABLE measurements ADD COLUMN sm_clock_mean REAL;"
+      "ALTER TABLE measurements ADD COLUMN power_mean REAL;"
+      "ALTER TABLE measurements ADD COLUMN power_max REAL;"
+      "ALTER TABLE measurements ADD COLUMN temp_max REAL;"
+      "ALTER TABLE measurements ADD COLUMN ref_ms REAL;" },
+    /* { 4, "ALTER TABLE ...;" }, */
 };
 
 enum { DB_N_STEPS = sizeof db_steps / sizeof db_steps[0] };

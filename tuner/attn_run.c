@@ -11,8 +11,11 @@
 #include "runtime/attn_launch.h"
 #include "runtime/cuda.h"
 #include "runtime/module.h"
+#include "runtime/nvml.h"
 #include "tuner/par.h"
 #include "tuner/ref_attn.h"
+#include "tuner/tune_clock.h"
+#include "tuner/tune_ilv.h"
 #include "tuner/tune_phase.h"
 
 struct tune_attn_ctx {
@@ -29,12 +32,19 @@ struct tune_attn_ctx {
     tune_attn_case tc;         /* with its seed resolved; kv_len/q_lens point at tc_kv/tc_q */
     int *tc_kv, *tc_q;
     CUdeviceptr tc_in[6];      /* q, k, v, cu_q, cu_k, kv_len */
+    CUdeviceptr tc_set[TUNE_ROTATE_MAX_SETS][3];   /* sustained timing: q, k, v of sets 1.. (0: tc_in) */
+    int tc_sets;               /* input sets made (1: tc_in alone) */
+    size_t tc_bytes[3];        /* bytes of q, k, v */
     uint64_t time_seed;        /* timing inputs when the case has no seed */
     /* tune_attn_hold: modules kept loaded between calls, keyed by image address; slot 0 the
      * variant's, slot 1 the naive reference's */
     int hold;
     struct held { const void *image; rt_module m; } held[2];
     tune_phases *ph;           /* tune_attn_set_phases, or NULL */
+    int timing;                /* TUNE_TIMING_* */
+    rt_nvml_dev *nvml;         /* NULL: clocks and power unknown */
+    double last_busy;          /* host time the last timing's GPU work ended (0: never) */
+    int extra_every;           /* tune_attn_set_extra */
 };
 
 /* The phase counter f of ctx, NULL when nobody counts (tune_lap takes NULL). */
@@ -126,6 +136,8 @@ tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn)
         free(c);
         return NULL;
     }
+    c->timing = TUNE_TIMING_SUSTAINED;
+    c->nvml = rt_nvml_open(c->info.uuid);
     return c;
 }
 
@@ -134,6 +146,11 @@ static void time_cache_drop(tune_attn_ctx *c)
     for (int i = 0; i < 6; i++)
         if (c->tc_in[i])
             c->cu->MemFree(c->tc_in[i]), c->tc_in[i] = 0;
+    for (int s = 1; s < c->tc_sets; s++)
+        for (int i = 0; i < 3; i++)
+            if (c->tc_set[s][i])
+                c->cu->MemFree(c->tc_set[s][i]), c->tc_set[s][i] = 0;
+    c->tc_sets = 0;
     free(c->tc_kv), free(c->tc_q);
     c->tc_kv = c->tc_q = NULL;
     c->tc_valid = 0;
@@ -164,7 +181,35 @@ void tune_attn_close(tune_attn_ctx *c)
     time_cache_drop(c);
     if (c->flush)
         c->cu->MemFree(c->flush);
+    rt_nvml_close(c->nvml);
     free(c);
+}
+
+int tune_timing_parse(const char *s)
+{
+    if (s && !strcmp(s, "sustained"))
+        return TUNE_TIMING_SUSTAINED;
+    if (s && !strcmp(s, "burst"))
+        return TUNE_TIMING_BURST;
+    return -1;
+}
+
+const char *tune_timing_str(int mode) { return mode == TUNE_TIMING_BURST ? "burst" : "sustained"; }
+
+void tune_attn_set_timing(tune_attn_ctx *c, int mode)
+{
+    if (c)
+        c->timing = mode == TUNE_TIMING_BURST ? TUNE_TIMING_BURST : TUNE_TIMING_SUSTAINED;
+}
+
+int tune_attn_timing_mode(const tune_attn_ctx *c) { return c ? c->timing : TUNE_TIMING_SUSTAINED; }
+
+rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c) { return c ? c->nvml : NULL; }
+
+void tune_attn_set_extra(tune_attn_ctx *c, int every)
+{
+    if (c)
+        c->extra_every = every > 0 ? every : 0;
 }
 
 int tune_attn_broken(const tune_attn_ctx *c) { return c ? c->broken : 1; }
@@ -375,13 +420,13 @@ static void fill_val_part(void *arg, int part, int parts)
                 check_store(dt, F->h->q, (size_t)(off + c), 0.25);
         }
     }
-    /* k ~ N(0,1), v ~ U[-1,1): generated for the logical kv heads, stored to every head that maps to them */
+    /* k, v ~ N(0,1): generated for the logical kv heads, stored to every head that maps to them */
     int rep = g->hkv / g->hkv_logical;          /* expand_kv: G copies */
     par_range((long long)g->cu_k[g->B] * g->hkv_logical, part, parts, &lo, &hi);
     for (int t = 0; t < 2; t++) {
         void *dst = t ? F->h->v : F->h->k;
         check_rng_seed(&r, F->seed ^ (t ? 0xd1b54a32d192ed03ull : 0x8cb92ba72f3d8dd7ull));
-        check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * (t ? 1 : 2));
+        check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * 2);
         b = 0;
         for (long long row = lo; row < hi; row++) {
             long long key = row / g->hkv_logical;
@@ -391,7 +436,7 @@ static void fill_val_part(void *arg, int part, int parts)
             long long j = key - g->cu_k[b];
             long long off0 = k_off(g, b, j, kh * rep);
             for (int c = 0; c < g->d; c++) {
-                double x = rnd_val(&r, !t);
+                double x = rnd_val(&r, 1);
                 for (int e = 0; e < rep; e++) {
                     long long off = off0 + (long long)e * g->k.sh;
                     check_store(dt, dst, (size_t)(off + c), x);
@@ -403,8 +448,9 @@ static void fill_val_part(void *arg, int part, int parts)
     }
 }
 
-/* Logical values from the seed in a fixed order, stored per layout. q ~ N(0,1), k ~ N(0,1),
- * v ~ U[-1,1): scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
+/* Logical values from the seed in a fixed order, stored per layout. q, k, v ~ N(0,1) (the
+ * statistics of activations, which set a tensor-core kernel's power draw and so its clock
+ * under load): scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
  * rounds to 0 is nudged: inputs are never zero. On every core (fills of the full timing
  * case reach 10^9 values): the values depend on the seed only, not on the thread count. */
 static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed)
@@ -418,8 +464,8 @@ static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed
     fill_job F = {h, g, dt, seed};
     double elems = (double)g->q.elems + 2.0 * (double)g->k.elems;
     par_run(fill_nan_part, &F, par_threads_for(elems * 1.5, (long long)elems));
-    /* about 30 ns a normal value, 6 ns a uniform one (one core, -O2) */
-    double vals = (double)g->cu_q[g->B] * g->hq * g->d + (double)g->cu_k[g->B] * g->hkv_logical * g->d;
+    /* about 30 ns a normal value (one core, -O2) */
+    double vals = (double)g->cu_q[g->B] * g->hq * g->d + 2.0 * (double)g->cu_k[g->B] * g->hkv_logical * g->d;
     par_run(fill_val_part, &F, par_threads_for(vals * 20, (long long)(vals / g->d) + 1));
     return 0;
 }
@@ -610,7 +656,7 @@ void tune_ctx_phase(tune_attn_ctx *ctx, int what, double *t)
 
 int tune_ctx_run(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn)
 {
-    if (enqueue(arg, msg, msgn))
+    if (enqueue(arg, 0, msg, msgn))
         return -1;
     CUresult r = ctx->cu->CtxSynchronize();
     return r ? cu_fail(ctx, r, what, msg, msgn) : 0;
@@ -792,19 +838,28 @@ typedef struct launch_arg {
     const tune_attn_variant *v;
     const rt_module *m;
     kf_attn_params *p;
+    int rotate;                /* set s > 0 reads q, k, v of ctx->tc_set[s] */
 } launch_arg;
 
-static int launch_cb(void *arg, char *msg, size_t msgn)
+static int launch_cb(void *arg, int set, char *msg, size_t msgn)
 {
     launch_arg *a = arg;
-    return dev_launch(a->ctx, a->v, a->m, a->p, msg, msgn);
+    if (!a->rotate || set <= 0)
+        return dev_launch(a->ctx, a->v, a->m, a->p, msg, msgn);
+    kf_attn_params p = *a->p;
+    const CUdeviceptr *in = a->ctx->tc_set[set];
+    p.q = (const void *)(uintptr_t)in[0];
+    p.k = (const void *)(uintptr_t)in[1];
+    p.v = (const void *)(uintptr_t)in[2];
+    return dev_launch(a->ctx, a->v, a->m, &p, msg, msgn);
 }
 
+/* Timing on the buffers of p (one set), or rotating over the cached timing inputs (rotate). */
 static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
-                      int samples, tune_attn_timing *t, char *msg, size_t msgn)
+                      int rotate, int samples, tune_attn_timing *t, char *msg, size_t msgn)
 {
-    launch_arg a = {ctx, v, m, p};
-    return tune_ctx_time(ctx, launch_cb, &a, samples, t, msg, msgn);
+    launch_arg a = {ctx, v, m, p, rotate};
+    return tune_ctx_time(ctx, launch_cb, &a, rotate ? ctx->tc_sets : 1, samples, t, msg, msgn);
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -890,7 +945,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
 
     tune_lap(PH(gate_run), &t);
     /* timing on the same buffers, before the reference (which may run long on the CPU) */
-    if (timing && timing_run(ctx, v, pm, &d.p, samples, timing, msg, msgn))
+    if (timing && timing_run(ctx, v, pm, &d.p, 0, samples, timing, msg, msgn))
         goto out;
     tune_lap(PH(time_run), &t);
 
@@ -970,7 +1025,7 @@ out:
 /* ---- timing ------------------------------------------------------------------ */
 
 int tune_ctx_time_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
-                          void *arg, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn)
+                          void *arg, int sets, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn)
 {
     rt_module own;
     memset(&own, 0, sizeof own);
@@ -978,7 +1033,7 @@ int tune_ctx_time_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, tune_b
     int rc = -1;
     if (m && !bind(arg, m, msg, msgn)) {
         tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, tm);
-        rc = tune_ctx_time(ctx, enqueue, arg, samples, t, msg, msgn);
+        rc = tune_ctx_time(ctx, enqueue, arg, sets, samples, t, msg, msgn);
     }
     tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, tm);
     if (own.mod)
@@ -986,68 +1041,279 @@ int tune_ctx_time_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, tune_b
     return rc;
 }
 
-int tune_ctx_time(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
-                  char *msg, size_t msgn)
+/* t's samples: a copy of ms_in (n of them), then their statistics. */
+static void timing_stats(tune_attn_timing *t, const double *ms_in, int n)
 {
-    if (samples <= 0)
-        samples = 30;
-    if (samples < 20)
-        samples = 20;
-    memset(t, 0, sizeof *t);
+    t->samples = n;
+    t->samples_ms = malloc(sizeof(double) * (size_t)n);
+    if (!t->samples_ms) {
+        t->samples = 0;
+        return;
+    }
+    memcpy(t->samples_ms, ms_in, sizeof(double) * (size_t)n);
+    tune_attn_timing_stats(t);
+}
+
+void tune_attn_timing_stats(tune_attn_timing *t)
+{
+    int n = t->samples;
+    double *ms = n > 0 ? malloc(sizeof *ms * (size_t)n) : NULL;
+    if (!ms)
+        return;
+    memcpy(ms, t->samples_ms, sizeof(double) * (size_t)n);
+    qsort(ms, (size_t)n, sizeof *ms, cmp_dbl);
+    t->min_ms = ms[0];
+    t->median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    t->p10_ms = ms[(n - 1) / 10];
+    t->p90_ms = ms[(n - 1) - (n - 1) / 10];
+    t->spread = t->median_ms > 0 ? (t->p90_ms - t->p10_ms) / t->median_ms : 0;
+    free(ms);
+}
+
+/* Events ev[0..n) made; -1 with msg. */
+static int events_make(tune_attn_ctx *ctx, CUevent *ev, int n, int *made, char *msg, size_t msgn)
+{
+    for (; *made < n; (*made)++)
+        if (ctx->cu->EventCreate(&ev[*made], 0)) {
+            snprintf(msg, msgn, "cuEventCreate failed");
+            return -1;
+        }
+    return 0;
+}
+
+static int elapsed(tune_attn_ctx *ctx, CUevent a, CUevent b, double *ms, char *msg, size_t msgn)
+{
+    float f = 0;
+    if (ctx->cu->EventElapsedTime(&f, a, b)) {
+        snprintf(msg, msgn, "cuEventElapsedTime failed");
+        return -1;
+    }
+    *ms = f;
+    return 0;
+}
+
+/* The old timer: 3 warm-up calls, then each sample one call after an L2 flush. */
+static int time_burst(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
+                      char *msg, size_t msgn)
+{
     CUevent *ev = calloc((size_t)samples * 2, sizeof *ev);
     double *ms = calloc((size_t)samples, sizeof *ms);
     int rc = -1, made = 0;
+    tune_sampler smp;
     if (!ev || !ms) {
         snprintf(msg, msgn, "out of memory");
         goto out;
     }
-    for (; made < samples * 2; made++)
-        if (ctx->cu->EventCreate(&ev[made], 0)) {
-            snprintf(msg, msgn, "cuEventCreate failed");
-            goto out;
-        }
+    if (events_make(ctx, ev, samples * 2, &made, msg, msgn))
+        goto out;
     for (int w = 0; w < 3; w++)      /* warm-up: clocks, instruction cache, TLB */
-        if (enqueue(arg, msg, msgn))
+        if (enqueue(arg, 0, msg, msgn))
             goto out;
+    tune_sampler_start(&smp, ctx->nvml, 2000);
     for (int s = 0; s < samples; s++) {
         ctx->flush_val ^= 0x5A;
         if (ctx->cu->MemsetD8Async(ctx->flush, ctx->flush_val, ctx->flush_bytes, NULL)) {
+            tune_sampler_stop(&smp, NULL);
             snprintf(msg, msgn, "cuMemsetD8Async (L2 flush) failed");
             goto out;
         }
         ctx->cu->EventRecord(ev[2 * s], NULL);
-        if (enqueue(arg, msg, msgn))
+        if (enqueue(arg, 0, msg, msgn)) {
+            tune_sampler_stop(&smp, NULL);
             goto out;
+        }
         ctx->cu->EventRecord(ev[2 * s + 1], NULL);
     }
     CUresult cr = ctx->cu->CtxSynchronize();
+    tune_sampler_stop(&smp, &t->clk);
     if (cr) {
         cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
         goto out;
     }
-    for (int s = 0; s < samples; s++) {
-        float f = 0;
-        if (ctx->cu->EventElapsedTime(&f, ev[2 * s], ev[2 * s + 1])) {
-            snprintf(msg, msgn, "cuEventElapsedTime failed");
+    for (int s = 0; s < samples; s++)
+        if (elapsed(ctx, ev[2 * s], ev[2 * s + 1], &ms[s], msg, msgn))
             goto out;
-        }
-        ms[s] = f;
-    }
-    t->samples = samples;
-    t->samples_ms = malloc(sizeof(double) * (size_t)samples);
-    memcpy(t->samples_ms, ms, sizeof(double) * (size_t)samples);
-    qsort(ms, (size_t)samples, sizeof *ms, cmp_dbl);
-    t->min_ms = ms[0];
-    t->median_ms = samples % 2 ? ms[samples / 2] : 0.5 * (ms[samples / 2 - 1] + ms[samples / 2]);
-    t->p10_ms = ms[(samples - 1) / 10];
-    t->p90_ms = ms[(samples - 1) - (samples - 1) / 10];
-    t->spread = t->median_ms > 0 ? (t->p90_ms - t->p10_ms) / t->median_ms : 0;
+    t->launches = 1, t->sets = 1;
+    timing_stats(t, ms, samples);
     rc = 0;
 out:
     for (int i = 0; i < made; i++)
         ctx->cu->EventDestroy(ev[i]);
     free(ev);
     free(ms);
+    return rc;
+}
+
+/* n back-to-back calls from set *next on (advanced), events a and b around them (b may be NULL). */
+static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next, CUevent a,
+                     CUevent b, char *msg, size_t msgn)
+{
+    if (a)
+        ctx->cu->EventRecord(a, NULL);
+    int every = ctx->extra_every;
+    for (int i = 0; i < n; i++) {
+        if (enqueue(arg, *next, msg, msgn))
+            return -1;
+        if (every && i % every == every - 1 && enqueue(arg, *next, msg, msgn))
+            return -1;
+        *next = (*next + 1) % sets;
+    }
+    if (b)
+        ctx->cu->EventRecord(b, NULL);
+    return 0;
+}
+
+/* Sustained: warm-up to steady state when the GPU was idle, then samples of back-to-back bursts
+ * over rotating input sets (see TUNE_TIMING_SUSTAINED). */
+static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
+                          tune_attn_timing *t, char *msg, size_t msgn)
+{
+    enum { HIST = 128 };
+    CUevent ev[2 * 1 + 2];
+    int made = 0, rc = -1, next = 0;
+    CUevent *sev = calloc((size_t)samples + 1, sizeof *sev);
+    double *ms = calloc((size_t)samples, sizeof *ms);
+    rt_nvml_reading hist[HIST];
+    int nh = 0, smade = 0;
+    tune_sampler smp;
+    if (!sev || !ms) {
+        snprintf(msg, msgn, "out of memory");
+        goto out;
+    }
+    if (events_make(ctx, ev, 4, &made, msg, msgn) || events_make(ctx, sev, samples + 1, &smade, msg, msgn))
+        goto out;
+    /* a first call of each set (module, TLB), then one timed call for the per-call estimate */
+    if (enqueue_n(ctx, enqueue, arg, sets, sets, &next, NULL, NULL, msg, msgn) ||
+        enqueue_n(ctx, enqueue, arg, 2, sets, &next, ev[0], ev[1], msg, msgn))
+        goto out;
+    CUresult cr = ctx->cu->CtxSynchronize();
+    if (cr) {
+        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
+        goto out;
+    }
+    double one;
+    if (elapsed(ctx, ev[0], ev[1], &one, msg, msgn))
+        goto out;
+    one = one / 2 > 1e-4 ? one / 2 : 1e-4;
+    /* warm-up: chunks of about 25 ms back to back, until steady (or at most TUNE_WARM_MAX_MS) */
+    double t0 = tune_now();
+    int idle = ctx->last_busy == 0 || t0 - ctx->last_busy > TUNE_IDLE_S;
+    double want = idle ? TUNE_WARM_MS : 0, done = 0;
+    while (want > 0) {
+        int n = (int)ceil(25.0 / one);
+        n = n < 1 ? 1 : n > 100000 ? 100000 : n;
+        if (enqueue_n(ctx, enqueue, arg, n, sets, &next, ev[2], ev[3], msg, msgn))
+            goto out;
+        if ((cr = ctx->cu->CtxSynchronize())) {
+            cu_fail(ctx, cr, "timing (warm-up): kernel failed", msg, msgn);
+            goto out;
+        }
+        double chunk;
+        if (elapsed(ctx, ev[2], ev[3], &chunk, msg, msgn))
+            goto out;
+        one = chunk / n > 1e-4 ? chunk / n : 1e-4;
+        done = 1e3 * (tune_now() - t0);
+        if (nh == HIST)
+            memmove(hist, hist + 1, sizeof hist[0] * (HIST - 1)), nh--;
+        rt_nvml_read(ctx->nvml, &hist[nh++]);
+        if (done >= TUNE_WARM_MAX_MS || (done >= want && (!ctx->nvml || tune_clock_settled(hist, nh, 3))))
+            break;
+    }
+    t->warm_ms = done;
+    /* the samples: bursts of about TUNE_BURST_MS, back to back, one event between two */
+    int n = (int)ceil(TUNE_BURST_MS / one);
+    n = n < 2 ? 2 : n > 100000 ? 100000 : n;
+    if (ctx->extra_every)
+        n = (n + ctx->extra_every - 1) / ctx->extra_every * ctx->extra_every;
+    tune_sampler_start(&smp, ctx->nvml, 2000);
+    ctx->cu->EventRecord(sev[0], NULL);
+    for (int s = 0; s < samples; s++)
+        if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
+            tune_sampler_stop(&smp, NULL);
+            goto out;
+        }
+    cr = ctx->cu->CtxSynchronize();
+    tune_sampler_stop(&smp, &t->clk);
+    ctx->last_busy = tune_now();
+    if (cr) {
+        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
+        goto out;
+    }
+    for (int s = 0; s < samples; s++) {
+        if (elapsed(ctx, sev[s], sev[s + 1], &ms[s], msg, msgn))
+            goto out;
+        ms[s] /= n;
+    }
+    t->launches = n, t->sets = sets;
+    timing_stats(t, ms, samples);
+    rc = 0;
+out:
+    for (int i = 0; i < made; i++)
+        ctx->cu->EventDestroy(ev[i]);
+    for (int i = 0; i < smade; i++)
+        ctx->cu->EventDestroy(sev[i]);
+    free(sev);
+    free(ms);
+    return rc;
+}
+
+int tune_ctx_time(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
+                  tune_attn_timing *t, char *msg, size_t msgn)
+{
+    if (samples <= 0)
+        samples = 30;
+    memset(t, 0, sizeof *t);
+    tune_clock_init(&t->clk);
+    t->mode = ctx->timing;
+    if (sets < 1)
+        sets = 1;
+    int rc = ctx->timing == TUNE_TIMING_BURST ? time_burst(ctx, enqueue, arg, samples, t, msg, msgn)
+                                              : time_sustained(ctx, enqueue, arg, sets, samples, t, msg, msgn);
+    if (!rc && !t->samples) {
+        snprintf(msg, msgn, "out of memory");
+        rc = -1;
+    }
+    return rc;
+}
+
+int tune_ctx_sets(const tune_attn_ctx *ctx, double set_bytes)
+{
+    if (!ctx || ctx->timing == TUNE_TIMING_BURST)
+        return 1;
+    return tune_rotate_sets(set_bytes, (double)(ctx->info.l2 > 0 ? ctx->info.l2 : 64ll << 20));
+}
+
+int tune_ctx_clone(tune_attn_ctx *ctx, CUdeviceptr *dst, CUdeviceptr src, size_t bytes)
+{
+    CUresult r = ctx->cu->MemAlloc(dst, bytes + 16);
+    if (!r && bytes)
+        r = ctx->cu->MemcpyDtoD(*dst, src, bytes);
+    return (int)r;
+}
+
+int tune_ctx_fill_normal(tune_attn_ctx *ctx, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
+                         double sigma, char *msg, size_t msgn)
+{
+    /* a tile of 2^20 values + 7 (odd: rows of a power-of-two width do not repeat in step) */
+    size_t tile = ((size_t)1 << 20) + 7, es = check_dtype_size(dt);
+    size_t n = elems < tile ? elems : tile;
+    void *h = malloc(n * es + 16);
+    if (!h) {
+        snprintf(msg, msgn, "out of host memory");
+        return -1;
+    }
+    check_fill_normal(dt, h, n, seed, sigma);
+    for (size_t i = 0; i < n; i++)
+        if (check_load(dt, h, i) == 0.0)
+            check_store(dt, h, i, 0.25);
+    int rc = 0;
+    for (size_t at = 0; at < elems && !rc; at += n) {
+        size_t k = elems - at < n ? elems - at : n;
+        CUresult r = ctx->cu->MemcpyHtoD(dst + at * es, h, k * es);
+        if (r)
+            rc = cu_fail(ctx, r, "cuMemcpyHtoD (timing inputs)", msg, msgn);
+    }
+    free(h);
     return rc;
 }
 
@@ -1126,12 +1392,26 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
         ctx->tc.kv_len = ctx->tc_kv;
         ctx->tc.q_lens = ctx->tc_q;
         ctx->tc_valid = 1;
+        ctx->tc_sets = 1;
+        size_t es = check_dtype_size(cc.dtype);
+        ctx->tc_bytes[0] = g.q.elems * es, ctx->tc_bytes[1] = ctx->tc_bytes[2] = g.k.elems * es;
     }
+    /* sustained: copies of q, k, v, so that the rotated sets exceed the L2 */
+    int sets = tune_ctx_sets(ctx, (double)ctx->tc_bytes[0] + (double)ctx->tc_bytes[1] + (double)ctx->tc_bytes[2]);
+    for (; ctx->tc_sets < sets; ctx->tc_sets++)
+        for (int i = 0; i < 3; i++) {
+            int r = tune_ctx_clone(ctx, &ctx->tc_set[ctx->tc_sets][i], ctx->tc_in[i], ctx->tc_bytes[i]);
+            if (r) {
+                cu_fail(ctx, (CUresult)r, "timing: copies of the inputs (cuMemAlloc/cuMemcpyDtoD)", err, errn);
+                ctx->tc_sets++;              /* freed by time_cache_drop */
+                goto out;
+            }
+        }
     tune_lap(PH(time_fill), &tm);
     if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || !(pm = module_of(ctx, v, 0, &d.mod, err, errn)))
         goto out;
     tune_lap(PH(time_load), &tm);
-    rc = timing_run(ctx, v, pm, &d.p, samples, t, err, errn);
+    rc = timing_run(ctx, v, pm, &d.p, 1, samples, t, err, errn);
     tune_lap(PH(time_run), &tm);
 out:
     /* the inputs belong to the cache */

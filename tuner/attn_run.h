@@ -10,19 +10,26 @@
 #include "runtime/cuda.h"
 #include "runtime/module.h"
 #include "tuner/check.h"
+#include "tuner/tune_clock.h"
 #include "tuner/tune_phase.h"
 
 /*
  * Which reference to use. The CPU fp64 reference (tuner/ref_attn.c) is exact but
  * costs about 3 * b * hq * sq * skv * d multiply-adds (half when causal: two score
  * passes and one value pass) at about 3.5e8 per second per core (measured, -O2); it
- * runs one work item per (KV head group, sequence) on every core.
+ * runs one work item per (query head, sequence) on every core.
  * Past TUNE_ATTN_CPU_REF_MAX of that work (about 11 s of one core) use the GPU
  * naive kernel (attn_naive, fp32 math) instead: it is itself checked against the
  * CPU reference on small cases by tests/gpu/test_attn_gpu.c. tune_attn_ref_work()
  * gives the work figure of a case.
+ * The tuner's gates, one per variant (hundreds a shape), switch at TUNE_GATE_CPU_REF_MAX
+ * (about 0.15 s of one core): a decode shape of few heads (MQA 8/1, Sq 4) spent 108 of its
+ * 118 s of tuning in the CPU reference at the larger limit. The sweep checks the naive
+ * kernel against the CPU reference on a small case of each shape before it gates anything
+ * (naive_selfcheck in tuner/tune_sweep.c).
  */
 #define TUNE_ATTN_CPU_REF_MAX 4e9
+#define TUNE_GATE_CPU_REF_MAX 5e7
 
 /* A compiled variant: what gen_build_prepare/gen_build_run leave in a gen_job. */
 typedef struct tune_attn_variant {
@@ -86,14 +93,41 @@ typedef struct tune_attn_result {
 
 void tune_attn_result_free(tune_attn_result *r);
 
+/*
+ * How a timing is taken (tune_attn_set_timing):
+ *  - sustained (the default): the GPU is first brought to its steady state (when it has been
+ *    idle for more than TUNE_IDLE_S: the variant run back-to-back for at least TUNE_WARM_MS and
+ *    until NVML's SM clock and power settle, at most TUNE_WARM_MAX_MS); each sample is a burst
+ *    of `launches` back-to-back calls (about TUNE_BURST_MS) with events around the burst, the
+ *    calls rotating over `sets` copies of the inputs (together >= 2x L2 where one set is
+ *    smaller); a sample is the burst's time / launches. What a serving engine sees under load.
+ *  - burst (the old way): each sample one call after an L2 flush (a 2x-L2 buffer written)
+ *    and the idle gap that leaves: the cool, boosted GPU.
+ */
+enum { TUNE_TIMING_SUSTAINED = 0, TUNE_TIMING_BURST = 1 };
+#define TUNE_IDLE_S 0.1
+#define TUNE_WARM_MS 200.0
+#define TUNE_WARM_MAX_MS 2000.0
+#define TUNE_BURST_MS 1.0
+/* "sustained" / "burst" -> TUNE_TIMING_*, -1 for anything else; and back (static text). */
+int tune_timing_parse(const char *s);
+const char *tune_timing_str(int mode);
+
 /* Timing of the kernels of one variant on one case (after a correctness run or not). */
 typedef struct tune_attn_timing {
-    int samples;                   /* >= 20 */
-    double median_ms, p10_ms, p90_ms, min_ms;
+    int samples;                   /* >= 1 (full timings >= 20) */
+    double median_ms, p10_ms, p90_ms, min_ms;   /* per call */
     double spread;                 /* (p90 - p10) / median */
     double *samples_ms;            /* malloc'd, `samples` of them (freed by tune_attn_timing_free) */
+    int mode;                      /* TUNE_TIMING_* */
+    int launches;                  /* calls per sample (burst: 1) */
+    int sets;                      /* input sets rotated over (burst: 1) */
+    double warm_ms;                /* steady-state warm-up run before the samples (0: none needed) */
+    tune_clock clk;                /* SM clock, power, temperature during the samples (NaN: unknown) */
 } tune_attn_timing;
 void tune_attn_timing_free(tune_attn_timing *t);
+/* min, median, p10, p90 and spread of t's `samples` samples_ms. */
+void tune_attn_timing_stats(tune_attn_timing *t);
 
 /* A GPU session: context, stream, L2 flush buffer (2x L2). One thread uses it at a time. */
 typedef struct tune_attn_ctx tune_attn_ctx;
@@ -109,6 +143,15 @@ int tune_attn_broken(const tune_attn_ctx *c);
  * (or the naive reference of every gate of a shape) loads it once. Every call unloads what is
  * held; call it (on or off) before an image passed while holding is freed or reused. */
 void tune_attn_hold(tune_attn_ctx *c, int on);
+
+/* The timing mode of the session's timings from now on (TUNE_TIMING_*; sustained at open). */
+void tune_attn_set_timing(tune_attn_ctx *c, int mode);
+int tune_attn_timing_mode(const tune_attn_ctx *c);
+/* Tests: in sustained timings from now on, every `every`-th call is enqueued twice (bursts a
+ * multiple of `every` calls, so each sample holds exactly 1/every more work); 0: off. */
+void tune_attn_set_extra(tune_attn_ctx *c, int every);
+/* The session's NVML device (NULL without NVML: clocks unknown). */
+rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c);
 
 /* Adds the wall time of tune_attn_check / tune_attn_time's phases (gate_*, time_*, the call
  * counts) to *ph from now on; NULL stops. ph must outlive its use. */
@@ -131,8 +174,10 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
                     const tune_attn_variant *naive, int samples, tune_attn_result *r,
                     tune_attn_timing *timing);
 
-/* Timing alone: events around the launches of every kernel of v, warm-up, `samples`
- * (>= 20) samples with L2 flushed (a buffer of 2x L2 written) before each. -1 on error. */
+/* Timing alone, on inputs filled once per case (N(0,1) q, k, v, never zero) and kept on the
+ * device for the next variant of the same case: `samples` (1 or more; 0: 30) samples in the
+ * session's timing mode (see TUNE_TIMING_SUSTAINED), sustained ones over rotating copies of
+ * the inputs. -1 on error. */
 int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
                    tune_attn_timing *t, char *err, size_t errn);
 
@@ -146,18 +191,29 @@ const rt_module *tune_ctx_module(tune_attn_ctx *c, const tune_attn_variant *v, i
                                  char *msg, size_t msgn);
 /* Records a failed driver call (marking the context broken on a sticky error); returns -1. */
 int tune_ctx_fail(tune_attn_ctx *c, int cuda_result, const char *what, char *msg, size_t msgn);
-/* Enqueues one call of the measured kernels on the default stream; 0 or -1 with msg. */
-typedef int (*tune_enqueue_fn)(void *arg, char *msg, size_t msgn);
-/* Event timing of enqueue: 3 warm-up calls, then `samples` (>= 20; 0: 30) calls each after an
- * L2 flush (a 2x-L2 buffer written), median and spread as tune_attn_time. -1 with msg. */
-int tune_ctx_time(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
-                  char *msg, size_t msgn);
+/* Enqueues one call of the measured kernels on the default stream, on input set `set`
+ * (0 .. sets - 1 of the timing; always 0 outside a sustained timing); 0 or -1 with msg. */
+typedef int (*tune_enqueue_fn)(void *arg, int set, char *msg, size_t msgn);
+/* Event timing of enqueue in the session's mode (see TUNE_TIMING_SUSTAINED): `samples` (>= 1;
+ * 0: 30) samples, sustained ones rotating over `sets` input sets; median and spread as
+ * tune_attn_time. -1 with msg. */
+int tune_ctx_time(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
+                  tune_attn_timing *t, char *msg, size_t msgn);
+/* Input sets a sustained timing rotates over for inputs of set_bytes (tune_rotate_sets with the
+ * GPU's L2); 1 in burst mode. */
+int tune_ctx_sets(const tune_attn_ctx *c, double set_bytes);
+/* A copy of bytes at src in a new allocation *dst (+16 bytes pad): the driver's result (0: done). */
+int tune_ctx_clone(tune_attn_ctx *c, CUdeviceptr *dst, CUdeviceptr src, size_t bytes);
+/* Fills elems bf16/fp16 values at dst with N(0, sigma) values (a host tile of them, repeated):
+ * the statistics of activations, never zero. 0 or -1 with msg. */
+int tune_ctx_fill_normal(tune_attn_ctx *c, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
+                         double sigma, char *msg, size_t msgn);
 /* Binds a runner's call to the loaded module m of its variant (workspace, checks); 0 or -1 with msg. */
 typedef int (*tune_bind_fn)(void *arg, const rt_module *m, char *msg, size_t msgn);
-/* The timing of a runner: loads v (slot 0), bind(arg, m), then tune_ctx_time(enqueue, arg); phases
+/* The timing of a runner: loads v (slot 0), bind(arg, m), then tune_ctx_time(enqueue, arg, sets); phases
  * time_load and time_run counted from *tm (tune_ctx_phase); unloads what it loaded. -1 with msg. */
 int tune_ctx_time_variant(tune_attn_ctx *c, const tune_attn_variant *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
-                          void *arg, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn);
+                          void *arg, int sets, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn);
 /* One call of enqueue, then a synchronize; a failure of it goes through tune_ctx_fail with `what`. -1 with msg. */
 int tune_ctx_run(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn);
 /* cuMemAlloc of bytes + pad into *p, then bytes of src copied there (none when bytes is 0): the

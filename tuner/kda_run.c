@@ -10,6 +10,7 @@
 #include "runtime/kda_launch.h"
 #include "tuner/check.h"
 #include "tuner/ref_kda.h"
+#include "tuner/tune_ilv.h"
 
 #define KDA_TOL_O 1e-2
 #define KDA_TOL_STATE 5e-3
@@ -20,6 +21,7 @@
 typedef struct dev_prob {
     kf_kda_params p;
     CUdeviceptr buf[11];       /* q k v g beta a_log dt_bias h0 cu o ht */
+    size_t bytes[9];           /* of the inputs buf[0..8] */
     size_t o_bytes, ht_elems;
 } dev_prob;
 
@@ -29,6 +31,8 @@ struct tune_kda {
     int lens[3];
     dev_prob time;             /* the timing case, uploaded on first use */
     int time_ready;
+    CUdeviceptr tset[TUNE_ROTATE_MAX_SETS][8];   /* sustained timing: copies of buf[0..7] (set 0: time.buf) */
+    int tsets;
     CUdeviceptr ws;            /* workspace, grown to the largest variant's need */
     size_t ws_bytes;
 };
@@ -76,6 +80,10 @@ void tune_kda_free(tune_kda *k, tune_attn_ctx *ctx)
         return;
     if (ctx) {
         dev_free(ctx, &k->time);
+        for (int s = 1; s < k->tsets; s++)
+            for (int i = 0; i < 8; i++)
+                if (k->tset[s][i])
+                    tune_ctx_cu(ctx)->MemFree(k->tset[s][i]);
         if (k->ws)
             tune_ctx_cu(ctx)->MemFree(k->ws);
     }
@@ -94,6 +102,7 @@ static int dev_make(tune_attn_ctx *ctx, const ref_kda_host *hp, dev_prob *d, cha
     for (int i = 0; i < 9; i++) {
         if (!src[i] || !bytes[i])
             continue;
+        d->bytes[i] = bytes[i];
         int r = tune_ctx_upload(ctx, &d->buf[i], src[i], bytes[i], 16);
         if (r)
             return tune_ctx_fail(ctx, r, "KDA inputs: cuMemAlloc/cuMemcpyHtoD", msg, msgn);
@@ -150,6 +159,7 @@ typedef struct launch_arg {
     tune_attn_ctx *ctx;        /* for bind (timing): prepare(ctx, k, v, d) */
     tune_kda *k;
     dev_prob *d;
+    int rotate;                /* set s > 0 reads the inputs of k->tset[s] */
 } launch_arg;
 
 static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
@@ -159,9 +169,29 @@ static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
     return prepare(a->ctx, a->k, a->v, a->d, msg, msgn);
 }
 
-static int launch(void *arg, char *msg, size_t msgn)
+/* The params of p with the inputs of set s (the copies in t). */
+static kf_kda_params set_params(const kf_kda_params *p, const dev_prob *d, const CUdeviceptr *t)
+{
+    kf_kda_params q = *p;
+    const void *bp[8];
+    for (int i = 0; i < 8; i++)
+        bp[i] = d->buf[i] ? (const void *)(uintptr_t)t[i] : NULL;
+    q.q = (void *)bp[0], q.k = (void *)bp[1], q.v = (void *)bp[2];
+    q.g = (float *)bp[3], q.beta = (float *)bp[4];
+    q.a_log = (float *)bp[5], q.dt_bias = (float *)bp[6], q.h0 = (float *)bp[7];
+    return q;
+}
+
+static int launch(void *arg, int set, char *msg, size_t msgn)
 {
     launch_arg *a = arg;
+    kf_kda_params ps;
+    if (a->rotate && set > 0) {
+        ps = set_params(a->p, a->d, a->k->tset[set]);
+        launch_arg b = *a;
+        b.p = &ps, b.rotate = 0;
+        return launch(&b, 0, msg, msgn);
+    }
     void *args[] = {a->p};
     for (int i = 0; i < a->m->n; i++) {
         unsigned grid[3];
@@ -325,8 +355,22 @@ int tune_kda_time(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, i
         if (bad)
             return -1;
         k->time_ready = 1;
+        k->tsets = 1;
     }
+    /* sustained: copies of the inputs (state included), so that the rotated sets exceed the L2 */
+    double set_bytes = 0;
+    for (int i = 0; i < 8; i++)
+        set_bytes += (double)k->time.bytes[i];
+    int sets = tune_ctx_sets(ctx, set_bytes);
+    for (; k->tsets < sets; k->tsets++)
+        for (int i = 0; i < 8; i++) {
+            int r = k->time.buf[i] ? tune_ctx_clone(ctx, &k->tset[k->tsets][i], k->time.buf[i], k->time.bytes[i]) : 0;
+            if (r) {
+                k->tsets++;
+                return tune_ctx_fail(ctx, r, "timing: copies of the KDA inputs (cuMemAlloc/cuMemcpyDtoD)", msg, msgn);
+            }
+        }
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
-    launch_arg a = {v, NULL, &k->time.p, ctx, k, &k->time};
-    return tune_ctx_time_variant(ctx, v, bind, launch, &a, samples, t, &tm, msg, msgn);
+    launch_arg a = {v, NULL, &k->time.p, ctx, k, &k->time, 1};
+    return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm, msg, msgn);
 }

@@ -10,6 +10,7 @@
 #include "runtime/parts_launch.h"
 #include "tuner/check.h"
 #include "tuner/ref_parts.h"
+#include "tuner/tune_ilv.h"
 
 #define NCACHE KF_PARTS_MAXC
 #define GATE_B 3
@@ -29,12 +30,19 @@ typedef struct prob {
     kf_parts_params p;
 } prob;
 
+/* Sustained timing: a copy of the timing case's caches and queries. */
+typedef struct pset {
+    CUdeviceptr dc[NCACHE], dq[KF_PARTS_MAXL][KF_PARTS_MAXK];
+} pset;
+
 struct tune_parts {
     check_dtype dt;
     int b, sq, skv, hq, hkv, nk, dims[KF_PARTS_MAXK], separate, dv, layers, ps, causal;
     double scale;
     int time_ready;
     prob time;
+    pset *tset;                    /* [TUNE_ROTATE_MAX_SETS] (set 0: time's buffers), or NULL */
+    int tsets;
 };
 
 static int parse_parts(const char *s, int dims[KF_PARTS_MAXK])
@@ -138,6 +146,17 @@ void tune_parts_free(tune_parts *k, tune_attn_ctx *ctx)
     if (!k)
         return;
     prob_free(ctx, &k->time);
+    const rt_cu *cu = ctx ? tune_ctx_cu(ctx) : NULL;
+    for (int s = 1; cu && k->tset && s < k->tsets; s++) {
+        for (int c = 0; c < NCACHE; c++)
+            if (k->tset[s].dc[c])
+                cu->MemFree(k->tset[s].dc[c]);
+        for (int l = 0; l < KF_PARTS_MAXL; l++)
+            for (int q = 0; q < KF_PARTS_MAXK; q++)
+                if (k->tset[s].dq[l][q])
+                    cu->MemFree(k->tset[s].dq[l][q]);
+    }
+    free(k->tset);
     free(k);
 }
 
@@ -146,7 +165,8 @@ static int cap_rows(const prob *d) { return d->skv > 0 ? d->skv : 1; }
 
 /* Lays out problem d (b sequences, lens or skv keys each): block table (gate: pages shuffled;
  * timing: consecutive), cache dims in tile order. host: fill host buffers with N(0, 1) values (NaN
- * past every length and in unused pages); else the device buffers get a small constant. */
+ * past every length and in unused pages); else the device buffers get N(0, 1) values from a
+ * repeated host tile (tune_ctx_fill_normal: the statistics of real data, filled fast). */
 static int prob_make(tune_attn_ctx *ctx, const tune_parts *k, prob *d, int host, uint64_t seed, char *msg, size_t msgn)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
@@ -195,7 +215,8 @@ static int prob_make(tune_attn_ctx *ctx, const tune_parts *k, prob *d, int host,
         if (r)
             break;
         if (!host) {
-            r = cu->MemsetD32(d->dc[c], 0x3C003C00u, (d->nc[c] + 1) / 2);
+            if (tune_ctx_fill_normal(ctx, d->dc[c], d->nc[c], k->dt, seed ^ ((uint64_t)c << 56), 1.0, msg, msgn))
+                return -1;
             continue;
         }
         if (!(d->hc[c] = malloc(d->nc[c] * 2 + 16))) {
@@ -219,7 +240,9 @@ static int prob_make(tune_attn_ctx *ctx, const tune_parts *k, prob *d, int host,
             if (r)
                 break;
             if (!host) {
-                r = cu->MemsetD32(d->dq[l][p], 0x3C003C00u, (n + 1) / 2);
+                if (tune_ctx_fill_normal(ctx, d->dq[l][p], n, k->dt, seed ^ (0x51ull << 48) ^ ((uint64_t)l << 8) ^ (uint64_t)p,
+                                         1.0, msg, msgn))
+                    return -1;
                 continue;
             }
             if (!(d->hq[l][p] = malloc(n * 2 + 16))) {
@@ -305,6 +328,7 @@ typedef struct launch_arg {
     int layers;
     tune_attn_ctx *ctx;            /* for bind (timing): prepare(ctx, v, d) */
     prob *d;
+    const tune_parts *k;           /* rotation: set s > 0 reads k->tset[s] */
 } launch_arg;
 
 static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
@@ -314,9 +338,21 @@ static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
     return prepare(a->ctx, a->v, a->d, msg, msgn);
 }
 
-static int launch(void *arg, char *msg, size_t msgn)
+static int launch(void *arg, int set, char *msg, size_t msgn)
 {
     launch_arg *a = arg;
+    if (a->k && set > 0) {
+        kf_parts_params ps = *a->p;
+        const pset *t = &a->k->tset[set];
+        for (int c = 0; c < a->d->ncache; c++)
+            ps.c[c].p = (const void *)(uintptr_t)t->dc[c];
+        for (int l = 0; l < a->layers; l++)
+            for (int q = 0; q < a->k->nk; q++)
+                ps.q[l][q].p = (const void *)(uintptr_t)t->dq[l][q];
+        launch_arg b = *a;
+        b.p = &ps, b.k = NULL;
+        return launch(&b, 0, msg, msgn);
+    }
     unsigned grid[3];
     void *args[] = {a->p};
     if (rt_parts_grid(&a->v->vp, a->p, 0, grid)) {
@@ -476,13 +512,40 @@ int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *
         prob *d = &k->time;
         memset(d, 0, sizeof *d);
         d->b = k->b, d->skv = k->skv;
-        if (prob_make(ctx, k, d, 0, 0, msg, msgn)) {
+        if (prob_make(ctx, k, d, 0, 0x7061727473ull, msg, msgn)) {
             prob_free(ctx, d);
             return -1;
         }
         k->time_ready = 1;
+        k->tsets = 1;
+    }
+    /* sustained: copies of the caches and queries, so that the rotated sets exceed the L2 */
+    prob *d = &k->time;
+    double set_bytes = 0;
+    for (int c = 0; c < d->ncache; c++)
+        set_bytes += 2.0 * (double)d->nc[c];
+    for (int p = 0; p < k->nk; p++)
+        set_bytes += 2.0 * (double)d->nq * k->dims[p] * k->layers;
+    int sets = tune_ctx_sets(ctx, set_bytes);
+    if (sets > 1 && !k->tset && !(k->tset = calloc(TUNE_ROTATE_MAX_SETS, sizeof *k->tset))) {
+        snprintf(msg, msgn, "out of host memory");
+        return -1;
+    }
+    for (; k->tsets < sets; k->tsets++) {
+        pset *s = &k->tset[k->tsets];
+        int r = 0;
+        for (int c = 0; c < d->ncache && !r; c++)
+            r = tune_ctx_clone(ctx, &s->dc[c], d->dc[c], d->nc[c] * 2);
+        for (int l = 0; l < k->layers && !r; l++)
+            for (int p = 0; p < k->nk && !r; p++)
+                r = tune_ctx_clone(ctx, &s->dq[l][p], d->dq[l][p], d->nq * k->dims[p] * 2);
+        if (r) {
+            k->tsets++;
+            return tune_ctx_fail(ctx, r, "timing: copies of the split-score inputs (cuMemAlloc/cuMemcpyDtoD)", msg,
+                                 msgn);
+        }
     }
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
-    launch_arg a = {v, NULL, &k->time.p, k->layers, ctx, &k->time};
-    return tune_ctx_time_variant(ctx, v, bind, launch, &a, samples, t, &tm, msg, msgn);
+    launch_arg a = {v, NULL, &k->time.p, k->layers, ctx, &k->time, k->tsets > 1 ? k : NULL};
+    return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm, msg, msgn);
 }

@@ -23,6 +23,7 @@
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
 #include "tuner/tune_gate.h"
+#include "tuner/tune_ilv.h"
 #include "tuner/tune_select.h"
 #include "tuner/tune_work.h"
 
@@ -101,6 +102,7 @@ typedef struct plan {
     int n_todo;
     tune_attn_case time_case;
     int use_naive, naive_job;    /* gate against the GPU naive kernel (large cases) */
+    int naive_checked;           /* the naive kernel was checked against fp64 in this run */
     const runner_ops *run;       /* KDA, split-score: the family's runner (time_case unused) */
     void *run_st;                /* its per-shape state */
     tune_work work;
@@ -311,6 +313,21 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
             return -1;
         p->sp.v[i].job = j;
     }
+    if (w->o->test_twin) {
+        if (p->sp.n == p->sp.cap) {
+            tune_variant *v = realloc(p->sp.v, sizeof *v * (size_t)(p->sp.n + 1));
+            if (!v)
+                return gen_host_fail(w->h, "out of memory planning the twin of the default");
+            p->sp.v = v;
+            p->sp.cap = p->sp.n + 1;
+        }
+        tune_variant *t = &p->sp.v[p->sp.n];
+        *t = p->sp.v[p->sp.idefault];
+        t->is_default = 0;
+        size_t kl = strlen(t->key);
+        snprintf(t->key + kl, sizeof t->key - kl, ".twin");
+        p->todo[p->n_todo++] = p->sp.n++;     /* room: todo has sp.n + 1 entries */
+    }
     p->naive_job = -1;
     if (run) {
         char e[400];
@@ -327,7 +344,7 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
         return gen_host_fail(w->h, "shape '%s' is not a GQA attention shape (b, sq, skv, hq, hkv, d,"
                              " dtype bf16/fp16)", p->shape_key);
     }
-    p->use_naive = tune_attn_ref_work(&gc) > TUNE_ATTN_CPU_REF_MAX;
+    p->use_naive = tune_attn_ref_work(&gc) > TUNE_GATE_CPU_REF_MAX;
     p->naive_job = -1;
     if (p->use_naive) {
         gen_job nj;
@@ -433,9 +450,10 @@ static int wait_built(sweep *w, int i)
 
 /* ---- one measurement -------------------------------------------------------------- */
 
-/* Stores one measurement (and adds it to l); -1 on a database error. */
-static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int status, double error,
-                 const char *msg, const tune_attn_timing *t)
+/* Stores one measurement (and adds it to l; ref_ms: the paired default time of an interleaved
+ * timing, else NaN); -1 on a database error. */
+static int store_ref(sweep *w, plan *p, meas_list *l, int vi, int is_control, int status, double error,
+                     const char *msg, const tune_attn_timing *t, double ref_ms)
 {
     tune_variant *v = &p->sp.v[vi];
     db_measurement m;
@@ -458,6 +476,13 @@ static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int st
         m.spread_ms = t->p90_ms - t->p10_ms;
         m.throughput = tune_throughput(&p->work, t->median_ms);
         m.ceiling_frac = m.throughput / p->ceiling;
+        m.timing = tune_timing_str(t->mode);
+        m.launches = t->launches;
+        m.sets = t->sets;
+        m.sm_clock_min = t->clk.sm_min, m.sm_clock_mean = t->clk.sm_mean;
+        m.power_mean = t->clk.power_mean, m.power_max = t->clk.power_max;
+        m.temp_max = t->clk.temp_max;
+        m.ref_ms = ref_ms;
     }
     long long id = 0;
     double t0 = now_s();
@@ -469,6 +494,21 @@ static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int st
     w->st->wrong += status == TUNE_WRONG;
     w->st->errors += status == TUNE_ERROR;
     return meas_add(l, v->key, status, is_control, m.n_samples, m.median_ms, m.spread_ms, id);
+}
+
+static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int status, double error,
+                 const char *msg, const tune_attn_timing *t)
+{
+    return store_ref(w, p, l, vi, is_control, status, error, msg, t, NAN);
+}
+
+/* ", 1712 MHz (min 1695), 684 W, 61 C" of a timing's clocks, or "" when unknown. */
+static void clock_str(const tune_clock *c, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (c->n > 0)
+        snprintf(buf, n, ", SM %.0f MHz (min %.0f), %.0f W (max %.0f), %.0f C", c->sm_mean, c->sm_min,
+                 c->power_mean, c->power_max, c->temp_max);
 }
 
 /* Results of a measurement step. */
@@ -493,10 +533,38 @@ static int gate_runner(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_
     return store(w, p, l, vi, 0, TUNE_WRONG, isfinite(e) ? e : NAN, msg, NULL) ? M_DBERR : M_REJECTED;
 }
 
+/* Before the GPU naive kernel gates a shape's variants, it is itself checked against the CPU
+ * fp64 reference on a small case of the shape (its dtype, heads, d and causal flag; one
+ * sequence, at most 64 query rows and 512 keys). A naive kernel that disagrees gates nothing:
+ * the shape falls back to the CPU reference, with a warning. */
+static void naive_selfcheck(sweep *w, plan *p)
+{
+    if (!p->use_naive || p->naive_checked)
+        return;
+    p->naive_checked = 1;
+    tune_attn_variant nv;
+    if (tune_attn_variant_from_job(&nv, &w->jobs[p->naive_job]))
+        return;                                         /* the gate reports the build error */
+    tune_attn_case c = p->time_case;
+    c.seed = 0, c.kv_len = NULL, c.q_lens = NULL, c.b = 1;
+    c.skv = c.skv < 512 ? c.skv : 512;
+    c.sq = c.sq < 64 ? c.sq : 64;
+    c.sq = c.sq < c.skv ? c.sq : c.skv;
+    tune_attn_result r;
+    int bad = tune_attn_check(w->ctx, &nv, &c, NULL, 0, &r, NULL) || !r.pass;
+    if (bad && !tune_attn_broken(w->ctx)) {
+        p->use_naive = 0;
+        fprintf(stderr, "warning: %s %s: the attn_naive reference disagrees with the CPU fp64 one on b1 sq%d"
+                " skv%d (%s); gating against the CPU reference\n", p->family, p->shape_key, c.sq, c.skv, r.msg);
+    }
+    tune_attn_result_free(&r);
+}
+
 static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
 {
     if (p->run)
         return gate_runner(w, p, l, vi, tv);
+    naive_selfcheck(w, p);
     int *kvl = malloc(sizeof(int) * (size_t)(p->time_case.b + 1));
     tune_attn_case gc;
     int reduced = tune_gate_case(p->shape, check_fresh_seed(), &gc, kvl);
@@ -528,23 +596,43 @@ static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant
     return rc;
 }
 
+/* Variant vi as the runners take it: its binary and this variant's runtime params (not the
+ * job's). -1 (with the compile error stored) when its binary did not build. */
+static int variant_of(sweep *w, plan *p, meas_list *l, int vi, int is_control, tune_attn_variant *tv, int *rc)
+{
+    tune_variant *v = &p->sp.v[vi];
+    gen_job *j = &w->jobs[v->job];
+    if (j->failed) {
+        char msg[2300];
+        snprintf(msg, sizeof msg, "compile: %.2200s", j->err);
+        *rc = store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
+        return -1;
+    }
+    tune_attn_variant_from_job(tv, j);
+    tv->vp = p->sp.fixed;
+    gen_kv_merge(&tv->vp, &v->params);
+    gen_kv_set_str(&tv->vp, "family", p->family);
+    tv->key = v->key;
+    return 0;
+}
+
+/* One timing of tv on the shape's timing case (the family's runner, or GQA attention). */
+static int time_variant(sweep *w, plan *p, const tune_attn_variant *tv, int samples, tune_attn_timing *t, char *err,
+                        size_t errn)
+{
+    return p->run ? p->run->time(w->ctx, p->run_st, tv, samples, t, err, errn)
+                  : tune_attn_time(w->ctx, tv, &p->time_case, samples, t, err, errn);
+}
+
 /* Gates (when do_gate) and times variant vi with `samples` samples, storing the result. */
 static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_gate, int is_control,
                    const char *note)
 {
-    tune_variant *v = &p->sp.v[vi];
-    gen_job *j = &w->jobs[v->job];
     char msg[2300];
-    if (j->failed) {
-        snprintf(msg, sizeof msg, "compile: %.2200s", j->err);
-        return store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
-    }
     tune_attn_variant tv;
-    tune_attn_variant_from_job(&tv, j);
-    tv.vp = p->sp.fixed;                                /* this variant's runtime params, not the job's */
-    gen_kv_merge(&tv.vp, &v->params);
-    gen_kv_set_str(&tv.vp, "family", p->family);
-    tv.key = v->key;
+    int vrc;
+    if (variant_of(w, p, l, vi, is_control, &tv, &vrc))
+        return vrc;
     if (do_gate) {
         int g = gate(w, p, l, vi, &tv);
         if (g != M_OK)
@@ -552,8 +640,7 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
     }
     tune_attn_timing t;
     char err[512] = "";
-    int bad = p->run ? p->run->time(w->ctx, p->run_st, &tv, samples, &t, err, sizeof err)
-                     : tune_attn_time(w->ctx, &tv, &p->time_case, samples, &t, err, sizeof err);
+    int bad = time_variant(w, p, &tv, samples, &t, err, sizeof err);
     if (bad) {
         snprintf(msg, sizeof msg, "timing: %s", err);
         int rc = store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
@@ -562,8 +649,15 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
         tune_attn_timing_free(&t);
         return rc;
     }
-    snprintf(msg, sizeof msg, "%s%sspread %.1f%% (p90-p10)/median, %d samples, L2 flushed",
-             note ? note : "", note ? "; " : "", 100.0 * t.spread, t.samples);
+    char ck[160];
+    clock_str(&t.clk, ck, sizeof ck);
+    if (t.mode == TUNE_TIMING_BURST)
+        snprintf(msg, sizeof msg, "%s%sspread %.1f%% (p90-p10)/median, %d samples, L2 flushed (burst)%s",
+                 note ? note : "", note ? "; " : "", 100.0 * t.spread, t.samples, ck);
+    else
+        snprintf(msg, sizeof msg, "%s%sspread %.1f%% (p90-p10)/median, %d samples of %d calls back to back over %d"
+                 " input sets (sustained)%s", note ? note : "", note ? "; " : "", 100.0 * t.spread, t.samples,
+                 t.launches, t.sets, ck);
     int rc = store(w, p, l, vi, is_control, TUNE_OK, NAN, msg, &t) ? M_DBERR : M_OK;
     tune_attn_timing_free(&t);
     return rc;
@@ -665,8 +759,9 @@ static int halving(sweep *w, plan *p, meas_list *l, int pi, int *resumed)
     return rc;
 }
 
-/* One JSON line of a shape's result on stdout. */
-static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas *win, int resumed)
+/* One JSON line of a shape's result on stdout (ir: the interleaved decision, or NULL). */
+static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas *win, int resumed,
+                      const tune_ilv_result *ir)
 {
     char jg[1024], jf[256], js[1024];
     printf("{\"gpu\":%s,\"family\":%s,\"shape\":%s,\"variants\":%d,\"resumed\":%d",
@@ -683,6 +778,9 @@ static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas 
         printf(isnan(thr / p->ceiling) ? ",\"ceiling_frac\":null" : ",\"ceiling_frac\":%.4f",
                thr / p->ceiling);
         printf(p->ceiling_kind ? ",\"ceiling\":\"%s\"" : ",\"ceiling\":null", p->ceiling_kind);
+        printf(",\"timing\":\"%s\"", ir ? "sustained-interleaved" : tune_timing_str(w->o->timing));
+        if (ir)
+            printf(isnan(ir->drift) ? ",\"drift\":null" : ",\"drift\":%.4f", ir->drift);
     } else {
         printf(",\"winner\":null");
     }
@@ -690,6 +788,37 @@ static void json_line(sweep *w, plan *p, const tune_choice *ch, const tune_meas 
     tune_phases_json(&p->ph, ph, sizeof ph);
     printf(",\"phases\":{%s}}\n", ph);
     fflush(stdout);
+}
+
+/* Stores variant vi as the shape's winner; -1 on a database error. */
+static int put_winner(sweep *w, plan *p, int vi, double median_ms, double speedup, double band, long long meas_id)
+{
+    tune_variant *v = &p->sp.v[vi];
+    db_winner dw = {0};
+    dw.gpu = w->info.name;
+    dw.family = p->family;
+    dw.shape_key = p->shape_key;
+    dw.variant_key = v->key;
+    dw.cache_key = w->jobs[v->job].cache_key;
+    dw.params = v->full;
+    dw.median_ms = median_ms;
+    dw.speedup = speedup;
+    dw.band = band;
+    dw.measurement_id = meas_id;
+    double t0 = now_s();
+    db_rc dr = db_winner_put(w->db, &dw);
+    tune_lap(&p->ph.db, &t0);
+    return dr == DB_OK ? 0 : -1;
+}
+
+/* Appends "  | 12.3 s, 336 gates, 1344 timings: <phases>" (the shape's wall time so far) to tail. */
+static void phase_tail(plan *p, char *tail, size_t n)
+{
+    p->ph.wall = now_s() - p->t_start;
+    char ph[400];
+    size_t tl = strlen(tail);
+    tune_phases_str(&p->ph, ph, sizeof ph);
+    snprintf(tail + tl, n - tl, "  | %.1f s, %ld gates, %ld timings: %s", p->ph.wall, p->ph.gates, p->ph.timings, ph);
 }
 
 /* Picks and stores the winner of a shape from every current measurement. */
@@ -703,22 +832,7 @@ static int pick(sweep *w, plan *p, int pi, meas_list *l, int resumed)
     char tail[768] = "no variant passed the gate";
     const tune_meas *win = k >= 0 ? &l->m[k] : NULL;
     if (win) {
-        tune_variant *v = &p->sp.v[find_variant(p, win->variant_key)];
-        db_winner dw = {0};
-        dw.gpu = w->info.name;
-        dw.family = p->family;
-        dw.shape_key = p->shape_key;
-        dw.variant_key = v->key;
-        dw.cache_key = w->jobs[v->job].cache_key;
-        dw.params = v->full;
-        dw.median_ms = win->median_ms;
-        dw.speedup = ch.speedup;
-        dw.band = ch.band;
-        dw.measurement_id = win->id;
-        double t0 = now_s();
-        db_rc dr = db_winner_put(w->db, &dw);
-        tune_lap(&p->ph.db, &t0);
-        if (dr != DB_OK)
+        if (put_winner(w, p, find_variant(p, win->variant_key), win->median_ms, ch.speedup, ch.band, win->id))
             return M_DBERR;
         w->st->winners++;
         w->st->improved += !ch.default_kept && ch.default_ok;
@@ -730,17 +844,327 @@ static int pick(sweep *w, plan *p, int pi, meas_list *l, int resumed)
         else
             snprintf(tail, sizeof tail, "the default failed: fastest passing variant kept");
     }
-    p->ph.wall = now_s() - p->t_start;
-    char ph[400];
-    size_t tl = strlen(tail);
-    tune_phases_str(&p->ph, ph, sizeof ph);
-    snprintf(tail + tl, sizeof tail - tl, "  | %.1f s, %ld gates, %ld timings: %s", p->ph.wall, p->ph.gates,
-             p->ph.timings, ph);
+    phase_tail(p, tail, sizeof tail);
     progress(w, pi, l, p->n_todo, p->n_todo, 1, tail);
     if (w->o->json)
-        json_line(w, p, &ch, win, resumed);
+        json_line(w, p, &ch, win, resumed, NULL);
     return M_OK;
 }
+
+/* ---- interleaved rounds (sustained timing) ------------------------------------------ */
+
+/* The timings of the slots of one variant as one timing: samples in slot order, statistics
+ * over them, the clocks of every slot; launches and sets of the last slot. */
+static void timing_join(tune_attn_timing *out, tune_attn_timing *const *parts, int n)
+{
+    memset(out, 0, sizeof *out);
+    tune_clock_init(&out->clk);
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += parts[i]->samples;
+    out->samples_ms = malloc(sizeof(double) * (size_t)(total + 1));
+    if (!out->samples_ms || !total) {
+        free(out->samples_ms);
+        out->samples_ms = NULL;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(out->samples_ms + out->samples, parts[i]->samples_ms, sizeof(double) * (size_t)parts[i]->samples);
+        out->samples += parts[i]->samples;
+        tune_clock_merge(&out->clk, &parts[i]->clk);
+        out->mode = parts[i]->mode, out->launches = parts[i]->launches, out->sets = parts[i]->sets;
+    }
+    tune_attn_timing_stats(out);
+}
+
+/* Results of run_interleaved besides M_*: the shape's winner is stored (or kept from the
+ * database), pick() is not needed. */
+enum { M_PICKED = 10 };
+
+/* Without a default to pair with: each candidate (not failed) timed once in full, pick() chooses. */
+static int time_each(sweep *w, plan *p, meas_list *l, const int *cand, const int *failed, int nc)
+{
+    int rc = M_OK;
+    for (int c = 0; c < nc && rc == M_OK; c++) {
+        if (failed && failed[c])
+            continue;
+        rc = stopped(w) ? M_STOP : measure(w, p, l, cand[c], w->o->samples, 0, 0, "no default to pair with");
+        if (rc == M_REJECTED)
+            rc = M_OK;
+        w->units_done++;
+    }
+    return rc;
+}
+
+/*
+ * Sustained timing of a shape: every planned variant gated first (resumed verdicts reused),
+ * then the passing ones timed in interleaved rounds with the default (tuner/tune_ilv.h), the
+ * decision paired, every variant's slots stored as one measurement with the paired default
+ * time, the winner stored. Without a passing default the candidates are timed one by one
+ * and pick() chooses (M_OK). A shape whose variants are all resumed and that has a winner
+ * keeps it (M_PICKED).
+ */
+static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed)
+{
+    const tune_opts *o = w->o;
+    int rounds, slot_n;
+    tune_ilv_plan(o->samples, &rounds, &slot_n);
+    int *cand = malloc(sizeof(int) * (size_t)(p->n_todo + 1));
+    int nc = 0, dflt = 0, need = 0, rc = M_OK;
+    int *who = NULL, *ns = NULL, *failed = NULL, n_slots = 0;
+    tune_attn_timing *tt = NULL;
+    const double **sp = NULL;
+    tune_ilv_cand *cr = NULL;
+    if (!cand)
+        return M_DBERR;
+    /* gates, the default first */
+    for (int k = 0; k < p->n_todo && rc == M_OK; k++) {
+        int vi = p->todo[k];
+        if (stopped(w)) {
+            rc = M_STOP;
+            break;
+        }
+        int s = tune_resume_state(l->m, l->n, p->sp.v[vi].key, 0, o->samples, o->retry_errors, NULL, NULL);
+        if (s == TUNE_REJECTED) {
+            (*resumed)++;
+            w->st->resumed++;
+            continue;
+        }
+        need |= s != TUNE_DONE;
+        if (s == TUNE_TODO) {
+            tune_attn_variant tv;
+            int g;
+            if (variant_of(w, p, l, vi, 0, &tv, &g) == 0)
+                g = gate(w, p, l, vi, &tv);
+            if (g == M_REJECTED) {
+                w->units_done++;
+                continue;
+            }
+            if (g != M_OK) {
+                rc = g;
+                break;
+            }
+        }
+        if (vi == p->sp.idefault)
+            dflt = 1;
+        else
+            cand[nc++] = vi;
+        progress(w, pi, l, k + 1, p->n_todo, 0, "gates");
+    }
+    if (rc != M_OK)
+        goto out;
+    /* many candidates: each screened once (a short sustained timing, stored as a screening figure
+     * that never wins; one already in the database is reused), the fastest go to the rounds */
+    if (dflt && nc > TUNE_ILV_FINALISTS) {
+        double *scr = malloc(sizeof(double) * (size_t)nc);
+        int *keep = malloc(sizeof(int) * (size_t)nc);
+        if (!scr || !keep) {
+            free(scr), free(keep);
+            rc = M_DBERR;
+            goto out;
+        }
+        for (int c = 0; c < nc && rc == M_OK; c++) {
+            double best;
+            int bn;
+            tune_resume_state(l->m, l->n, p->sp.v[cand[c]].key, 0, 1, o->retry_errors, &best, &bn);
+            scr[c] = best;
+            if (bn > 0)
+                continue;
+            if (stopped(w)) {
+                rc = M_STOP;
+                break;
+            }
+            int n0 = l->n;
+            rc = measure(w, p, l, cand[c], TUNE_ILV_SCREEN, 0, 0, "screening before the interleaved rounds");
+            scr[c] = rc == M_OK && l->n > n0 && l->m[l->n - 1].status == TUNE_OK ? l->m[l->n - 1].median_ms : NAN;
+            rc = rc == M_REJECTED ? M_OK : rc;
+            progress(w, pi, l, c + 1, nc, 0, "screening");
+        }
+        int m = rc == M_OK ? tune_halving_keep(scr, nc, TUNE_ILV_FINALISTS, keep) : 0;
+        for (int i = 0; i < m; i++)
+            keep[i] = cand[keep[i]];
+        memcpy(cand, keep, sizeof(int) * (size_t)m);
+        w->units_done += nc - m;
+        nc = m;
+        free(scr), free(keep);
+        if (rc != M_OK)
+            goto out;
+        need = tune_resume_state(l->m, l->n, p->sp.v[p->sp.idefault].key, 0, o->samples, o->retry_errors, NULL,
+                                 NULL) != TUNE_DONE;
+        for (int c = 0; c < nc; c++)
+            need |= tune_resume_state(l->m, l->n, p->sp.v[cand[c]].key, 0, o->samples, o->retry_errors, NULL,
+                                      NULL) != TUNE_DONE;
+    }
+    if (!need) {
+        char buf[4096];
+        db_winner dw;
+        if (db_winner_get(w->db, w->info.name, p->family, p->shape_key, &dw, buf, sizeof buf) == DB_OK) {
+            *resumed += nc + dflt;
+            w->st->resumed += nc + dflt;
+            rc = M_PICKED;
+            goto out;
+        }
+    }
+    if (!dflt) {
+        rc = time_each(w, p, l, cand, NULL, nc);
+        goto out;
+    }
+    if (nc == 0)
+        slot_n = o->samples;                  /* the default alone: one slot of a full timing */
+    n_slots = tune_ilv_order(nc, rounds, NULL, 0);
+    who = malloc(sizeof(int) * (size_t)n_slots);
+    ns = calloc((size_t)n_slots, sizeof(int));
+    failed = calloc((size_t)nc + 1, sizeof(int));
+    tt = calloc((size_t)n_slots, sizeof *tt);
+    sp = calloc((size_t)n_slots, sizeof *sp);
+    cr = calloc((size_t)nc + 1, sizeof *cr);
+    if (!who || !ns || !failed || !tt || !sp || !cr) {
+        rc = M_DBERR;
+        goto out;
+    }
+    tune_ilv_order(nc, rounds, who, n_slots);
+    int per_round = 2 * nc > 0 ? 2 * nc : 1;
+    for (int k = 0; k < n_slots && rc == M_OK; k++) {
+        int c = who[k], vi = c < 0 ? p->sp.idefault : cand[c];
+        if (c >= 0 && failed[c])
+            continue;
+        if (stopped(w)) {
+            rc = M_STOP;
+            break;
+        }
+        tune_attn_variant tv;
+        int vrc;
+        if (variant_of(w, p, l, vi, 0, &tv, &vrc)) {        /* its binary failed (error stored) */
+            rc = vrc == M_REJECTED ? M_OK : vrc;
+            if (c < 0) {
+                dflt = 0;
+                break;
+            }
+            failed[c] = 1;
+            continue;
+        }
+        char err[512] = "";
+        tune_attn_set_extra(w->ctx, o->test_slow_default && c < 0 ? 10 : 0);
+        int bad = time_variant(w, p, &tv, slot_n, &tt[k], err, sizeof err);
+        tune_attn_set_extra(w->ctx, 0);
+        if (bad) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "timing (interleaved round %d): %s", k / per_round + 1, err);
+            tune_attn_timing_free(&tt[k]);
+            memset(&tt[k], 0, sizeof tt[k]);
+            if (store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL))
+                rc = M_DBERR;
+            else if (tune_attn_broken(w->ctx))
+                rc = M_BROKEN;
+            else if (c < 0)
+                rc = M_OK, dflt = 0;         /* the default failed: no pairing; pick() decides */
+            else
+                failed[c] = 1;
+            if (c < 0)
+                break;
+            continue;
+        }
+        ns[k] = tt[k].samples;
+        sp[k] = tt[k].samples_ms;
+        if (c >= 0 && k / per_round == rounds - 1)
+            w->units_done++;
+        char note[64];
+        snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, rounds);
+        progress(w, pi, l, c < 0 ? 0 : c + 1, nc, 0, note);
+    }
+    if (rc == M_OK && !dflt)                  /* the default failed in the rounds */
+        rc = time_each(w, p, l, cand, failed, nc);
+    if (rc != M_OK || !dflt)
+        goto out;
+    double floor = o->band_floor > 0 ? o->band_floor : TUNE_BAND_FLOOR;
+    tune_ilv_result res;
+    tune_ilv_decide(who, sp, ns, n_slots, nc, floor, cr, &res);
+    /* every variant's slots as one measurement */
+    tune_attn_timing **parts = malloc(sizeof *parts * (size_t)(n_slots + 1));
+    long long win_id = 0, dflt_id = 0;
+    for (int c = -1; c < nc && rc == M_OK && parts; c++) {
+        int np = 0;
+        for (int k = 0; k < n_slots; k++)
+            if (who[k] == c && ns[k] > 0)
+                parts[np++] = &tt[k];
+        if (!np)
+            continue;
+        tune_attn_timing j;
+        timing_join(&j, parts, np);
+        if (!j.samples) {
+            rc = M_DBERR;
+            break;
+        }
+        char msg[900], ck[160];
+        clock_str(&j.clk, ck, sizeof ck);
+        if (c < 0)
+            snprintf(msg, sizeof msg, "interleaved default: %d slots of %d samples, band %.2f%%, drift %.2f%%; %d calls"
+                     " a sample back to back over %d input sets (sustained)%s", np, slot_n, 100 * res.band,
+                     100 * res.drift, j.launches, j.sets, ck);
+        else
+            snprintf(msg, sizeof msg, "interleaved: %d rounds of %d samples; paired default %.4f ms, x%.3f%s (band"
+                     " %.2f%%); %d calls a sample back to back over %d input sets (sustained)%s", np, slot_n,
+                     cr[c].ref_ms, 1 / cr[c].ratio, cr[c].faster ? " faster" : "", 100 * res.band, j.launches, j.sets,
+                     ck);
+        int vi = c < 0 ? p->sp.idefault : cand[c];
+        if (store_ref(w, p, l, vi, 0, TUNE_OK, NAN, msg, &j, c < 0 ? NAN : cr[c].ref_ms))
+            rc = M_DBERR;
+        else if (c < 0)
+            dflt_id = l->m[l->n - 1].id;
+        else if (c == res.winner)
+            win_id = l->m[l->n - 1].id;
+        tune_attn_timing_free(&j);
+    }
+    free(parts);
+    w->units_done++;                          /* the default (the control's unit) */
+    if (rc != M_OK)
+        goto out;
+    int wi = res.winner >= 0 ? cand[res.winner] : p->sp.idefault;
+    tune_variant *v = &p->sp.v[wi];
+    double win_ms = res.winner >= 0 ? cr[res.winner].ms : res.default_ms;
+    if (put_winner(w, p, wi, win_ms, res.speedup, res.band, res.winner >= 0 ? win_id : dflt_id)) {
+        rc = M_DBERR;
+        goto out;
+    }
+    w->st->winners++;
+    w->st->improved += res.winner >= 0;
+    int best = -1;
+    for (int c = 0; c < nc; c++)
+        if (cr[c].n && (best < 0 || cr[c].ratio < cr[best].ratio))
+            best = c;
+    char tail[900];
+    if (res.winner >= 0)
+        snprintf(tail, sizeof tail, "x%.3f over the default, paired (band %.1f%%, drift %.1f%%)", res.speedup,
+                 100 * res.band, 100 * res.drift);
+    else if (best >= 0)
+        snprintf(tail, sizeof tail, "default kept (best other x%.3f paired, inside the %.1f%% band; drift %.1f%%)",
+                 1 / cr[best].ratio, 100 * res.band, 100 * res.drift);
+    else
+        snprintf(tail, sizeof tail, "default kept (no other variant timed; band %.1f%%, drift %.1f%%)",
+                 100 * res.band, 100 * res.drift);
+    phase_tail(p, tail, sizeof tail);
+    /* the final line names the winner */
+    meas_list one = {0};
+    meas_add(&one, v->key, TUNE_OK, 0, 0, win_ms, NAN, 0);
+    progress(w, pi, &one, nc, nc, 1, tail);
+    if (w->o->json) {
+        tune_choice ch;
+        memset(&ch, 0, sizeof ch);
+        ch.default_kept = res.winner < 0;
+        ch.default_ok = 1;
+        ch.speedup = res.speedup;
+        ch.band = res.band;
+        json_line(w, p, &ch, one.n ? &one.m[0] : NULL, *resumed, &res);
+    }
+    meas_free(&one);
+    rc = M_PICKED;
+out:
+    for (int k = 0; k < n_slots && tt; k++)
+        tune_attn_timing_free(&tt[k]);
+    free(tt), free(sp), free(who), free(ns), free(failed), free(cr), free(cand);
+    return rc;
+}
+
 
 /* Measures one shape: planned variants (default first), the control last, then the winner. */
 static int run_plan(sweep *w, int pi)
@@ -760,7 +1184,10 @@ static int run_plan(sweep *w, int pi)
             p->todo[k] = p->todo[0];
             p->todo[0] = p->sp.idefault;
         }
-    for (int k = 0; k < p->n_todo && rc == M_OK; k++) {
+    int sustained = w->o->timing != TUNE_TIMING_BURST;
+    if (rc == M_OK && sustained)
+        rc = run_interleaved(w, p, &l, pi, &resumed);
+    for (int k = 0; k < p->n_todo && rc == M_OK && !sustained; k++) {
         if (stopped(w)) {
             rc = M_STOP;
             break;
@@ -769,7 +1196,7 @@ static int run_plan(sweep *w, int pi)
         progress(w, pi, &l, k + 1, p->n_todo, 0, NULL);
     }
     /* the control: the default timed again, as late as possible after its first timing */
-    if (rc == M_OK && !stopped(w) &&
+    if (rc == M_OK && !sustained && !stopped(w) &&
         tune_resume_state(l.m, l.n, p->sp.v[p->sp.idefault].key, 0, TUNE_MIN_SAMPLES, 1, NULL, NULL) ==
             TUNE_DONE)
         rc = visit(w, p, &l, p->sp.idefault, w->o->samples, 1, "control: the default timed again",
@@ -778,6 +1205,8 @@ static int run_plan(sweep *w, int pi)
         rc = M_STOP;
     if (rc == M_OK)
         rc = pick(w, p, pi, &l, resumed);
+    if (rc == M_PICKED)
+        rc = M_OK;                          /* interleaved: the winner is stored */
     if (rc == M_OK)
         w->st->shapes_done++;
     meas_free(&l);
@@ -806,6 +1235,7 @@ static int open_device(sweep *w, char *err, size_t errn)
         return -1;
     }
     w->ctx = tune_attn_open(w->o->ordinal, err, errn);
+    tune_attn_set_timing(w->ctx, w->o->timing);
     return w->ctx ? 0 : -1;
 }
 

@@ -26,6 +26,9 @@ typedef struct tune_opts {
     int strategy;                /* TUNE_STRAT_RANDOM or TUNE_STRAT_HALVING when budget is set */
     uint64_t seed;               /* of random subsets */
     double band_floor;           /* 0: TUNE_BAND_FLOOR */
+    int timing;                  /* TUNE_TIMING_SUSTAINED (0, the default: interleaved rounds, see
+                                  * tuner/tune_ilv.h) or TUNE_TIMING_BURST (each variant once, then
+                                  * the default again as the control) */
     int retry_errors;            /* re-measure variants recorded as 'error' */
     int quiet, json;             /* no progress on stderr; JSON lines per shape on stdout */
     const char *label;           /* prefix of progress lines ("gpu1"), or NULL */
@@ -35,6 +38,10 @@ typedef struct tune_opts {
      * bug); returns 1 when it did (the binary's cache key then gets ".mut<N>"). */
     int (*mutate)(const char *binary_key, char **src, void *arg);
     void *mutate_arg;
+    /* Tests of the decision on a GPU: test_twin also times a copy of each shape's default (same
+     * binary) as a candidate named "<default key>.twin"; test_slow_default launches every 10th
+     * call of the default (not of its twin) twice in sustained timings: a 10%-slower default. */
+    int test_twin, test_slow_default;
     /* Set (from a signal handler) to stop after the measurement in progress. */
     volatile sig_atomic_t *stop;
 } tune_opts;

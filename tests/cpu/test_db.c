@@ -870,7 +870,7 @@ static void test_db__migration_2_keeps_ceilings_and_allows_read(void **state)
     raw_exec(f->path, "INSERT INTO ceilings(gpu, kind, value, unit, measured_at)"
                       " VALUES ('NVIDIA H200', 'copy', 4.2e12, 'B/s', '2026-01-02T03:04:05.000Z')");
     db_store *s = open_ok(f->path, 0);
-    assert_int_equal(db_user_version(s), 2);
+    assert_int_equal(db_user_version(s), DB_SCHEMA_VERSION);
     double v = -1;
     assert_int_equal(db_ceiling_get(s, "NVIDIA H200", "copy", &v), DB_OK);
     assert_true(v == 4.2e12);

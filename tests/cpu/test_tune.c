@@ -13,12 +13,17 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "db/db.h"
+#include "db/migrate.h"
 #include "gen/nvrtc.h"
 #include "gen/template.h"
 #include "runtime/cuda.h"
+#include "runtime/nvml.h"
 #include "tuner/ceil_read.h"
+#include "tuner/tune_clock.h"
+#include "tuner/tune_ilv.h"
 #include "tuner/tune_ceiling.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
@@ -788,8 +793,9 @@ static void test_tune__report_picks_read_then_copy(void **state)
     assert_row(out, "kda_decode", "0.7143", "copy");
     free(out);
     out = report_of(f->a, "--csv");
-    assert_non_null(strstr(out, ",band,ceiling\n"));
-    assert_non_null(strstr(out, ",attn_decode,s1,attn_decode,1,4.58e+12,B/s,0.9347,1.0000,0.0100,read\n"));
+    assert_non_null(strstr(out, ",band,ceiling,timing,sm_clock_mean,sm_clock_min,power_mean,power_max,temp_max\n"));
+    /* measured before clocks were recorded: timing and clocks unknown (empty) */
+    assert_non_null(strstr(out, ",attn_decode,s1,attn_decode,1,4.58e+12,B/s,0.9347,1.0000,0.0100,read,,,,,,\n"));
     free(out);
     out = report_of(f->a, "");
     assert_non_null(strstr(out, "\n  read       streaming device read, bytes read per second\n"));
@@ -870,6 +876,336 @@ static void test_tune__phases_add_and_print(void **state)
     assert_true(tune_now() - t < 60.0);
 }
 
+
+/* ---- interleaved timing (tuner/tune_ilv.c) ------------------------------------------- */
+
+static void test_tune__ilv_order_alternates_with_the_default(void **state)
+{
+    (void)state;
+    int slots[16];
+    assert_int_equal(tune_ilv_order(2, 2, NULL, 0), 9);
+    assert_int_equal(tune_ilv_order(2, 2, slots, 16), 9);
+    const int want[9] = {-1, 0, -1, 1, -1, 0, -1, 1, -1};
+    for (int i = 0; i < 9; i++)
+        assert_int_equal(slots[i], want[i]);
+    assert_int_equal(tune_ilv_order(0, 3, slots, 16), 1);
+    assert_int_equal(slots[0], -1);
+    /* every candidate slot has a default on both sides */
+    int n = tune_ilv_order(5, 3, slots, 16);
+    assert_int_equal(n, 31);
+    int big[31];
+    tune_ilv_order(5, 3, big, 31);
+    for (int i = 0; i < n; i++)
+        if (big[i] >= 0)
+            assert_true(i > 0 && i < n - 1 && big[i - 1] == -1 && big[i + 1] == -1);
+    int r, k;
+    tune_ilv_plan(30, &r, &k);
+    assert_true(r == 3 && k == 10);
+    tune_ilv_plan(20, &r, &k);
+    assert_true(r == 2 && k == 10);
+    tune_ilv_plan(100, &r, &k);
+    assert_true(r == 10 && k == 10);
+    assert_true(r * k >= TUNE_MIN_SAMPLES);
+}
+
+static void test_tune__rotate_sets_exceed_twice_l2(void **state)
+{
+    (void)state;
+    double l2 = 60e6;
+    assert_int_equal(tune_rotate_sets(16e6, l2), 8);        /* 8 x 16 MB >= 120 MB */
+    assert_true(tune_rotate_sets(16e6, l2) * 16e6 >= 2 * l2);
+    assert_int_equal(tune_rotate_sets(120e6, l2), 1);
+    assert_int_equal(tune_rotate_sets(500e6, l2), 1);
+    assert_int_equal(tune_rotate_sets(1e3, l2), TUNE_ROTATE_MAX_SETS);
+    assert_int_equal(tune_rotate_sets(16e6, 0), 1);          /* L2 unknown */
+    assert_int_equal(tune_rotate_sets(0, l2), 1);
+}
+
+/* A deterministic noise in [-1, 1). */
+static double noise(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*x >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+/* A synthetic sample stream: slot k of the order, speed[c] the candidates' true times relative to
+ * the default's (the default 1.0), the GPU slowing down by `drift` from the first slot to the
+ * last, each sample off by up to +-noise_frac. */
+typedef struct stream {
+    int who[64], ns[64], n;
+    double buf[64][10];
+    const double *sp[64];
+} stream;
+
+static void make_stream(stream *st, int nc, int rounds, const double *speed, double drift, double noise_frac,
+                        uint64_t seed)
+{
+    st->n = tune_ilv_order(nc, rounds, st->who, 64);
+    assert_true(st->n <= 64);
+    for (int k = 0; k < st->n; k++) {
+        double base = 1.0 * (1.0 + drift * k / (st->n - 1)) * (st->who[k] < 0 ? 1.0 : speed[st->who[k]]);
+        for (int i = 0; i < 10; i++)
+            st->buf[k][i] = base * (1.0 + noise_frac * noise(&seed));
+        st->ns[k] = 10;
+        st->sp[k] = st->buf[k];
+    }
+}
+
+static void test_tune__ilv_faster_inside_drift_wins(void **state)
+{
+    (void)state;
+    /* a 5% faster candidate (1) among identical ones, on a GPU drifting 3% over the run */
+    const double speed[3] = {1.0, 0.95, 1.0};
+    stream st;
+    make_stream(&st, 3, 3, speed, 0.03, 0.002, 1);
+    tune_ilv_cand c[3];
+    tune_ilv_result r;
+    assert_int_equal(tune_ilv_decide(st.who, st.sp, st.ns, st.n, 3, TUNE_BAND_FLOOR, c, &r), 1);
+    assert_int_equal(r.winner, 1);
+    assert_true(c[1].faster && !c[0].faster && !c[2].faster);
+    assert_true(fabs(c[1].ratio - 0.95) < 0.005);
+    assert_true(fabs(r.speedup - 1 / 0.95) < 0.01);
+    assert_true(r.drift > 0.025 && r.drift < 0.035);  /* reported */
+    assert_true(r.band < 0.02);                         /* but not in the band */
+    assert_int_equal(c[1].n, 30);
+    assert_int_equal(r.default_n, 100);     /* 10 default slots of 10 */
+}
+
+static void test_tune__ilv_noise_is_not_a_win(void **state)
+{
+    (void)state;
+    /* 0.5% better, with 0.5% noise a sample: inside the 1% floor */
+    const double speed[4] = {0.995, 1.0, 1.003, 0.996};
+    stream st;
+    make_stream(&st, 4, 3, speed, 0.0, 0.005, 7);
+    tune_ilv_cand c[4];
+    tune_ilv_result r;
+    assert_int_equal(tune_ilv_decide(st.who, st.sp, st.ns, st.n, 4, TUNE_BAND_FLOOR, c, &r), -1);
+    assert_true(r.speedup == 1.0);
+    for (int i = 0; i < 4; i++)
+        assert_false(c[i].faster);
+    assert_true(r.band >= TUNE_BAND_FLOOR);
+}
+
+static void test_tune__ilv_drift_moves_no_candidate(void **state)
+{
+    (void)state;
+    /* identical variants on a GPU slowing down 10% over the run: the first and last candidates
+     * pair at ~1.0, while a comparison with the default's overall median would see them ~5% apart */
+    double speed[6];
+    for (int i = 0; i < 6; i++)
+        speed[i] = 1.0;
+    stream st;
+    make_stream(&st, 6, 2, speed, 0.10, 0.002, 3);
+    tune_ilv_cand c[6];
+    tune_ilv_result r;
+    assert_int_equal(tune_ilv_decide(st.who, st.sp, st.ns, st.n, 6, TUNE_BAND_FLOOR, c, &r), -1);
+    for (int i = 0; i < 6; i++)
+        assert_true(fabs(c[i].ratio - 1.0) < 0.006);
+    double naive_first = c[0].ms / r.default_ms, naive_last = c[5].ms / r.default_ms;
+    assert_true(naive_last - naive_first > 0.02);     /* the test would see an unpaired comparison fail */
+    /* and a 4% faster candidate late in the run still wins, an early one too */
+    speed[0] = 0.96, speed[5] = 0.96;
+    make_stream(&st, 6, 2, speed, 0.10, 0.002, 3);
+    tune_ilv_decide(st.who, st.sp, st.ns, st.n, 6, TUNE_BAND_FLOOR, c, &r);
+    assert_true(c[0].faster && c[5].faster);
+    assert_true(fabs(c[0].ratio - 0.96) < 0.006 && fabs(c[5].ratio - 0.96) < 0.006);
+    for (int i = 1; i < 5; i++)
+        assert_false(c[i].faster);
+}
+
+static void test_tune__ilv_failed_slots(void **state)
+{
+    (void)state;
+    const double speed[2] = {0.8, 0.9};
+    stream st;
+    make_stream(&st, 2, 2, speed, 0.0, 0.001, 5);
+    /* candidate 0 failed in every slot; a default slot next to candidate 1 failed */
+    for (int k = 0; k < st.n; k++)
+        if (st.who[k] == 0)
+            st.ns[k] = 0;
+    st.ns[2] = 0;
+    tune_ilv_cand c[2];
+    tune_ilv_result r;
+    assert_int_equal(tune_ilv_decide(st.who, st.sp, st.ns, st.n, 2, TUNE_BAND_FLOOR, c, &r), 1);
+    assert_int_equal(c[0].n, 0);
+    assert_true(isnan(c[0].ms) && !c[0].faster);
+    assert_true(fabs(c[1].ratio - 0.9) < 0.003);
+    /* no default at all: nothing to pair with, no winner, speedup unknown */
+    for (int k = 0; k < st.n; k++)
+        if (st.who[k] < 0)
+            st.ns[k] = 0;
+    assert_int_equal(tune_ilv_decide(st.who, st.sp, st.ns, st.n, 2, TUNE_BAND_FLOOR, c, &r), -1);
+    assert_true(isnan(r.speedup) && isnan(r.default_ms));
+}
+
+/* ---- clocks and power (tuner/tune_clock.c, runtime/nvml.c) ----------------------------- */
+
+static void test_tune__clock_summary(void **state)
+{
+    (void)state;
+    tune_clock c;
+    tune_clock_init(&c);
+    assert_true(isnan(c.sm_min) && isnan(c.sm_mean) && isnan(c.power_mean) && isnan(c.power_max) &&
+                isnan(c.temp_max));
+    rt_nvml_reading unknown = {NAN, NAN, NAN};
+    tune_clock_add(&c, &unknown);
+    assert_int_equal(c.n, 0);
+    assert_true(isnan(c.sm_mean) && isnan(c.power_mean));
+    rt_nvml_reading a = {1700, 690, 60}, b = {1980, 400, 55}, pw_only = {NAN, 500, NAN};
+    tune_clock_add(&c, &a);
+    tune_clock_add(&c, &b);
+    tune_clock_add(&c, &pw_only);
+    assert_int_equal(c.n, 2);
+    assert_true(c.sm_min == 1700 && c.sm_mean == 1840);
+    assert_true(fabs(c.power_mean - 530) < 1e-9 && c.power_max == 690 && c.temp_max == 60);
+    tune_clock d;
+    tune_clock_init(&d);
+    tune_clock_merge(&d, &c);
+    tune_clock_merge(&d, &c);
+    assert_true(d.n == 4 && d.sm_min == 1700 && d.sm_mean == 1840 && d.power_max == 690);
+    /* steady state: the last 3 clocks within 1%, powers within 3% */
+    rt_nvml_reading h[5] = {{1980, 300, 40}, {1800, 650, 50}, {1710, 688, 55}, {1705, 690, 56}, {1700, 686, 56}};
+    assert_false(tune_clock_settled(h, 2, 3));
+    assert_false(tune_clock_settled(h, 4, 3));
+    assert_true(tune_clock_settled(h, 5, 3));
+    rt_nvml_reading none[3] = {{NAN, NAN, NAN}, {NAN, NAN, NAN}, {NAN, NAN, NAN}};
+    assert_true(tune_clock_settled(none, 3, 3));        /* nothing to wait for */
+}
+
+static void test_tune__nvml_absent_is_unknown(void **state)
+{
+    (void)state;
+    /* the first NVML use of this process: a library that is not there */
+    setenv("KFORGE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+    assert_null(rt_nvml_open("GPU-00000000-0000-0000-0000-000000000000"));
+    assert_non_null(strstr(rt_nvml_why(), "/nonexistent/libnvidia-ml.so.1"));
+    rt_nvml_reading r;
+    rt_nvml_read(NULL, &r);
+    assert_true(isnan(r.sm_mhz) && isnan(r.power_w) && isnan(r.temp_c));
+    tune_sampler smp;
+    tune_clock out;
+    tune_clock_init(&out);
+    tune_sampler_start(&smp, NULL, 1000);
+    tune_sampler_stop(&smp, &out);
+    assert_int_equal(out.n, 0);
+    assert_true(isnan(out.sm_min) && isnan(out.power_mean) && isnan(out.temp_max));
+}
+
+/* One value of a raw SQL query as text ("NULL" for NULL). */
+static void raw_col(const char *path, const char *sql, char *out, size_t n)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    snprintf(out, n, "%s", t ? (const char *)t : "NULL");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void test_tune__measurement_keeps_clocks_and_unknowns(void **state)
+{
+    fx *f = *state;
+    db_store *s;
+    assert_int_equal(db_open(&s, f->a, DB_CREATE), DB_OK);
+    long long run, id1, id2;
+    assert_int_equal(db_run_begin(s, &DEV, "kforge tune", &run), DB_OK);
+    double smp[3] = {1.3, 1.31, 1.32};
+    db_measurement m = {0};
+    m.run_id = run, m.family = "attn_prefill", m.shape_key = "s", m.variant_key = "v1", m.status = "ok";
+    m.samples_ms = smp, m.n_samples = 3, m.median_ms = 1.31, m.spread_ms = 0.02;
+    m.error = m.throughput = m.ceiling_frac = NAN;
+    m.timing = "sustained", m.launches = 2, m.sets = 1;
+    m.sm_clock_min = 1695, m.sm_clock_mean = 1702.5, m.power_mean = 686, m.power_max = 699, m.temp_max = 61;
+    m.ref_ms = 1.35;
+    assert_int_equal(db_measure_put(s, &m, &id1), DB_OK);
+    /* no NVML: NaN figures, and a caller that never set them (0) */
+    db_measurement u = m;
+    u.variant_key = "v2";
+    u.sm_clock_min = u.sm_clock_mean = u.power_mean = u.power_max = u.temp_max = NAN;
+    u.ref_ms = 0;
+    u.timing = NULL, u.launches = 0, u.sets = 0;
+    assert_int_equal(db_measure_put(s, &u, &id2), DB_OK);
+    db_close(s);
+    char q[400], v[64];
+    snprintf(q, sizeof q, "SELECT timing || ' ' || launches || ' ' || sets || ' ' || sm_clock_min || ' ' || sm_clock_mean"
+             " || ' ' || power_mean || ' ' || power_max || ' ' || temp_max || ' ' || ref_ms FROM measurements WHERE id = %lld", id1);
+    raw_col(f->a, q, v, sizeof v);
+    assert_string_equal(v, "sustained 2 1 1695.0 1702.5 686.0 699.0 61.0 1.35");
+    const char *cols[] = {"timing", "launches", "sets", "sm_clock_min", "sm_clock_mean", "power_mean", "power_max",
+                          "temp_max", "ref_ms"};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        snprintf(q, sizeof q, "SELECT %s FROM measurements WHERE id = %lld", cols[i], id2);
+        raw_col(f->a, q, v, sizeof v);
+        assert_string_equal(v, "NULL");
+    }
+}
+
+static void test_tune__schema_2_database_migrates_with_its_measurements(void **state)
+{
+    fx *f = *state;
+    char msg[256];
+    /* a database as the previous release left it, with a measurement */
+    assert_int_equal(db_create_at_version(f->a, 2, msg, sizeof msg), DB_OK);
+    sqlite3 *raw;
+    assert_int_equal(sqlite3_open(f->a, &raw), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(raw, "INSERT INTO runs(id, command) VALUES (1, 'kforge tune');"
+                                       "INSERT INTO measurements(run_id, family, shape_key, variant_key, status,"
+                                       " median_ms) VALUES (1, 'attn_decode', 's', 'old', 'ok', 0.5)",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    db_store *s;
+    assert_int_equal(db_open(&s, f->a, 0), DB_OK);
+    db_info info;
+    assert_int_equal(db_get_info(s, &info), DB_OK);
+    assert_int_equal(info.schema_version, 3);
+    assert_int_equal(info.measurements, 1);
+    /* new measurements carry the new columns */
+    db_measurement m = {0};
+    m.run_id = 1, m.family = "attn_decode", m.shape_key = "s", m.variant_key = "new", m.status = "ok";
+    m.median_ms = 0.4, m.spread_ms = m.error = m.throughput = m.ceiling_frac = NAN;
+    m.timing = "burst", m.launches = 1, m.sets = 1, m.sm_clock_mean = 1980;
+    long long id;
+    assert_int_equal(db_measure_put(s, &m, &id), DB_OK);
+    db_close(s);
+    char v[64];
+    raw_col(f->a, "SELECT median_ms || ' ' || ifnull(timing, 'NULL') || ' ' || ifnull(sm_clock_mean, 'NULL')"
+                  " FROM measurements WHERE variant_key = 'old'", v, sizeof v);
+    assert_string_equal(v, "0.5 NULL NULL");
+    raw_col(f->a, "SELECT timing || ' ' || sm_clock_mean FROM measurements WHERE variant_key = 'new'", v, sizeof v);
+    assert_string_equal(v, "burst 1980.0");
+    /* and opening again changes nothing */
+    assert_int_equal(db_open(&s, f->a, 0), DB_OK);
+    assert_int_equal(db_get_info(s, &info), DB_OK);
+    assert_int_equal(info.schema_version, 3);
+    db_close(s);
+}
+
+/* `kforge tune|run --timing X` takes sustained or burst only: a usage error (2) otherwise. */
+static void test_tune__timing_option_is_checked(void **state)
+{
+    (void)state;
+    const char *bin = getenv("KFORGE_BIN");
+    if (!bin || !*bin)
+        fail_msg("KFORGE_BIN is not set (run through ctest)");
+    const char *args[] = {"tune --timing bursty", "run attn_decode --shape b=1 --timing fast"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[1024], out[1024];
+        snprintf(cmd, sizeof cmd, "'%s' %s --db /nonexistent/k.db 2>&1", bin, args[i]);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        int st = pclose(p);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 2);
+        assert_non_null(strstr(out, "error: --timing wants sustained or burst, got '"));
+    }
+}
+
 int main(void)
 {
     unsetenv("KFORGE_TEMPLATE_DIR");
@@ -897,6 +1233,17 @@ int main(void)
         cmocka_unit_test(test_tune__gate_case_is_bounded),
         cmocka_unit_test(test_tune__rng_skip_is_n_draws),
         cmocka_unit_test(test_tune__phases_add_and_print),
+        cmocka_unit_test(test_tune__timing_option_is_checked),
+        cmocka_unit_test(test_tune__ilv_order_alternates_with_the_default),
+        cmocka_unit_test(test_tune__rotate_sets_exceed_twice_l2),
+        cmocka_unit_test(test_tune__ilv_faster_inside_drift_wins),
+        cmocka_unit_test(test_tune__ilv_noise_is_not_a_win),
+        cmocka_unit_test(test_tune__ilv_drift_moves_no_candidate),
+        cmocka_unit_test(test_tune__ilv_failed_slots),
+        cmocka_unit_test(test_tune__clock_summary),
+        cmocka_unit_test(test_tune__nvml_absent_is_unknown),
+        cmocka_unit_test_setup_teardown(test_tune__measurement_keeps_clocks_and_unknowns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tune__schema_2_database_migrates_with_its_measurements, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

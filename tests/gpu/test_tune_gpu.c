@@ -1,4 +1,4 @@
-/* tests/gpu/test_tune_gpu.c: the tuner end to end on a GPU: a small sweep, resume with nothing re-timed, a planted wrong variant caught by the gate */
+/* tests/gpu/test_tune_gpu.c: the tuner end to end on a GPU: a small sweep, resume with nothing re-timed, a planted wrong variant caught by the gate, a planted slower default replaced and an identical twin not */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +14,9 @@
 #include "db/db.h"
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
+#include "runtime/nvml.h"
 #include "tuner/tune_enum.h"
+#include "tuner/tune_ilv.h"
 #include "tuner/tune_select.h"
 #include "tuner/tune_sweep.h"
 
@@ -157,6 +159,69 @@ static void test_tune_gpu__planted_wrong_variant_is_caught(void **state)
     db_close(db);
 }
 
+/* One interleaved (sustained) tuning of a decode shape with its default and the default's twin
+ * (same binary); slow: the default 10% slower (every 10th call launched twice). Returns the
+ * winner's key (static) and its speed-up and band. */
+static const char *twin_run(const char *db_name, int slow, double *speedup, double *band, db_clocks *clk)
+{
+    gen_kvset shape;
+    char err[1024] = "";
+    gen_kv_parse(&shape, "family=attn_decode,dtype=bf16,b=4,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", err,
+                 sizeof err);
+    static char path[400];
+    snprintf(path, sizeof path, "%s/%s", g_dir, db_name);
+    tune_opts o = opts(1);                          /* the default alone, and its twin */
+    o.db_path = path;
+    o.samples = 30;
+    o.test_twin = 1;
+    o.test_slow_default = slow;
+    tune_stats st;
+    if (tune_sweep_run(&o, &shape, 1, &st, err, sizeof err))
+        fail_msg("tune_sweep_run: %s", err);
+    assert_int_equal(st.variants, 2);
+    assert_int_equal(st.winners, 1);
+    db_store *db;
+    assert_int_equal(db_open(&db, path, 0), DB_OK);
+    char key[512], buf[4096];
+    static char win[512];
+    gen_shape_key(&shape, key, sizeof key);
+    db_winner w;
+    assert_int_equal(db_winner_get(db, g_info.name, "attn_decode", key, &w, buf, sizeof buf), DB_OK);
+    snprintf(win, sizeof win, "%s", w.variant_key);
+    *speedup = w.speedup, *band = w.band;
+    assert_int_equal(db_measure_clocks(db, w.measurement_id, clk), DB_OK);
+    db_close(db);
+    return win;
+}
+
+static void test_tune_gpu__planted_slower_default_is_replaced_and_twin_is_not(void **state)
+{
+    double sp, band;
+    db_clocks k;
+    const char *win = twin_run("twin.db", 0, &sp, &band, &k);
+    print_message("identical twin: winner %s, speed-up %.4f, band %.2f%%, %s, %d calls a sample, %d sets,"
+                  " SM %.0f MHz, %.0f W\n", win, sp, 100 * band, k.timing, k.launches, k.sets, k.sm_clock_mean,
+                  k.power_mean);
+    assert_null(strstr(win, ".twin"));              /* the default stays */
+    assert_true(sp == 1.0);
+    assert_string_equal(k.timing, "sustained");
+    /* one set is 64 MiB of K/V (+ q): the copies rotated over exceed 2x L2 */
+    double set = 2.0 * 4 * 4096 * 8 * 128 * 2 + 4.0 * 32 * 128 * 2;
+    assert_int_equal(k.sets, tune_rotate_sets(set, (double)g_info.l2));
+    assert_true(k.launches >= 2);
+    rt_nvml_dev *nv = rt_nvml_open(g_info.uuid);
+    if (nv)
+        assert_true(k.sm_clock_mean > 0 && k.power_mean > 0);   /* recorded where NVML is */
+    else
+        print_message("no NVML (%s): clocks recorded as unknown\n", rt_nvml_why());
+    rt_nvml_close(nv);
+
+    win = twin_run("slow.db", 1, &sp, &band, &k);
+    print_message("10%%-slower default: winner %s, speed-up %.4f, band %.2f%%\n", win, sp, 100 * band);
+    assert_non_null(strstr(win, ".twin"));          /* replaced by its (faster) twin */
+    assert_true(sp > 1.05 && sp < 1.16);
+}
+
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     return remove(p);
@@ -177,6 +242,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tune_gpu__small_sweep_then_resume),
         cmocka_unit_test(test_tune_gpu__planted_wrong_variant_is_caught),
+        cmocka_unit_test(test_tune_gpu__planted_slower_default_is_replaced_and_twin_is_not),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!getenv("KFORGE_KEEP_TEST_DB"))

@@ -1,0 +1,165 @@
+/* tuner/tune_ilv.c: interleaved timing of a shape: input sets to rotate, the order of the rounds, the control band and the paired decision (pure) */
+#include "tuner/tune_ilv.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int tune_rotate_sets(double set_bytes, double l2_bytes)
+{
+    if (!(l2_bytes > 0) || !(set_bytes > 0) || set_bytes >= 2 * l2_bytes)
+        return 1;
+    double n = ceil(2 * l2_bytes / set_bytes);
+    return n > TUNE_ROTATE_MAX_SETS ? TUNE_ROTATE_MAX_SETS : (int)n;
+}
+
+void tune_ilv_plan(int samples, int *rounds, int *slot_samples)
+{
+    int r = (samples + TUNE_ILV_SLOT - 1) / TUNE_ILV_SLOT;
+    r = r < 2 ? 2 : r;
+    int s = (samples + r - 1) / r;
+    *rounds = r;
+    *slot_samples = s < TUNE_ILV_SLOT ? TUNE_ILV_SLOT : s;
+}
+
+int tune_ilv_order(int n_cand, int rounds, int *slots, int cap)
+{
+    if (rounds < 1)
+        rounds = 1;
+    if (n_cand <= 0) {
+        if (slots && cap > 0)
+            slots[0] = -1;
+        return 1;
+    }
+    int k = 0;
+    for (int r = 0; r < rounds; r++)
+        for (int c = 0; c < n_cand; c++) {
+            if (slots && k < cap)
+                slots[k] = -1;
+            k++;
+            if (slots && k < cap)
+                slots[k] = c;
+            k++;
+        }
+    if (slots && k < cap)
+        slots[k] = -1;
+    return k + 1;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double tune_median(const double *v, int n)
+{
+    if (n <= 0)
+        return NAN;
+    double *c = malloc(sizeof *c * (size_t)n);
+    if (!c)
+        return NAN;
+    memcpy(c, v, sizeof *c * (size_t)n);
+    qsort(c, (size_t)n, sizeof *c, cmp_dbl);
+    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
+}
+
+/* Appends slot k's samples to buf (of *len). */
+static void pool(double *buf, int *len, const double *const *samples, const int *ns, int k)
+{
+    if (ns[k] > 0) {
+        memcpy(buf + *len, samples[k], sizeof *buf * (size_t)ns[k]);
+        *len += ns[k];
+    }
+}
+
+int tune_ilv_decide(const int *who, const double *const *samples, const int *ns, int n_slots, int n_cand,
+                    double floor, tune_ilv_cand *cand, tune_ilv_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->winner = -1;
+    res->band = floor;
+    res->drift = res->default_ms = res->speedup = NAN;
+    long total = 0;
+    for (int k = 0; k < n_slots; k++)
+        total += ns[k] > 0 ? ns[k] : 0;
+    double *buf = malloc(sizeof *buf * (size_t)(total + 1));
+    double *dmed = malloc(sizeof *dmed * (size_t)(n_slots + 1));
+    double *diff = malloc(sizeof *diff * (size_t)(n_slots + 1));
+    for (int c = 0; c < n_cand; c++) {
+        memset(&cand[c], 0, sizeof cand[c]);
+        cand[c].ms = cand[c].ref_ms = cand[c].ratio = NAN;
+    }
+    int len = 0, nd = 0, nf = 0;
+    if (!buf || !dmed || !diff)
+        goto out;
+    buf[0] = 0;
+    /* the default: every sample, each slot's median, the band from consecutive slots */
+    for (int k = 0; k < n_slots; k++)
+        if (who[k] < 0 && ns[k] > 0) {
+            pool(buf, &len, samples, ns, k);
+            dmed[nd++] = tune_median(samples[k], ns[k]);
+        }
+    res->default_n = len;
+    res->default_ms = tune_median(buf, len);
+    if (nd > 0) {
+        double lo = dmed[0], hi = dmed[0];
+        for (int i = 1; i < nd; i++) {
+            lo = dmed[i] < lo ? dmed[i] : lo;
+            hi = dmed[i] > hi ? dmed[i] : hi;
+            double m = dmed[i] < dmed[i - 1] ? dmed[i] : dmed[i - 1];
+            diff[nf++] = m > 0 ? fabs(dmed[i] - dmed[i - 1]) / m : INFINITY;
+        }
+        res->drift = lo > 0 ? (hi - lo) / lo : NAN;
+    }
+    if (nf > 0) {
+        qsort(diff, (size_t)nf, sizeof *diff, cmp_dbl);
+        int rank = (int)ceil(0.9 * nf) - 1;
+        double b = diff[rank < 0 ? 0 : rank];
+        res->band = b > floor ? b : floor;
+    }
+    if (!(res->default_ms > 0)) {
+        res->speedup = NAN;
+        goto out;
+    }
+    res->speedup = 1.0;
+    double best = INFINITY;
+    for (int c = 0; c < n_cand; c++) {
+        len = 0;
+        for (int k = 0; k < n_slots; k++)
+            if (who[k] == c)
+                pool(buf, &len, samples, ns, k);
+        cand[c].n = len;
+        cand[c].ms = tune_median(buf, len);
+        if (len == 0)
+            continue;
+        /* the default slots next to each of c's slots (a failed neighbour: the next one out) */
+        len = 0;
+        for (int k = 0; k < n_slots; k++) {
+            if (who[k] != c || ns[k] <= 0)
+                continue;
+            for (int dir = -1; dir <= 1; dir += 2)
+                for (int j = k + dir; j >= 0 && j < n_slots; j += dir)
+                    if (who[j] < 0 && ns[j] > 0) {
+                        pool(buf, &len, samples, ns, j);
+                        break;
+                    }
+        }
+        cand[c].ref_ms = tune_median(buf, len);
+        cand[c].ratio = cand[c].ms / cand[c].ref_ms;
+        cand[c].faster = cand[c].ratio > 0 && 1.0 - cand[c].ratio > res->band;
+        if (cand[c].faster && cand[c].ratio < best) {
+            best = cand[c].ratio;
+            res->winner = c;
+        }
+    }
+    if (res->winner >= 0)
+        res->speedup = 1.0 / best;
+out:
+    free(buf);
+    free(dmed);
+    free(diff);
+    return res->winner;
+}

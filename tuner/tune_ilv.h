@@ -1,0 +1,69 @@
+/* tuner/tune_ilv.h: interleaved timing of a shape: input sets to rotate, the order of the rounds, the control band and the paired decision (pure) */
+#ifndef KF_TUNER_TUNE_ILV_H
+#define KF_TUNER_TUNE_ILV_H
+
+/*
+ * Sustained timing compares variants on a GPU whose clock follows its power and temperature,
+ * so the default is timed between every two candidates (D A D B D ... per round, several
+ * rounds) and each candidate is compared with the default timings next to it: a drift of the
+ * GPU over the sweep moves both sides of a comparison alike.
+ */
+
+/* Samples of one slot: a full timing of `samples` samples takes ceil(samples / TUNE_ILV_SLOT)
+ * rounds (at least 2), so --samples 30 gives 3 rounds of 10 and --samples 20 two. */
+#define TUNE_ILV_SLOT 10
+/* Rounds and samples a slot for a full timing of `samples` samples. */
+void tune_ilv_plan(int samples, int *rounds, int *slot_samples);
+/* Shapes with more candidates than this screen them first (TUNE_ILV_SCREEN samples each, one
+ * after the other), then time the fastest TUNE_ILV_FINALISTS in the interleaved rounds. */
+#define TUNE_ILV_FINALISTS 8
+#define TUNE_ILV_SCREEN 5
+/* At most this many rotating input sets. */
+#define TUNE_ROTATE_MAX_SETS 64
+
+/* How many copies of a case's inputs (set_bytes each) rotate so that the sets together hold
+ * at least 2x the L2 (l2_bytes): 1 when one set already does (or l2 is unknown, <= 0), else
+ * ceil(2 l2 / set_bytes), at most TUNE_ROTATE_MAX_SETS. */
+int tune_rotate_sets(double set_bytes, double l2_bytes);
+
+/* The order of the timing slots for n_cand candidates over `rounds` rounds: -1 for the
+ * default, i for candidate i. Per round D C0 D C1 ... D C(n-1), then one closing D: every
+ * candidate slot has a default slot on each side. Returns the number of slots,
+ * rounds * 2 * n_cand + 1 (1 when n_cand is 0); slots may be NULL to ask for it; at most cap
+ * written. */
+int tune_ilv_order(int n_cand, int rounds, int *slots, int cap);
+
+/* A candidate's paired comparison. */
+typedef struct tune_ilv_cand {
+    int n;                 /* its samples */
+    double ms;             /* median of its samples over every round (NaN: none) */
+    double ref_ms;         /* median of the samples of the default slots next to its slots */
+    double ratio;          /* ms / ref_ms */
+    int faster;            /* 1 - ratio > band */
+} tune_ilv_cand;
+
+typedef struct tune_ilv_result {
+    int winner;            /* candidate index, -1: the default stays */
+    double band;           /* see tune_ilv_decide */
+    double drift;          /* (max - min) / min over the default slots' medians */
+    double default_ms;     /* median of every default sample */
+    int default_n;         /* default samples */
+    double speedup;        /* winner's ref_ms / ms; 1 when the default stays, NaN without a default */
+} tune_ilv_result;
+
+/*
+ * The decision over n_slots timed slots (who[k] as tune_ilv_order gives, samples[k] the
+ * ns[k] per-launch times of slot k; ns[k] 0 for a slot that failed). The band is the 90th
+ * percentile (nearest rank) of |d(k+1) - d(k)| / min(d(k), d(k+1)) over consecutive default
+ * slots' medians, at least floor: the noise one paired comparison sees (a slow drift between
+ * distant slots is in `drift`, not in the band). A candidate is faster when
+ * 1 - ms / ref_ms > band; the fastest such (smallest ratio) wins. cand has n_cand entries.
+ * Returns the winner (also in res->winner), -1 when the default stays.
+ */
+int tune_ilv_decide(const int *who, const double *const *samples, const int *ns, int n_slots, int n_cand,
+                    double floor, tune_ilv_cand *cand, tune_ilv_result *res);
+
+/* Median of n values (copied, not reordered); NaN when n is 0. */
+double tune_median(const double *v, int n);
+
+#endif

@@ -79,7 +79,7 @@ check cli__list_prefill_not_paged 0 "^attn_prefill .*strided K/V \(paged K/V: th
 check cli__list_family_sweeps 0 "in sweeps: audit_group \(8 shapes\), mla_decode \(24 shapes\)" -- "$KF" list attn_parts_decode
 check cli__compile_helper_says_shape 2 "error: no sweep holds 'attn_combine' \(a helper family\): give it a shape, e.g. kforge compile attn_combine --shape \"b=" -- \
   "$KF" compile attn_combine --arch sm_80 --db "$T/fam.db"
-check cli__compile_family_over_its_sweeps 0 "kda_decode: 2 distinct shapes of sweep kda" -- "$KF" compile kda_decode --db "$T/fam.db"
+check cli__compile_family_over_its_sweeps 0 "kda_decode: [0-9]+ distinct shapes of sweeps kda, models" -- "$KF" compile kda_decode --db "$T/fam.db"
 check cli__compile_family_wrong_sweep 2 "error: no shapes for 'kda_decode' in sweep 'default'; the sweeps that hold it: kda" -- \
   "$KF" compile kda_decode --sweep default --db "$T/fam.db"
 check cli__gen_unknown_family 1 "error: no template for family 'nosuch'" -- "$KF" gen nosuch --shape "$S"
@@ -184,9 +184,9 @@ check cli__json_db_gc 0 '"removed":0' -- json_stdout "$KF" db gc --db "$E" --jso
 check cli__json_list_family 0 '"helper":true,"sweeps":\[\],"shape_fields":\{"b":"int"' -- json_stdout "$KF" list attn_combine --json
 check cli__json_export 0 '"winners":2,"binaries":2' -- json_stdout "$KF" export --gpu "NVIDIA H200" --db "$E" -o "$T/j.kfb" --json
 check cli__json_report_nulls 0 '"throughput":null,"unit":null,"ceiling_frac":null,"ceiling":null' -- json_stdout "$KF" report --db "$E" --json
-check cli__csv_report_empty_has_header 0 "^gpu\|family\|shape\|variant\|median_ms\|throughput\|unit\|ceiling_frac\|speedup\|band\|ceiling$" -- \
+check cli__csv_report_empty_has_header 0 "^gpu\|family\|shape\|variant\|median_ms\|throughput\|unit\|ceiling_frac\|speedup\|band\|ceiling\|timing\|sm_clock_mean\|sm_clock_min\|power_mean\|power_max\|temp_max$" -- \
   csv_stdout "$KF" report --db "$T/b.db" --csv
-check cli__csv_report_null_is_empty 0 "^NVIDIA H200\|attn_naive\|shape0\|attn_naive\..*\|0.5\|<>\|<>\|<>\|1.0000\|0.0100\|<>$" -- \
+check cli__csv_report_null_is_empty 0 "^NVIDIA H200\|attn_naive\|shape0\|attn_naive\..*\|0.5\|<>\|<>\|<>\|1.0000\|0.0100\|<>\|<>\|<>\|<>\|<>\|<>\|<>$" -- \
   csv_stdout "$KF" report --db "$E" --csv
 check cli__csv_report_no_nan 0 "^clean$" -- sh -c "'$KF' report --db '$E' --csv | grep -qi nan && echo dirty || echo clean"
 check cli__csv_db_ls 0 "^attn_naive\..*\|attn_naive\.causal1.*\|attn_naive\|sm_90a\|" -- csv_stdout "$KF" db ls --db "$E" --csv

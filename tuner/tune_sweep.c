@@ -963,6 +963,15 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             rc = M_DBERR;
             goto out;
         }
+        /* the GPU brought to its steady state by the default (after the gates it is idle) */
+        tune_attn_variant dv;
+        int drc;
+        if (variant_of(w, p, l, p->sp.idefault, 0, &dv, &drc) == 0) {
+            tune_attn_timing wt;
+            char err[512];
+            if (time_variant(w, p, &dv, 2, &wt, err, sizeof err) == 0)
+                tune_attn_timing_free(&wt);
+        }
         for (int c = 0; c < nc && rc == M_OK; c++) {
             double best;
             int bn;

@@ -379,6 +379,7 @@ typedef struct fill_job {
     const geom *g;
     check_dtype dt;
     uint64_t seed;
+    int v_normal;              /* v ~ N(0,1) (timing), else U[-1,1) (gates: half the draws) */
 } fill_job;
 
 /* NaN over every storage element (padding, tails and unused capacity stay NaN). */
@@ -420,13 +421,15 @@ static void fill_val_part(void *arg, int part, int parts)
                 check_store(dt, F->h->q, (size_t)(off + c), 0.25);
         }
     }
-    /* k, v ~ N(0,1): generated for the logical kv heads, stored to every head that maps to them */
+    /* k ~ N(0,1), v ~ N(0,1) or U[-1,1): generated for the logical kv heads, stored to every head that
+     * maps to them */
     int rep = g->hkv / g->hkv_logical;          /* expand_kv: G copies */
     par_range((long long)g->cu_k[g->B] * g->hkv_logical, part, parts, &lo, &hi);
     for (int t = 0; t < 2; t++) {
         void *dst = t ? F->h->v : F->h->k;
         check_rng_seed(&r, F->seed ^ (t ? 0xd1b54a32d192ed03ull : 0x8cb92ba72f3d8dd7ull));
-        check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * 2);
+        int vn = t ? F->v_normal : 1;
+        check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * (vn ? 2 : 1));
         b = 0;
         for (long long row = lo; row < hi; row++) {
             long long key = row / g->hkv_logical;
@@ -436,7 +439,7 @@ static void fill_val_part(void *arg, int part, int parts)
             long long j = key - g->cu_k[b];
             long long off0 = k_off(g, b, j, kh * rep);
             for (int c = 0; c < g->d; c++) {
-                double x = rnd_val(&r, 1);
+                double x = rnd_val(&r, vn);
                 for (int e = 0; e < rep; e++) {
                     long long off = off0 + (long long)e * g->k.sh;
                     check_store(dt, dst, (size_t)(off + c), x);
@@ -448,12 +451,13 @@ static void fill_val_part(void *arg, int part, int parts)
     }
 }
 
-/* Logical values from the seed in a fixed order, stored per layout. q, k, v ~ N(0,1) (the
- * statistics of activations, which set a tensor-core kernel's power draw and so its clock
- * under load): scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
+/* Logical values from the seed in a fixed order, stored per layout. q ~ N(0,1), k ~ N(0,1),
+ * v ~ N(0,1) when v_normal (timing: the statistics of activations, which set a tensor-core
+ * kernel's power draw and so its clock under load), else U[-1,1) (gates, half the draws):
+ * scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
  * rounds to 0 is nudged: inputs are never zero. On every core (fills of the full timing
  * case reach 10^9 values): the values depend on the seed only, not on the thread count. */
-static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed)
+static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed, int v_normal)
 {
     h->esz = check_dtype_size(dt);
     h->q = malloc(g->q.elems * h->esz);
@@ -461,11 +465,11 @@ static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed
     h->v = malloc(g->k.elems * h->esz);
     if (!h->q || !h->k || !h->v)
         return -1;
-    fill_job F = {h, g, dt, seed};
+    fill_job F = {h, g, dt, seed, v_normal};
     double elems = (double)g->q.elems + 2.0 * (double)g->k.elems;
     par_run(fill_nan_part, &F, par_threads_for(elems * 1.5, (long long)elems));
-    /* about 30 ns a normal value (one core, -O2) */
-    double vals = (double)g->cu_q[g->B] * g->hq * g->d + 2.0 * (double)g->cu_k[g->B] * g->hkv_logical * g->d;
+    /* about 30 ns a normal value, 6 ns a uniform one (one core, -O2) */
+    double vals = (double)g->cu_q[g->B] * g->hq * g->d + (1.0 + v_normal) * (double)g->cu_k[g->B] * g->hkv_logical * g->d;
     par_run(fill_val_part, &F, par_threads_for(vals * 20, (long long)(vals / g->d) + 1));
     return 0;
 }
@@ -901,7 +905,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     const rt_module *pm = NULL, *pm_naive = NULL;
     if (geom_init(&g, c, v, msg, msgn))
         goto out;
-    if (host_in_fill(&in, &g, c->dtype, r->seed)) {
+    if (host_in_fill(&in, &g, c->dtype, r->seed, 0)) {
         snprintf(msg, msgn, "out of host memory for the inputs");
         goto out;
     }
@@ -1376,7 +1380,7 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
         host_in in = {0};
         dev_run up;
         memset(&up, 0, sizeof up);
-        if (host_in_fill(&in, &g, cc.dtype, cc.seed)) {
+        if (host_in_fill(&in, &g, cc.dtype, cc.seed, 1)) {
             snprintf(err, errn, "out of host memory for the inputs");
             goto out;
         }

@@ -45,6 +45,7 @@ struct tune_attn_ctx {
     rt_nvml_dev *nvml;         /* NULL: clocks and power unknown */
     double last_busy;          /* host time the last timing's GPU work ended (0: never) */
     int extra_every;           /* tune_attn_set_extra */
+    CUstream stream;           /* where the runners launch (tune_ctx_stream): NULL, or a capturing stream */
 };
 
 /* The phase counter f of ctx, NULL when nobody counts (tune_lap takes NULL). */
@@ -799,7 +800,7 @@ static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
             return -1;
         }
         char e[400];
-        if (rt_module_launch(m, i, grid, args, NULL, e, sizeof e)) {
+        if (rt_module_launch(m, i, grid, args, ctx->stream, e, sizeof e)) {
             snprintf(msg, msgn, "%s", e);
             return -1;
         }
@@ -1167,8 +1168,44 @@ static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     return 0;
 }
 
+CUstream tune_ctx_stream(const tune_attn_ctx *ctx) { return ctx ? ctx->stream : NULL; }
+
+/* A graph of n calls (rotating from set *next) captured on a new stream *st; NULL (nothing left
+ * behind, *next unchanged) when the driver refuses any step: the caller launches plainly. */
+static CUgraphExec capture(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next,
+                           CUstream *st)
+{
+    const rt_cu *cu = ctx->cu;
+    *st = NULL;
+    if (!cu->StreamCreate || !cu->StreamBeginCapture || !cu->StreamEndCapture || !cu->GraphInstantiate ||
+        !cu->GraphLaunch || cu->StreamCreate(st, 1 /* non-blocking */))
+        return NULL;
+    int at = *next;
+    char msg[256];
+    CUgraph g = NULL;
+    CUgraphExec e = NULL;
+    if (cu->StreamBeginCapture(*st, 2 /* relaxed */) == 0) {
+        ctx->stream = *st;
+        int bad = enqueue_n(ctx, enqueue, arg, n, sets, &at, NULL, NULL, msg, sizeof msg);
+        ctx->stream = NULL;
+        CUresult r = cu->StreamEndCapture(*st, &g);
+        if (!bad && !r && g && cu->GraphInstantiate(&e, g, 0))
+            e = NULL;
+        if (g)
+            cu->GraphDestroy(g);
+    }
+    if (!e) {
+        cu->StreamDestroy(*st);
+        *st = NULL;
+        return NULL;
+    }
+    *next = at;
+    return e;
+}
+
 /* Sustained: warm-up to steady state when the GPU was idle, then samples of back-to-back bursts
- * over rotating input sets (see TUNE_TIMING_SUSTAINED). */
+ * over rotating input sets (see TUNE_TIMING_SUSTAINED); calls shorter than TUNE_GRAPH_BELOW_MS
+ * replay a captured graph of the burst (launch cost out of the figure, as an engine's graph). */
 static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
                           tune_attn_timing *t, char *msg, size_t msgn)
 {
@@ -1229,13 +1266,26 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     n = n < 2 ? 2 : n > 100000 ? 100000 : n;
     if (ctx->extra_every)
         n = (n + ctx->extra_every - 1) / ctx->extra_every * ctx->extra_every;
+    CUstream gs = NULL;
+    CUgraphExec ge = one < TUNE_GRAPH_BELOW_MS ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
+    if (ge && ctx->cu->GraphLaunch(ge, gs) == 0)         /* once untimed: the graph's upload */
+        ctx->cu->StreamSynchronize(gs);
     tune_sampler_start(&smp, ctx->nvml, 2000);
-    ctx->cu->EventRecord(sev[0], NULL);
-    for (int s = 0; s < samples; s++)
-        if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
+    ctx->cu->EventRecord(sev[0], gs);
+    for (int s = 0; s < samples; s++) {
+        if (ge) {
+            CUresult lr = ctx->cu->GraphLaunch(ge, gs);
+            if (lr) {
+                tune_sampler_stop(&smp, NULL);
+                cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
+                goto out_graph;
+            }
+            ctx->cu->EventRecord(sev[s + 1], gs);
+        } else if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
             tune_sampler_stop(&smp, NULL);
             goto out;
         }
+    }
     cr = ctx->cu->CtxSynchronize();
     tune_sampler_stop(&smp, &t->clk);
     ctx->last_busy = tune_now();
@@ -1248,9 +1298,15 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
             goto out;
         ms[s] /= n;
     }
-    t->launches = n, t->sets = sets;
+    t->launches = n, t->sets = sets, t->graph = ge != NULL;
     timing_stats(t, ms, samples);
     rc = 0;
+out_graph:
+    if (ge) {
+        ctx->cu->StreamSynchronize(gs);
+        ctx->cu->GraphExecDestroy(ge);
+        ctx->cu->StreamDestroy(gs);
+    }
 out:
     for (int i = 0; i < made; i++)
         ctx->cu->EventDestroy(ev[i]);

@@ -1159,9 +1159,12 @@ static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     for (int i = 0; i < n; i++) {
         if (enqueue(arg, *next, msg, msgn))
             return -1;
-        if (every && i % every == every - 1 && enqueue(arg, *next, msg, msgn))
-            return -1;
         *next = (*next + 1) % sets;
+        if (every && i % every == every - 1) {      /* the extra call reads the next set, as a real one */
+            if (enqueue(arg, *next, msg, msgn))
+                return -1;
+            *next = (*next + 1) % sets;
+        }
     }
     if (b)
         ctx->cu->EventRecord(b, NULL);

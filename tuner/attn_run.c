@@ -1265,12 +1265,10 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     }
     t->warm_ms = done;
     /* the samples: bursts of about TUNE_BURST_MS, back to back, one event between two */
-    int n = (int)ceil(TUNE_BURST_MS / one);
-    n = n < 2 ? 2 : n > 100000 ? 100000 : n;
-    if (ctx->extra_every)
-        n = (n + ctx->extra_every - 1) / ctx->extra_every * ctx->extra_every;
+    int graph = one < TUNE_GRAPH_BELOW_MS;
+    int n = tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, graph);
     CUstream gs = NULL;
-    CUgraphExec ge = one < TUNE_GRAPH_BELOW_MS ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
+    CUgraphExec ge = graph ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
     if (ge && ctx->cu->GraphLaunch(ge, gs) == 0)         /* once untimed: the graph's upload */
         ctx->cu->StreamSynchronize(gs);
     tune_sampler_start(&smp, ctx->nvml, 2000);

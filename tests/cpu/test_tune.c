@@ -1245,6 +1245,26 @@ static void test_tune__report_shows_timing_and_clocks(void **state)
     free(out);
 }
 
+static void test_tune__burst_calls(void **state)
+{
+    (void)state;
+    assert_int_equal(tune_burst_calls(0.25, 1.0, 0, 1, 0), 4);
+    assert_int_equal(tune_burst_calls(1.3, 1.0, 0, 1, 0), 2);          /* at least 2 */
+    assert_int_equal(tune_burst_calls(0, 1.0, 0, 1, 0), 2);
+    assert_int_equal(tune_burst_calls(1e-9, 1.0, 0, 1, 0), 100000);
+    assert_int_equal(tune_burst_calls(0.3, 1.0, 10, 1, 0), 10);        /* a multiple of every */
+    assert_int_equal(tune_burst_calls(0.02, 1.0, 0, 3, 0), 50);        /* plain: rotation runs on */
+    for (int sets = 1; sets <= TUNE_ROTATE_MAX_SETS; sets++)
+        for (int every = 0; every <= 10; every += 10) {
+            int n = tune_burst_calls(0.02, 1.0, every, sets, 1);
+            int calls = n + (every ? n / every : 0);
+            assert_true(n >= 50);
+            assert_int_equal(calls % sets, 0);                          /* whole rotations */
+            if (every)
+                assert_int_equal(n % every, 0);
+        }
+}
+
 int main(void)
 {
     unsetenv("KFORGE_TEMPLATE_DIR");
@@ -1276,6 +1296,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tune__report_shows_timing_and_clocks, setup, teardown),
         cmocka_unit_test(test_tune__ilv_order_alternates_with_the_default),
         cmocka_unit_test(test_tune__rotate_sets_exceed_twice_l2),
+        cmocka_unit_test(test_tune__burst_calls),
         cmocka_unit_test(test_tune__ilv_faster_inside_drift_wins),
         cmocka_unit_test(test_tune__ilv_noise_is_not_a_win),
         cmocka_unit_test(test_tune__ilv_drift_moves_no_candidate),

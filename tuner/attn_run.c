@@ -1239,23 +1239,46 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     if (elapsed(ctx, ev[0], ev[1], &one, msg, msgn))
         goto out;
     one = one / 2 > 1e-4 ? one / 2 : 1e-4;
+    /* short calls: a graph of the burst, captured now, replayed by the warm-up and the samples */
+    int graph = one < TUNE_GRAPH_BELOW_MS;
+    int n = graph ? tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, 1) : 0;
+    CUstream gs = NULL;
+    CUgraphExec ge = graph ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
     /* warm-up: chunks of about 25 ms back to back, until steady (or at most TUNE_WARM_MAX_MS) */
     double t0 = tune_now();
     int idle = ctx->last_busy == 0 || t0 - ctx->last_busy > TUNE_IDLE_S;
     double want = idle ? TUNE_WARM_MS : 0, done = 0;
+    if (ge) {                                           /* once untimed: the graph's upload */
+        CUresult lr = ctx->cu->GraphLaunch(ge, gs);
+        if (lr || (lr = ctx->cu->StreamSynchronize(gs))) {
+            cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
+            goto out_graph;
+        }
+    }
     while (want > 0) {
-        int n = (int)ceil(25.0 / one);
-        n = n < 1 ? 1 : n > 100000 ? 100000 : n;
-        if (enqueue_n(ctx, enqueue, arg, n, sets, &next, ev[2], ev[3], msg, msgn))
-            goto out;
+        double per = ge ? one * n : one;                /* ms of one replay, or of one call */
+        int m = (int)ceil(25.0 / per);
+        m = m < 1 ? 1 : m > 100000 ? 100000 : m;
+        if (ge) {
+            ctx->cu->EventRecord(ev[2], gs);
+            for (int i = 0; i < m; i++)
+                if ((cr = ctx->cu->GraphLaunch(ge, gs))) {
+                    cu_fail(ctx, cr, "timing (warm-up): cuGraphLaunch", msg, msgn);
+                    goto out_graph;
+                }
+            ctx->cu->EventRecord(ev[3], gs);
+        } else if (enqueue_n(ctx, enqueue, arg, m, sets, &next, ev[2], ev[3], msg, msgn)) {
+            goto out_graph;
+        }
         if ((cr = ctx->cu->CtxSynchronize())) {
             cu_fail(ctx, cr, "timing (warm-up): kernel failed", msg, msgn);
-            goto out;
+            goto out_graph;
         }
         double chunk;
         if (elapsed(ctx, ev[2], ev[3], &chunk, msg, msgn))
-            goto out;
-        one = chunk / n > 1e-4 ? chunk / n : 1e-4;
+            goto out_graph;
+        if (!ge)
+            one = chunk / m > 1e-4 ? chunk / m : 1e-4;
         done = 1e3 * (tune_now() - t0);
         if (nh == HIST)
             memmove(hist, hist + 1, sizeof hist[0] * (HIST - 1)), nh--;
@@ -1265,12 +1288,8 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     }
     t->warm_ms = done;
     /* the samples: bursts of about TUNE_BURST_MS, back to back, one event between two */
-    int graph = one < TUNE_GRAPH_BELOW_MS;
-    int n = tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, graph);
-    CUstream gs = NULL;
-    CUgraphExec ge = graph ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
-    if (ge && ctx->cu->GraphLaunch(ge, gs) == 0)         /* once untimed: the graph's upload */
-        ctx->cu->StreamSynchronize(gs);
+    if (!ge)
+        n = tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, 0);
     tune_sampler_start(&smp, ctx->nvml, 2000);
     ctx->cu->EventRecord(sev[0], gs);
     for (int s = 0; s < samples; s++) {
@@ -1284,7 +1303,7 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
             ctx->cu->EventRecord(sev[s + 1], gs);
         } else if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
             tune_sampler_stop(&smp, NULL);
-            goto out;
+            goto out_graph;
         }
     }
     cr = ctx->cu->CtxSynchronize();
@@ -1292,11 +1311,11 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     ctx->last_busy = tune_now();
     if (cr) {
         cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
-        goto out;
+        goto out_graph;
     }
     for (int s = 0; s < samples; s++) {
         if (elapsed(ctx, sev[s], sev[s + 1], &ms[s], msg, msgn))
-            goto out;
+            goto out_graph;
         ms[s] /= n;
     }
     t->launches = n, t->sets = sets, t->graph = ge != NULL;

@@ -120,7 +120,7 @@ static void header(report_ctx *c, const db_winner *w)
                           "SM clock, power"};
     if (c->fmt == FMT_TEXT) {
         printf("%s%s, %s\n", c->tables ? "\n" : "", w->gpu, w->family);
-        printf("  %-44s %-40s %10s %14s %9s %8s %6s %-9s %s\n", cols[0], cols[1], cols[2], cols[3], cols[4],
+        printf("  %-44s %-40s %10s %14s %9s %8s %6s %-15s %s\n", cols[0], cols[1], cols[2], cols[3], cols[4],
                cols[5], cols[6], cols[7], cols[8]);
     } else if (c->fmt == FMT_MD) {
         printf("%s### %s, %s\n\n| shape | winner | ms | throughput | %% ceiling | speed-up | band | timing |"
@@ -165,7 +165,7 @@ static int row_cb(const db_winner *w, void *arg)
     const char *unit = isnan(f.throughput) ? NULL : f.unit;   /* --json null, --csv empty */
     switch (c->fmt) {
     case FMT_TEXT:
-        printf("  %-44s %-40s %10.4f %14s %9s %8s %6s %-9s %s\n", w->shape_key, short_key(w), w->median_ms, thr,
+        printf("  %-44s %-40s %10.4f %14s %9s %8s %6s %-15s %s\n", w->shape_key, short_key(w), w->median_ms, thr,
                pct, sp, band, timing, clk);
         break;
     case FMT_MD:

@@ -153,9 +153,10 @@ int cmd_run(cli_opts *o)
                (unsigned long long)r.seed);
         if (tm.samples) {
             printf(",\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"samples\":%d,\"throughput\":%.6g,"
-                   "\"throughput_unit\":%s,\"timing\":\"%s\",\"launches\":%d,\"sets\":%d,\"warm_ms\":%.1f",
-                   tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr, gen_json_str(jr, sizeof jr, unit),
-                   tune_timing_str(tm.mode), tm.launches, tm.sets, tm.warm_ms);
+                   "\"throughput_unit\":%s,\"timing\":\"%s\",\"graph\":%s,\"launches\":%d,\"sets\":%d,"
+                   "\"warm_ms\":%.1f", tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr,
+                   gen_json_str(jr, sizeof jr, unit), tune_timing_str(tm.mode), tm.graph ? "true" : "false",
+                   tm.launches, tm.sets, tm.warm_ms);
             const char *kn[] = {"sm_clock_mean", "sm_clock_min", "power_mean", "power_max", "temp_max"};
             const double kv[] = {tm.clk.sm_mean, tm.clk.sm_min, tm.clk.power_mean, tm.clk.power_max, tm.clk.temp_max};
             for (int i = 0; i < 5; i++)
@@ -175,9 +176,10 @@ int cmd_run(cli_opts *o)
                 printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples, L2 flushed, burst)\n",
                        tm.median_ms, tm.p10_ms, tm.p90_ms, 100.0 * tm.spread, tm.samples);
             else
-                printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples of %d calls back to"
-                       " back over %d input sets, sustained after %.0f ms of warm-up)\n", tm.median_ms, tm.p10_ms,
-                       tm.p90_ms, 100.0 * tm.spread, tm.samples, tm.launches, tm.sets, tm.warm_ms);
+                printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples of %d calls %s over"
+                       " %d input sets, sustained after %.0f ms of warm-up)\n", tm.median_ms, tm.p10_ms, tm.p90_ms,
+                       100.0 * tm.spread, tm.samples, tm.launches, tm.graph ? "replayed as a graph" : "back to back",
+                       tm.sets, tm.warm_ms);
             if (tm.clk.n > 0)
                 printf("clocks     SM %.0f MHz (min %.0f), %.0f W (max %.0f), %.0f C during the samples\n",
                        tm.clk.sm_mean, tm.clk.sm_min, tm.clk.power_mean, tm.clk.power_max, tm.clk.temp_max);

@@ -117,7 +117,7 @@ typedef struct db_measurement {
     double ceiling_frac;         /* throughput / measured ceiling, or NaN */
     int is_control;              /* 1 for the repeated default (control band) */
     /* schema 3; each stored as NULL when unknown (NULL string, 0 or NaN number) */
-    const char *timing;          /* "sustained" or "burst" */
+    const char *timing;          /* "sustained", "sustained-graph" (replays of a captured graph) or "burst" */
     int launches, sets;          /* calls per sample, input sets rotated over */
     double sm_clock_min, sm_clock_mean;  /* MHz during the samples */
     double power_mean, power_max;        /* W */

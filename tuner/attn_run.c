@@ -45,6 +45,7 @@ struct tune_attn_ctx {
     rt_nvml_dev *nvml;         /* NULL: clocks and power unknown */
     double last_busy;          /* host time the last timing's GPU work ended (0: never) */
     int extra_every;           /* tune_attn_set_extra */
+    CUstream stream;           /* where the runners launch (tune_ctx_stream): NULL, or a capturing stream */
 };
 
 /* The phase counter f of ctx, NULL when nobody counts (tune_lap takes NULL). */
@@ -379,6 +380,7 @@ typedef struct fill_job {
     const geom *g;
     check_dtype dt;
     uint64_t seed;
+    int v_normal;              /* v ~ N(0,1) (timing), else U[-1,1) (gates: half the draws) */
 } fill_job;
 
 /* NaN over every storage element (padding, tails and unused capacity stay NaN). */
@@ -420,13 +422,15 @@ static void fill_val_part(void *arg, int part, int parts)
                 check_store(dt, F->h->q, (size_t)(off + c), 0.25);
         }
     }
-    /* k, v ~ N(0,1): generated for the logical kv heads, stored to every head that maps to them */
+    /* k ~ N(0,1), v ~ N(0,1) or U[-1,1): generated for the logical kv heads, stored to every head that
+     * maps to them */
     int rep = g->hkv / g->hkv_logical;          /* expand_kv: G copies */
     par_range((long long)g->cu_k[g->B] * g->hkv_logical, part, parts, &lo, &hi);
     for (int t = 0; t < 2; t++) {
         void *dst = t ? F->h->v : F->h->k;
         check_rng_seed(&r, F->seed ^ (t ? 0xd1b54a32d192ed03ull : 0x8cb92ba72f3d8dd7ull));
-        check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * 2);
+        int vn = t ? F->v_normal : 1;
+        check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * (vn ? 2 : 1));
         b = 0;
         for (long long row = lo; row < hi; row++) {
             long long key = row / g->hkv_logical;
@@ -436,7 +440,7 @@ static void fill_val_part(void *arg, int part, int parts)
             long long j = key - g->cu_k[b];
             long long off0 = k_off(g, b, j, kh * rep);
             for (int c = 0; c < g->d; c++) {
-                double x = rnd_val(&r, 1);
+                double x = rnd_val(&r, vn);
                 for (int e = 0; e < rep; e++) {
                     long long off = off0 + (long long)e * g->k.sh;
                     check_store(dt, dst, (size_t)(off + c), x);
@@ -448,12 +452,13 @@ static void fill_val_part(void *arg, int part, int parts)
     }
 }
 
-/* Logical values from the seed in a fixed order, stored per layout. q, k, v ~ N(0,1) (the
- * statistics of activations, which set a tensor-core kernel's power draw and so its clock
- * under load): scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
+/* Logical values from the seed in a fixed order, stored per layout. q ~ N(0,1), k ~ N(0,1),
+ * v ~ N(0,1) when v_normal (timing: the statistics of activations, which set a tensor-core
+ * kernel's power draw and so its clock under load), else U[-1,1) (gates, half the draws):
+ * scores q.k*scale ~ N(0,1), so softmax is far from uniform. A value that
  * rounds to 0 is nudged: inputs are never zero. On every core (fills of the full timing
  * case reach 10^9 values): the values depend on the seed only, not on the thread count. */
-static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed)
+static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed, int v_normal)
 {
     h->esz = check_dtype_size(dt);
     h->q = malloc(g->q.elems * h->esz);
@@ -461,11 +466,11 @@ static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed
     h->v = malloc(g->k.elems * h->esz);
     if (!h->q || !h->k || !h->v)
         return -1;
-    fill_job F = {h, g, dt, seed};
+    fill_job F = {h, g, dt, seed, v_normal};
     double elems = (double)g->q.elems + 2.0 * (double)g->k.elems;
     par_run(fill_nan_part, &F, par_threads_for(elems * 1.5, (long long)elems));
-    /* about 30 ns a normal value (one core, -O2) */
-    double vals = (double)g->cu_q[g->B] * g->hq * g->d + 2.0 * (double)g->cu_k[g->B] * g->hkv_logical * g->d;
+    /* about 30 ns a normal value, 6 ns a uniform one (one core, -O2) */
+    double vals = (double)g->cu_q[g->B] * g->hq * g->d + (1.0 + v_normal) * (double)g->cu_k[g->B] * g->hkv_logical * g->d;
     par_run(fill_val_part, &F, par_threads_for(vals * 20, (long long)(vals / g->d) + 1));
     return 0;
 }
@@ -795,7 +800,7 @@ static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
             return -1;
         }
         char e[400];
-        if (rt_module_launch(m, i, grid, args, NULL, e, sizeof e)) {
+        if (rt_module_launch(m, i, grid, args, ctx->stream, e, sizeof e)) {
             snprintf(msg, msgn, "%s", e);
             return -1;
         }
@@ -901,7 +906,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     const rt_module *pm = NULL, *pm_naive = NULL;
     if (geom_init(&g, c, v, msg, msgn))
         goto out;
-    if (host_in_fill(&in, &g, c->dtype, r->seed)) {
+    if (host_in_fill(&in, &g, c->dtype, r->seed, 0)) {
         snprintf(msg, msgn, "out of host memory for the inputs");
         goto out;
     }
@@ -1154,17 +1159,56 @@ static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     for (int i = 0; i < n; i++) {
         if (enqueue(arg, *next, msg, msgn))
             return -1;
-        if (every && i % every == every - 1 && enqueue(arg, *next, msg, msgn))
-            return -1;
         *next = (*next + 1) % sets;
+        if (every && i % every == every - 1) {      /* the extra call reads the next set, as a real one */
+            if (enqueue(arg, *next, msg, msgn))
+                return -1;
+            *next = (*next + 1) % sets;
+        }
     }
     if (b)
         ctx->cu->EventRecord(b, NULL);
     return 0;
 }
 
+CUstream tune_ctx_stream(const tune_attn_ctx *ctx) { return ctx ? ctx->stream : NULL; }
+
+/* A graph of n calls (rotating from set *next) captured on a new stream *st; NULL (nothing left
+ * behind, *next unchanged) when the driver refuses any step: the caller launches plainly. */
+static CUgraphExec capture(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next,
+                           CUstream *st)
+{
+    const rt_cu *cu = ctx->cu;
+    *st = NULL;
+    if (!cu->StreamCreate || !cu->StreamBeginCapture || !cu->StreamEndCapture || !cu->GraphInstantiate ||
+        !cu->GraphLaunch || cu->StreamCreate(st, 1 /* non-blocking */))
+        return NULL;
+    int at = *next;
+    char msg[256];
+    CUgraph g = NULL;
+    CUgraphExec e = NULL;
+    if (cu->StreamBeginCapture(*st, 2 /* relaxed */) == 0) {
+        ctx->stream = *st;
+        int bad = enqueue_n(ctx, enqueue, arg, n, sets, &at, NULL, NULL, msg, sizeof msg);
+        ctx->stream = NULL;
+        CUresult r = cu->StreamEndCapture(*st, &g);
+        if (!bad && !r && g && cu->GraphInstantiate(&e, g, 0))
+            e = NULL;
+        if (g)
+            cu->GraphDestroy(g);
+    }
+    if (!e) {
+        cu->StreamDestroy(*st);
+        *st = NULL;
+        return NULL;
+    }
+    *next = at;
+    return e;
+}
+
 /* Sustained: warm-up to steady state when the GPU was idle, then samples of back-to-back bursts
- * over rotating input sets (see TUNE_TIMING_SUSTAINED). */
+ * over rotating input sets (see TUNE_TIMING_SUSTAINED); calls shorter than TUNE_GRAPH_BELOW_MS
+ * replay a captured graph of the burst (launch cost out of the figure, as an engine's graph). */
 static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
                           tune_attn_timing *t, char *msg, size_t msgn)
 {
@@ -1195,23 +1239,46 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     if (elapsed(ctx, ev[0], ev[1], &one, msg, msgn))
         goto out;
     one = one / 2 > 1e-4 ? one / 2 : 1e-4;
+    /* short calls: a graph of the burst, captured now, replayed by the warm-up and the samples */
+    int graph = one < TUNE_GRAPH_BELOW_MS;
+    int n = graph ? tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, 1) : 0;
+    CUstream gs = NULL;
+    CUgraphExec ge = graph ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
     /* warm-up: chunks of about 25 ms back to back, until steady (or at most TUNE_WARM_MAX_MS) */
     double t0 = tune_now();
     int idle = ctx->last_busy == 0 || t0 - ctx->last_busy > TUNE_IDLE_S;
     double want = idle ? TUNE_WARM_MS : 0, done = 0;
+    if (ge) {                                           /* once untimed: the graph's upload */
+        CUresult lr = ctx->cu->GraphLaunch(ge, gs);
+        if (lr || (lr = ctx->cu->StreamSynchronize(gs))) {
+            cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
+            goto out_graph;
+        }
+    }
     while (want > 0) {
-        int n = (int)ceil(25.0 / one);
-        n = n < 1 ? 1 : n > 100000 ? 100000 : n;
-        if (enqueue_n(ctx, enqueue, arg, n, sets, &next, ev[2], ev[3], msg, msgn))
-            goto out;
+        double per = ge ? one * n : one;                /* ms of one replay, or of one call */
+        int m = (int)ceil(25.0 / per);
+        m = m < 1 ? 1 : m > 100000 ? 100000 : m;
+        if (ge) {
+            ctx->cu->EventRecord(ev[2], gs);
+            for (int i = 0; i < m; i++)
+                if ((cr = ctx->cu->GraphLaunch(ge, gs))) {
+                    cu_fail(ctx, cr, "timing (warm-up): cuGraphLaunch", msg, msgn);
+                    goto out_graph;
+                }
+            ctx->cu->EventRecord(ev[3], gs);
+        } else if (enqueue_n(ctx, enqueue, arg, m, sets, &next, ev[2], ev[3], msg, msgn)) {
+            goto out_graph;
+        }
         if ((cr = ctx->cu->CtxSynchronize())) {
             cu_fail(ctx, cr, "timing (warm-up): kernel failed", msg, msgn);
-            goto out;
+            goto out_graph;
         }
         double chunk;
         if (elapsed(ctx, ev[2], ev[3], &chunk, msg, msgn))
-            goto out;
-        one = chunk / n > 1e-4 ? chunk / n : 1e-4;
+            goto out_graph;
+        if (!ge)
+            one = chunk / m > 1e-4 ? chunk / m : 1e-4;
         done = 1e3 * (tune_now() - t0);
         if (nh == HIST)
             memmove(hist, hist + 1, sizeof hist[0] * (HIST - 1)), nh--;
@@ -1221,32 +1288,45 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     }
     t->warm_ms = done;
     /* the samples: bursts of about TUNE_BURST_MS, back to back, one event between two */
-    int n = (int)ceil(TUNE_BURST_MS / one);
-    n = n < 2 ? 2 : n > 100000 ? 100000 : n;
-    if (ctx->extra_every)
-        n = (n + ctx->extra_every - 1) / ctx->extra_every * ctx->extra_every;
+    if (!ge)
+        n = tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, 0);
     tune_sampler_start(&smp, ctx->nvml, 2000);
-    ctx->cu->EventRecord(sev[0], NULL);
-    for (int s = 0; s < samples; s++)
-        if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
+    ctx->cu->EventRecord(sev[0], gs);
+    for (int s = 0; s < samples; s++) {
+        if (ge) {
+            CUresult lr = ctx->cu->GraphLaunch(ge, gs);
+            if (lr) {
+                tune_sampler_stop(&smp, NULL);
+                cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
+                goto out_graph;
+            }
+            ctx->cu->EventRecord(sev[s + 1], gs);
+        } else if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
             tune_sampler_stop(&smp, NULL);
-            goto out;
+            goto out_graph;
         }
+    }
     cr = ctx->cu->CtxSynchronize();
     tune_sampler_stop(&smp, &t->clk);
     ctx->last_busy = tune_now();
     if (cr) {
         cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
-        goto out;
+        goto out_graph;
     }
     for (int s = 0; s < samples; s++) {
         if (elapsed(ctx, sev[s], sev[s + 1], &ms[s], msg, msgn))
-            goto out;
+            goto out_graph;
         ms[s] /= n;
     }
-    t->launches = n, t->sets = sets;
+    t->launches = n, t->sets = sets, t->graph = ge != NULL;
     timing_stats(t, ms, samples);
     rc = 0;
+out_graph:
+    if (ge) {
+        ctx->cu->StreamSynchronize(gs);
+        ctx->cu->GraphExecDestroy(ge);
+        ctx->cu->StreamDestroy(gs);
+    }
 out:
     for (int i = 0; i < made; i++)
         ctx->cu->EventDestroy(ev[i]);
@@ -1376,7 +1456,7 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
         host_in in = {0};
         dev_run up;
         memset(&up, 0, sizeof up);
-        if (host_in_fill(&in, &g, cc.dtype, cc.seed)) {
+        if (host_in_fill(&in, &g, cc.dtype, cc.seed, 1)) {
             snprintf(err, errn, "out of host memory for the inputs");
             goto out;
         }

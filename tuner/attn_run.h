@@ -101,6 +101,8 @@ void tune_attn_result_free(tune_attn_result *r);
  *    of `launches` back-to-back calls (about TUNE_BURST_MS) with events around the burst, the
  *    calls rotating over `sets` copies of the inputs (together >= 2x L2 where one set is
  *    smaller); a sample is the burst's time / launches. What a serving engine sees under load.
+ *    Calls under TUNE_GRAPH_BELOW_MS are captured once as a graph of the burst and each sample
+ *    replays it (launch cost out of the figure; plain launches when the driver refuses).
  *  - burst (the old way): each sample one call after an L2 flush (a 2x-L2 buffer written)
  *    and the idle gap that leaves: the cool, boosted GPU.
  */
@@ -109,6 +111,9 @@ enum { TUNE_TIMING_SUSTAINED = 0, TUNE_TIMING_BURST = 1 };
 #define TUNE_WARM_MS 200.0
 #define TUNE_WARM_MAX_MS 2000.0
 #define TUNE_BURST_MS 1.0
+/* Calls shorter than this (ms) are timed as replays of a captured graph of the burst: back-to-back
+ * launches of a few-microsecond kernel measure the host's launch rate, not the kernel. */
+#define TUNE_GRAPH_BELOW_MS 0.05
 /* "sustained" / "burst" -> TUNE_TIMING_*, -1 for anything else; and back (static text). */
 int tune_timing_parse(const char *s);
 const char *tune_timing_str(int mode);
@@ -122,6 +127,7 @@ typedef struct tune_attn_timing {
     int mode;                      /* TUNE_TIMING_* */
     int launches;                  /* calls per sample (burst: 1) */
     int sets;                      /* input sets rotated over (burst: 1) */
+    int graph;                     /* 1: each sample a replay of a captured graph of the calls */
     double warm_ms;                /* steady-state warm-up run before the samples (0: none needed) */
     tune_clock clk;                /* SM clock, power, temperature during the samples (NaN: unknown) */
 } tune_attn_timing;
@@ -199,6 +205,9 @@ typedef int (*tune_enqueue_fn)(void *arg, int set, char *msg, size_t msgn);
  * tune_attn_time. -1 with msg. */
 int tune_ctx_time(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
                   tune_attn_timing *t, char *msg, size_t msgn);
+/* The stream runners launch on: NULL (the default stream), or the stream a sustained timing is
+ * capturing a graph on (ctx NULL: NULL). */
+CUstream tune_ctx_stream(const tune_attn_ctx *c);
 /* Input sets a sustained timing rotates over for inputs of set_bytes (tune_rotate_sets with the
  * GPU's L2); 1 in burst mode. */
 int tune_ctx_sets(const tune_attn_ctx *c, double set_bytes);

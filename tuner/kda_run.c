@@ -199,7 +199,7 @@ static int launch(void *arg, int set, char *msg, size_t msgn)
             snprintf(msg, msgn, "rt_kda_grid refused kernel %d of %s", i, a->v->key ? a->v->key : a->v->family);
             return -1;
         }
-        if (rt_module_launch(a->m, i, grid, args, NULL, msg, msgn))
+        if (rt_module_launch(a->m, i, grid, args, tune_ctx_stream(a->ctx), msg, msgn))
             return -1;
     }
     return 0;

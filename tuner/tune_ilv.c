@@ -22,6 +22,17 @@ void tune_ilv_plan(int samples, int *rounds, int *slot_samples)
     *slot_samples = s < TUNE_ILV_SLOT ? TUNE_ILV_SLOT : s;
 }
 
+int tune_burst_calls(double one_ms, double burst_ms, int every, int sets, int graph)
+{
+    double want = one_ms > 0 ? ceil(burst_ms / one_ms) : 2;
+    int n = want < 2 ? 2 : want > 100000 ? 100000 : (int)want;
+    int step = every > 0 ? every : 1;
+    n = (n + step - 1) / step * step;
+    for (int k = 0; graph && sets > 1 && (n + (every > 0 ? n / every : 0)) % sets && k < sets; k++)
+        n += step;
+    return n;
+}
+
 int tune_ilv_order(int n_cand, int rounds, int *slots, int cap)
 {
     if (rounds < 1)

@@ -26,6 +26,13 @@ void tune_ilv_plan(int samples, int *rounds, int *slot_samples);
  * ceil(2 l2 / set_bytes), at most TUNE_ROTATE_MAX_SETS. */
 int tune_rotate_sets(double set_bytes, double l2_bytes);
 
+/* Calls in one sustained sample: about burst_ms of calls of one_ms each, at least 2, at most
+ * 100000; a multiple of `every` when every > 0 (the planted slowdown of the tests: one extra call
+ * every `every`); for a graph (replayed as one fixed set sequence) also such that the calls of a
+ * burst, extra ones included, make whole rotations over `sets`, so that a replay's last call and
+ * the next replay's first read different sets. */
+int tune_burst_calls(double one_ms, double burst_ms, int every, int sets, int graph);
+
 /* The order of the timing slots for n_cand candidates over `rounds` rounds: -1 for the
  * default, i for candidate i. Per round D C0 D C1 ... D C(n-1), then one closing D: every
  * candidate slot has a default slot on each side. Returns the number of slots,

@@ -476,7 +476,7 @@ static int store_ref(sweep *w, plan *p, meas_list *l, int vi, int is_control, in
         m.spread_ms = t->p90_ms - t->p10_ms;
         m.throughput = tune_throughput(&p->work, t->median_ms);
         m.ceiling_frac = m.throughput / p->ceiling;
-        m.timing = tune_timing_str(t->mode);
+        m.timing = t->graph ? "sustained-graph" : tune_timing_str(t->mode);
         m.launches = t->launches;
         m.sets = t->sets;
         m.sm_clock_min = t->clk.sm_min, m.sm_clock_mean = t->clk.sm_mean;
@@ -500,6 +500,12 @@ static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int st
                  const char *msg, const tune_attn_timing *t)
 {
     return store_ref(w, p, l, vi, is_control, status, error, msg, t, NAN);
+}
+
+/* How a sustained timing's calls ran. */
+static const char *how(const tune_attn_timing *t)
+{
+    return t->graph ? "replayed as a captured graph" : "back to back";
 }
 
 /* ", 1712 MHz (min 1695), 684 W, 61 C" of a timing's clocks, or "" when unknown. */
@@ -655,9 +661,9 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
         snprintf(msg, sizeof msg, "%s%sspread %.1f%% (p90-p10)/median, %d samples, L2 flushed (burst)%s",
                  note ? note : "", note ? "; " : "", 100.0 * t.spread, t.samples, ck);
     else
-        snprintf(msg, sizeof msg, "%s%sspread %.1f%% (p90-p10)/median, %d samples of %d calls back to back over %d"
+        snprintf(msg, sizeof msg, "%s%sspread %.1f%% (p90-p10)/median, %d samples of %d calls %s over %d"
                  " input sets (sustained)%s", note ? note : "", note ? "; " : "", 100.0 * t.spread, t.samples,
-                 t.launches, t.sets, ck);
+                 t.launches, how(&t), t.sets, ck);
     int rc = store(w, p, l, vi, is_control, TUNE_OK, NAN, msg, &t) ? M_DBERR : M_OK;
     tune_attn_timing_free(&t);
     return rc;
@@ -873,6 +879,7 @@ static void timing_join(tune_attn_timing *out, tune_attn_timing *const *parts, i
         out->samples += parts[i]->samples;
         tune_clock_merge(&out->clk, &parts[i]->clk);
         out->mode = parts[i]->mode, out->launches = parts[i]->launches, out->sets = parts[i]->sets;
+        out->graph = parts[i]->graph;
     }
     tune_attn_timing_stats(out);
 }
@@ -962,6 +969,15 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             free(scr), free(keep);
             rc = M_DBERR;
             goto out;
+        }
+        /* the GPU brought to its steady state by the default (after the gates it is idle) */
+        tune_attn_variant dv;
+        int drc;
+        if (variant_of(w, p, l, p->sp.idefault, 0, &dv, &drc) == 0) {
+            tune_attn_timing wt;
+            char err[512];
+            if (time_variant(w, p, &dv, 2, &wt, err, sizeof err) == 0)
+                tune_attn_timing_free(&wt);
         }
         for (int c = 0; c < nc && rc == M_OK; c++) {
             double best;
@@ -1099,13 +1115,13 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         clock_str(&j.clk, ck, sizeof ck);
         if (c < 0)
             snprintf(msg, sizeof msg, "interleaved default: %d slots of %d samples, band %.2f%%, drift %.2f%%; %d calls"
-                     " a sample back to back over %d input sets (sustained)%s", np, slot_n, 100 * res.band,
-                     100 * res.drift, j.launches, j.sets, ck);
+                     " a sample %s over %d input sets (sustained)%s", np, slot_n, 100 * res.band,
+                     100 * res.drift, j.launches, how(&j), j.sets, ck);
         else
             snprintf(msg, sizeof msg, "interleaved: %d rounds of %d samples; paired default %.4f ms, x%.3f%s (band"
-                     " %.2f%%); %d calls a sample back to back over %d input sets (sustained)%s", np, slot_n,
-                     cr[c].ref_ms, 1 / cr[c].ratio, cr[c].faster ? " faster" : "", 100 * res.band, j.launches, j.sets,
-                     ck);
+                     " %.2f%%); %d calls a sample %s over %d input sets (sustained)%s", np, slot_n,
+                     cr[c].ref_ms, 1 / cr[c].ratio, cr[c].faster ? " faster" : "", 100 * res.band, j.launches, how(&j),
+                     j.sets, ck);
         int vi = c < 0 ? p->sp.idefault : cand[c];
         if (store_ref(w, p, l, vi, 0, TUNE_OK, NAN, msg, &j, c < 0 ? NAN : cr[c].ref_ms))
             rc = M_DBERR;

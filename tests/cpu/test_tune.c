@@ -1206,6 +1206,65 @@ static void test_tune__timing_option_is_checked(void **state)
     }
 }
 
+/* kforge report shows how the winner was timed and the clocks during it; unknown: null / "-". */
+static void test_tune__report_shows_timing_and_clocks(void **state)
+{
+    fx *f = *state;
+    db_store *s;
+    assert_int_equal(db_open(&s, f->a, DB_CREATE), DB_OK);
+    long long run, id;
+    assert_int_equal(db_run_begin(s, &DEV, "kforge tune", &run), DB_OK);
+    double samples[20];
+    for (int i = 0; i < 20; i++)
+        samples[i] = 1.31;
+    db_measurement m = {0};
+    m.run_id = run, m.family = "attn_prefill", m.shape_key = "s1", m.variant_key = "attn_prefill.v", m.status = "ok";
+    m.samples_ms = samples, m.n_samples = 20, m.median_ms = 1.31, m.spread_ms = 0.01;
+    m.error = m.throughput = m.ceiling_frac = NAN, m.throughput_unit = "FLOP/s";
+    m.timing = "sustained", m.launches = 2, m.sets = 1;
+    m.sm_clock_min = 1695, m.sm_clock_mean = 1702.5, m.power_mean = 686, m.power_max = 699, m.temp_max = 61;
+    assert_int_equal(db_measure_put(s, &m, &id), DB_OK);
+    db_winner w = {DEV.name, "attn_prefill", "s1", "attn_prefill.v", NULL, "", 1.31, 1.0, 0.01, id};
+    assert_int_equal(db_winner_put(s, &w), DB_OK);
+    put_row(s, run, "attn_decode", "B/s", 4e12);     /* no clocks: an older measurement */
+    db_close(s);
+    char *out = report_of(f->a, "--json");
+    char *r = row_of(out, "attn_prefill");
+    assert_non_null(strstr(r, "\"timing\":\"sustained\",\"sm_clock_mean\":1702.5,\"sm_clock_min\":1695.0,"
+                              "\"power_mean\":686.0,\"power_max\":699.0,\"temp_max\":61.0}"));
+    free(r);
+    r = row_of(out, "attn_decode");
+    assert_non_null(strstr(r, "\"timing\":null,\"sm_clock_mean\":null,"));
+    free(r);
+    free(out);
+    out = report_of(f->a, "");
+    assert_non_null(strstr(out, "sustained       1702 MHz (min 1695), 686 W, 61 C\n"));
+    free(out);
+    out = report_of(f->a, "--csv");
+    assert_non_null(strstr(out, ",sustained,1702.5,1695.0,686.0,699.0,61.0\n"));
+    free(out);
+}
+
+static void test_tune__burst_calls(void **state)
+{
+    (void)state;
+    assert_int_equal(tune_burst_calls(0.25, 1.0, 0, 1, 0), 4);
+    assert_int_equal(tune_burst_calls(1.3, 1.0, 0, 1, 0), 2);          /* at least 2 */
+    assert_int_equal(tune_burst_calls(0, 1.0, 0, 1, 0), 2);
+    assert_int_equal(tune_burst_calls(1e-9, 1.0, 0, 1, 0), 100000);
+    assert_int_equal(tune_burst_calls(0.3, 1.0, 10, 1, 0), 10);        /* a multiple of every */
+    assert_int_equal(tune_burst_calls(0.02, 1.0, 0, 3, 0), 50);        /* plain: rotation runs on */
+    for (int sets = 1; sets <= TUNE_ROTATE_MAX_SETS; sets++)
+        for (int every = 0; every <= 10; every += 10) {
+            int n = tune_burst_calls(0.02, 1.0, every, sets, 1);
+            int calls = n + (every ? n / every : 0);
+            assert_true(n >= 50);
+            assert_int_equal(calls % sets, 0);                          /* whole rotations */
+            if (every)
+                assert_int_equal(n % every, 0);
+        }
+}
+
 int main(void)
 {
     unsetenv("KFORGE_TEMPLATE_DIR");
@@ -1234,8 +1293,10 @@ int main(void)
         cmocka_unit_test(test_tune__rng_skip_is_n_draws),
         cmocka_unit_test(test_tune__phases_add_and_print),
         cmocka_unit_test(test_tune__timing_option_is_checked),
+        cmocka_unit_test_setup_teardown(test_tune__report_shows_timing_and_clocks, setup, teardown),
         cmocka_unit_test(test_tune__ilv_order_alternates_with_the_default),
         cmocka_unit_test(test_tune__rotate_sets_exceed_twice_l2),
+        cmocka_unit_test(test_tune__burst_calls),
         cmocka_unit_test(test_tune__ilv_faster_inside_drift_wins),
         cmocka_unit_test(test_tune__ilv_noise_is_not_a_win),
         cmocka_unit_test(test_tune__ilv_drift_moves_no_candidate),

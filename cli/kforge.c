@@ -70,8 +70,8 @@ struct cli_cmd {
 };
 
 static const struct cli_cmd commands[] = {
-    {"list", cmd_list, OPT_ARCH | OPT_TEMPLATES | OPT_SWEEP | OPT_JSON, "families, their parameter spaces and variant counts",
-     "usage: kforge list [FAMILY] [--sweep NAME] [--arch ARCH] [--json]\n"
+    {"list", cmd_list, OPT_ARCH | OPT_TEMPLATES | OPT_SWEEP | OPT_JSON | OPT_CSV, "families, their parameter spaces and variant counts",
+     "usage: kforge list [FAMILY] [--sweep NAME] [--arch ARCH] [--json | --csv]\n"
      "  Lists the template families: the sweeps that hold each (a family no sweep holds is a\n"
      "  helper: a naive reference, the split-KV combine, the GEMM ceiling), its shape keys and an\n"
      "  example --shape, its parameter space, the number of variants in it and how many are valid\n"

@@ -11,7 +11,7 @@
 
 #define EXIT_USAGE 2
 
-/* Options every subcommand understands (each uses those that apply to it). */
+/* The options of the subcommands (the table in cli/kforge.c says which each takes; the others are refused). */
 typedef struct cli_opts {
     const char *db_path;      /* --db, $KFORGE_DB, ./kforge.db */
     const char *arch;         /* --arch, else the detected GPU's, else sm_90a */
@@ -32,7 +32,7 @@ typedef struct cli_opts {
     unsigned long long seed;  /* --seed N (tune) */
     double band_floor;        /* --band-floor F (tune; 0: the tuner's default) */
     int retry_errors;         /* --retry-errors (tune) */
-    int markdown, csv;        /* --markdown, --csv (report) */
+    int markdown, csv;        /* --markdown (report), --csv (report, compile, db ls) */
     int json, quiet, ptx, all, measure, help;
     const char *command;      /* the command line as run ("kforge tune ..."), recorded by tune */
     int argc;                 /* positional arguments after the subcommand */

@@ -121,6 +121,8 @@ int cmd_db(cli_opts *o)
         return cli_usage_error("'kforge db %s' does not take --csv (only 'kforge db ls' prints a table)", sub);
     if (o->output && strcmp(sub, "merge"))
         return cli_usage_error("'kforge db %s' does not take -o (only 'kforge db merge' writes a database)", sub);
+    if (o->templates && strcmp(sub, "gc"))
+        return cli_usage_error("'kforge db %s' does not take --templates (only 'kforge db gc' reads templates)", sub);
     if (o->json && o->csv)
         return cli_usage_error("--csv and --json exclude each other");
     if (!strcmp(sub, "merge"))

@@ -58,6 +58,18 @@ static int list_family(const char *family, void *arg)
     cli_sweep_list(&sw, sweeps, sizeof sweeps);
     int have_example = cli_example_shape(c->h, t, &c->dev, example, sizeof example) == 0;
     const gen_kvset *fields = gen_tmpl_shape_fields(t);
+    if (c->o->csv) {   /* one row per family; lists inside a field joined with ';' */
+        char keys[1024] = "", names[2048] = "", num[32];
+        for (int i = 0, k = 0; i < fields->n && k < (int)sizeof keys - 64; i++)
+            k += snprintf(keys + k, sizeof keys - k, "%s%s", i ? ";" : "", fields->kv[i].name);
+        for (int i = 0, k = 0; i < sw.n && k < (int)sizeof names - 80; i++)
+            k += snprintf(names + k, sizeof names - k, "%s%s", i ? ";" : "", sw.name[i]);
+        snprintf(num, sizeof num, "%lld", size);
+        const char *row[] = {family, sw.n ? "false" : "true", names, keys, have_example ? example : NULL, num,
+                             gen_tmpl_hash(t), gen_tmpl_doc(t)};
+        cli_csv_row(stdout, 8, row);
+        return 0;
+    }
     if (c->o->json) {
         printf("%s\n {\"family\":%s,\"doc\":%s,\"hash\":%s,\"helper\":%s,\"sweeps\":[",
                c->first ? "" : ",", gen_json_str(jf, sizeof jf, family),
@@ -150,8 +162,15 @@ int cmd_list(cli_opts *o)
         gen_host_free(h);
         return 1;
     }
+    if (o->json && o->csv) {
+        free(c.shapes);
+        gen_host_free(h);
+        return cli_usage_error("--csv and --json exclude each other");
+    }
     if (o->json)
         printf("[");
+    else if (o->csv)
+        printf("family,helper,sweeps,shape_keys,example_shape,space_size,hash,doc\n");
     if (o->argc > 0)
         list_family(o->argv[0], &c);
     else

@@ -71,11 +71,12 @@ struct cli_cmd {
 };
 
 static const struct cli_cmd commands[] = {
-    {"list", cmd_list, OPT_ARCH | OPT_TEMPLATES | OPT_SWEEP | OPT_JSON, "families, their parameter spaces and variant counts",
-     "usage: kforge list [FAMILY] [--sweep NAME] [--arch ARCH] [--json]\n"
-     "  Lists the template families with their parameter spaces, the number of\n"
-     "  variants in each space and how many are valid for each shape of the sweep\n"
-     "  (default: the embedded 'default' sweep).\n"},
+    {"list", cmd_list, OPT_ARCH | OPT_TEMPLATES | OPT_SWEEP | OPT_JSON | OPT_CSV, "families, their parameter spaces and variant counts",
+     "usage: kforge list [FAMILY] [--sweep NAME] [--arch ARCH] [--json | --csv]\n"
+     "  Lists the template families: the sweeps that hold each (a family no sweep holds is a\n"
+     "  helper: a naive reference, the split-KV combine, the GEMM ceiling), its shape keys and an\n"
+     "  example --shape, its parameter space, the number of variants in it and how many are valid\n"
+     "  for each shape of the sweep (default: the embedded 'default' sweep).\n"},
     {"gen", cmd_gen, OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_JSON, "print the CUDA source of one variant, exactly as NVRTC sees it",
      "usage: kforge gen FAMILY --shape S [--params P] [--arch ARCH]\n"
      "  S: shape fields, e.g. \"dtype=bf16,b=1,sq=1,skv=128k,hq=32,hkv=8,d=128,causal=0\"\n"
@@ -88,6 +89,8 @@ static const struct cli_cmd commands[] = {
      "  FAMILY --shape S [--params P]   one variant (default params: the template's default)\n"
      "  FAMILY --shape S --all          every valid variant of the family's space\n"
      "  [FAMILY] --sweep NAME [--all]   the default variant (or all) of every sweep shape\n"
+     "  FAMILY [--all]                  the same over every sweep that holds FAMILY (a helper, in\n"
+     "                                  no sweep, needs --shape: 'kforge list FAMILY' gives one)\n"
      "  With no FAMILY, --shape or --sweep: --sweep default --all.\n"
      "  A binary already in the database (same cache key) is a cache hit, not recompiled.\n"},
     {"run", cmd_run, OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_TIMING | OPT_JSON | OPT_QUIET, "run one variant on the GPU against the reference: error and time",

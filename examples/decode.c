@@ -1,4 +1,4 @@
-/* examples/decode.c: plan a GQA decode step once, run it on a stream, check it, close (kforge's C API) */
+/* examples/decode.c: plan a GQA decode step once (from JIT, a database or a bundle), run it on a stream, check it, close (kforge's C API) */
 #include <cuda_runtime.h>
 #include <kforge.h>
 #include <math.h>
@@ -12,10 +12,26 @@ enum { B = 2, HQ = 32, HKV = 8, D = 128, SKV = 1000 };
 static uint16_t to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16); }
 static float from_bf16(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 
+/* FNV-1a of the output's bytes: equal hashes from two runs (a database, a bundle) mean bit-identical outputs. */
+static unsigned long long fnv1a(const void *p, size_t n)
+{
+    unsigned long long h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+/* usage: decode [DB|-] [BUNDLE.kfb]   (a bundle given: served with JIT forbidden) */
 int main(int argc, char **argv)
 {
     kf_config cfg = KF_CONFIG_INIT;
-    cfg.db_path = argc > 1 ? argv[1] : NULL;        /* winners and cached binaries, optional */
+    cfg.db_path = argc > 1 && strcmp(argv[1], "-") ? argv[1] : NULL;   /* winners and cached binaries, optional */
+    const char *bundles[1];
+    if (argc > 2) {                                 /* a tuned bundle (kforge export), no compiler needed */
+        bundles[0] = argv[2];
+        cfg.bundles = bundles, cfg.n_bundles = 1;
+        cfg.jit = KF_JIT_FORBID;
+    }
     kf_ctx *ctx;
     if (kf_open(&ctx, &cfg) != KF_OK) {
         fprintf(stderr, "error: %s\n", kf_errmsg(ctx));
@@ -79,6 +95,7 @@ int main(int argc, char **argv)
         }
     }
     printf("max abs error against the reference: %.2e %s\n", worst, worst < 2e-2 ? "(ok)" : "(WRONG)");
+    printf("output hash %016llx\n", fnv1a(o, nq * 2));
     kf_plan_free(plan);
     kf_close(ctx);
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout);

@@ -189,10 +189,12 @@ check cli__csv_report_empty_has_header 0 "^gpu\|family\|shape\|variant\|median_m
 check cli__csv_report_null_is_empty 0 "^NVIDIA H200\|attn_naive\|shape0\|attn_naive\..*\|0.5\|<>\|<>\|<>\|1.0000\|0.0100\|<>\|<>\|<>\|<>\|<>\|<>\|<>$" -- \
   csv_stdout "$KF" report --db "$E" --csv
 check cli__csv_report_no_nan 0 "^clean$" -- sh -c "'$KF' report --db '$E' --csv | grep -qi nan && echo dirty || echo clean"
+check cli__csv_list 0 "^attn_combine\|true\|<>\|b;dtype;dv;hq;sq\|b=.*\|12\|" -- csv_stdout "$KF" list --csv
 check cli__csv_db_ls 0 "^attn_naive\..*\|attn_naive\.causal1.*\|attn_naive\|sm_90a\|" -- csv_stdout "$KF" db ls --db "$E" --csv
 check cli__csv_compile 0 "^attn_naive\..*\|cache_hit\|" -- csv_stdout "$KF" compile attn_naive --shape "$S" --arch sm_90a --db "$E" --csv
 python3 -c 'import sqlite3, sys; d = sqlite3.connect(sys.argv[1]); d.execute("UPDATE winners SET gpu = ?", ("a, \"b\"",)); d.commit()' "$E"
 check cli__csv_escapes_fields 0 '^a, "b"\|attn_naive\|' -- csv_stdout "$KF" report --db "$E" --csv
+check cli__db_templates_only_for_gc 2 "error: 'kforge db ls' does not take --templates" -- "$KF" db ls --db "$E" --templates "$T/tpl"
 check cli__csv_only_where_a_table 2 "error: 'kforge db info' does not take --csv" -- "$KF" db info --db "$E" --csv
 check cli__csv_json_exclusive 2 "error: --csv and --json exclude each other" -- "$KF" db ls --db "$E" --csv --json
 check cli__no_json_where_none 2 "error: 'kforge import' does not take --json" -- "$KF" import "$T/h200.kfb" --json

@@ -88,8 +88,25 @@ static void add_shape(gen_host *h, jobs *l, const gen_kvset *shape, int all, con
 
 /* Compiles the jobs on every core, reports failures (and spills), frees the jobs and the host, and
  * asserts that none failed (and, when no_spills, that none spilled). */
+/* The slice of the set this run compiles: the distinct binaries whose index is g_slice modulo g_of (the
+ * order of add() is deterministic, so the g_of slices of one set are together the whole set). */
+static int g_slice = 0, g_of = 1;
+
+static void keep_slice(jobs *l)
+{
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (i % g_of == g_slice)
+            l->v[n++] = l->v[i];
+        else
+            gen_job_free(&l->v[i]);
+    }
+    l->n = n;
+}
+
 static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const char *what, int no_spills)
 {
+    keep_slice(l);
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     time_t t0 = time(NULL);
     char err[256];
@@ -104,8 +121,8 @@ static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const ch
             spills++;
         }
     }
-    print_message("%s: %d distinct binaries compiled in %ld s on %d threads, %d failed, %d with spills\n", what,
-                  l->n, (long)(time(NULL) - t0), threads, failed, spills);
+    print_message("%s (slice %d of %d): %d distinct binaries compiled in %ld s on %d threads, %d failed, %d with spills\n",
+                  what, g_slice + 1, g_of, l->n, (long)(time(NULL) - t0), threads, failed, spills);
     for (int i = 0; i < l->n; i++)
         gen_job_free(&l->v[i]);
     free(l->v);
@@ -258,6 +275,7 @@ typedef struct part {
     const char *name;
     void (*fn)(const char *a, const char *b);
     const char *a, *b;
+    int slice, of;        /* this part compiles slice `slice` of `of` of its set (see keep_slice) */
 } part;
 
 static void run_arch(const char *arch, const char *family) { compile_arch(arch, family); }
@@ -281,25 +299,68 @@ static void run_covered(const char *a, const char *b)
     gen_host_free(h);
 }
 
-#define PART(name, fn, a, b) {name, fn, a, b}
+static void run_slices(const char *a, const char *b);
+
+/* PART: the whole set; PART_OF: slice i (0-based) of n. The slices of a set are listed together, all n
+ * of them (tests/CMakeLists.txt reads these lines: one CTest each). Sets of a few minutes are sliced so
+ * that no part runs much longer than the others on two cores. */
+#define PART(name, fn, a, b) {name, fn, a, b, 0, 1}
+#define PART_OF(name, fn, a, b, i, n) {name, fn, a, b, i, n}
 static const part parts[] = {
-    PART("attn_decode_sm_90a", run_arch, "sm_90a", "attn_decode"),
-    PART("attn_prefill_sm_90a", run_arch, "sm_90a", "attn_prefill"),
+    PART_OF("attn_decode_sm_90a_1of3", run_arch, "sm_90a", "attn_decode", 0, 3),
+    PART_OF("attn_decode_sm_90a_2of3", run_arch, "sm_90a", "attn_decode", 1, 3),
+    PART_OF("attn_decode_sm_90a_3of3", run_arch, "sm_90a", "attn_decode", 2, 3),
+    PART_OF("attn_prefill_sm_90a_1of2", run_arch, "sm_90a", "attn_prefill", 0, 2),
+    PART_OF("attn_prefill_sm_90a_2of2", run_arch, "sm_90a", "attn_prefill", 1, 2),
     PART("attn_naive_sm_90a", run_arch, "sm_90a", "attn_naive"),
-    PART("attn_decode_sm_80", run_arch, "sm_80", "attn_decode"),
+    PART_OF("attn_decode_sm_80_1of3", run_arch, "sm_80", "attn_decode", 0, 3),
+    PART_OF("attn_decode_sm_80_2of3", run_arch, "sm_80", "attn_decode", 1, 3),
+    PART_OF("attn_decode_sm_80_3of3", run_arch, "sm_80", "attn_decode", 2, 3),
     PART("attn_prefill_sm_80", run_arch, "sm_80", "attn_prefill"),
     PART("attn_naive_sm_80", run_arch, "sm_80", "attn_naive"),
-    PART("kda_prefill_sm_90a", run_kda, "kda_prefill", NULL),
+    PART_OF("kda_prefill_sm_90a_1of5", run_kda, "kda_prefill", NULL, 0, 5),
+    PART_OF("kda_prefill_sm_90a_2of5", run_kda, "kda_prefill", NULL, 1, 5),
+    PART_OF("kda_prefill_sm_90a_3of5", run_kda, "kda_prefill", NULL, 2, 5),
+    PART_OF("kda_prefill_sm_90a_4of5", run_kda, "kda_prefill", NULL, 3, 5),
+    PART_OF("kda_prefill_sm_90a_5of5", run_kda, "kda_prefill", NULL, 4, 5),
     PART("kda_decode_sm_90a", run_kda, "kda_decode", NULL),
     PART("kda_naive_sm_90a", run_kda, "kda_naive", NULL),
-    PART("prefill_wgmma_sm_90a_no_spills", run_wgmma, NULL, NULL),
-    PART("parts_sweeps_sm_90a_no_spills", run_parts, NULL, NULL),
+    PART_OF("prefill_wgmma_sm_90a_no_spills_1of4", run_wgmma, NULL, NULL, 0, 4),
+    PART_OF("prefill_wgmma_sm_90a_no_spills_2of4", run_wgmma, NULL, NULL, 1, 4),
+    PART_OF("prefill_wgmma_sm_90a_no_spills_3of4", run_wgmma, NULL, NULL, 2, 4),
+    PART_OF("prefill_wgmma_sm_90a_no_spills_4of4", run_wgmma, NULL, NULL, 3, 4),
+    PART_OF("parts_sweeps_sm_90a_no_spills_1of2", run_parts, NULL, NULL, 0, 2),
+    PART_OF("parts_sweeps_sm_90a_no_spills_2of2", run_parts, NULL, NULL, 1, 2),
     PART("default_sweep_families_covered", run_covered, NULL, NULL),
+    PART("slices_complete", run_slices, NULL, NULL),
 };
 #define N_PARTS (int)(sizeof parts / sizeof parts[0])
 
+/* Every sliced set has each of its slices once: together they are the whole set. */
+static void run_slices(const char *a, const char *b)
+{
+    for (int i = 0; i < N_PARTS; i++) {
+        const part *p = &parts[i];
+        int seen = 0;
+        for (int k = 0; k < N_PARTS; k++) {
+            const part *q = &parts[k];
+            if (q->fn == p->fn && q->a == p->a && q->b == p->b) {
+                if (q->of != p->of)
+                    fail_msg("parts %s and %s slice one set in %d and %d", p->name, q->name, p->of, q->of);
+                seen |= 1 << q->slice;
+            }
+        }
+        if (seen != (1 << p->of) - 1)
+            fail_msg("the set of part %s lacks a slice of its %d (seen mask %#x)", p->name, p->of, seen);
+    }
+}
+
 static const part *g_part;
-static void run_part(void **state) { g_part->fn(g_part->a, g_part->b); }
+static void run_part(void **state)
+{
+    g_slice = g_part->slice, g_of = g_part->of;
+    g_part->fn(g_part->a, g_part->b);
+}
 
 /* test_compile_all [PART ...]: the named parts (default: every part, one after the other); --list names them. */
 int main(int argc, char **argv)

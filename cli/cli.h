@@ -57,8 +57,12 @@ gen_host *cli_host(const cli_opts *o);
 const char *cli_arch(const cli_opts *o, gen_device *dev, int *from_gpu);
 
 /* Shapes selected by --shape/--sweep for family (family may be NULL: all of the
- * sweep). Returns the count, or -1 after printing an error. *out is malloc'd. */
+ * sweep), a --shape checked as the C API checks a description. Returns the count, or minus
+ * the exit code after printing an error (-2 bad usage, -1 a failure). *out is malloc'd. */
 int cli_shapes(const cli_opts *o, gen_host *h, const char *family, gen_kvset **out);
+/* A shape of --shape or of a sweep through the checks of the C API (runtime/shape.h): 0, or the exit
+ * code after printing the error (2 for a bad --shape, 1 for a bad sweep shape). */
+int cli_check_shape(const cli_opts *o, gen_host *h, const gen_kvset *shape);
 
 /* The sweeps that hold a family, in name order. */
 #define CLI_SWEEPS_MAX 32

@@ -65,20 +65,6 @@ static int enum_cb(const gen_kvset *params, int valid, const char *why, void *ar
     return 0;
 }
 
-/* A shape of --shape or of a sweep through the checks of the C API (runtime/shape.h): 0, or the exit code. */
-static int check_shape(const cli_opts *o, gen_host *h, const gen_kvset *shape)
-{
-    const char *family = gen_kv_str(shape, "family");
-    gen_tmpl *t = gen_tmpl_load(h, family);
-    char why[1024];
-    if (!t)
-        return cli_error("%s", gen_host_errmsg(h));
-    if (rt_shape_check(family, shape, gen_tmpl_shape_fields(t), RT_NAMES_SHAPE, why, sizeof why))
-        return o->shape ? cli_usage_error("bad --shape for '%s': %s", family, why)
-                        : cli_error("sweep '%s' has a bad shape for '%s': %s", o->sweep ? o->sweep : "default", family, why);
-    return 0;
-}
-
 /* Jobs for one shape: its default variant, or every valid one with --all. */
 static int shape_jobs(const cli_opts *o, gen_host *h, const gen_kvset *shape, job_list *l,
                       const gen_target *tg)
@@ -231,11 +217,11 @@ int cmd_compile(cli_opts *o)
         int n = family && !o->shape && !o->sweep ? family_shapes(o, h, family, &dev, &shapes)
                                                  : cli_shapes(&eff, h, family, &shapes);
         if (n < 0)
-            rc = 1;
+            rc = -n;
         else if (n == 0)
             rc = no_shapes(o, h, family, &dev);
         for (int i = 0; i < n && !rc; i++)
-            if (!(rc = check_shape(o, h, &shapes[i])) && shape_jobs(&eff, h, &shapes[i], &l, &tg))
+            if (!(rc = cli_check_shape(o, h, &shapes[i])) && shape_jobs(&eff, h, &shapes[i], &l, &tg))
                 rc = cli_error("%s", gen_host_errmsg(h));
         free(shapes);
     }

@@ -3,6 +3,7 @@
 #include "runtime/device.h"
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
+#include "runtime/shape.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -90,20 +91,39 @@ const char *cli_arch(const cli_opts *o, gen_device *dev, int *from_gpu)
     return arch;
 }
 
+/* A shape of --shape or of a sweep through the checks of the C API (runtime/shape.h): 0, or the exit code. */
+int cli_check_shape(const cli_opts *o, gen_host *h, const gen_kvset *shape)
+{
+    const char *family = gen_kv_str(shape, "family");
+    gen_tmpl *t = gen_tmpl_load(h, family);
+    char why[1024];
+    if (!t)
+        return cli_error("%s", gen_host_errmsg(h));
+    if (rt_shape_check(family, shape, gen_tmpl_shape_fields(t), RT_NAMES_SHAPE, why, sizeof why))
+        return o->shape ? cli_usage_error("bad --shape for '%s': %s", family, why)
+                        : cli_error("sweep '%s' has a bad shape for '%s': %s", o->sweep ? o->sweep : "default", family, why);
+    return 0;
+}
+
 int cli_shapes(const cli_opts *o, gen_host *h, const char *family, gen_kvset **out)
 {
     *out = NULL;
     if (o->shape) {
         if (!family)
-            return cli_usage_error("--shape needs a FAMILY"), -1;
+            return -cli_usage_error("--shape needs a FAMILY");
         gen_kvset *s = calloc(1, sizeof *s);
         char err[256];
         if (gen_kv_parse(s, o->shape, err, sizeof err)) {
             free(s);
-            return cli_usage_error("bad --shape: %s", err), -1;
+            return -cli_usage_error("bad --shape: %s", err);
         }
         gen_kv_set_str(s, "family", family);
         *out = s;
+        int bad = cli_check_shape(o, h, s);
+        if (bad) {
+            free(s), *out = NULL;
+            return -bad;
+        }
         return 1;
     }
     gen_sweep sw;

@@ -38,6 +38,8 @@ for cmd in gen compile; do
 done
 # the --all path (shape_jobs) takes the same check
 check shapes__compile_all_checks_too 2 "error: .*hq \(30\) must be a multiple of hkv \(8\)" -- "$KF" compile --arch sm_90a --quiet --all attn_decode --shape "$(hq=30 dec)"
+# kforge tune takes its --shape through the same check (before any GPU is looked for)
+check shapes__tune_checks_too 1 "error: .*hq \(30\) must be a multiple of hkv \(8\)" -- "$KF" tune attn_decode --shape "$(hq=30 dec)" --db "$T/tune.db"
 # no Lua library message leaks for hkv=0 (was "attempt to divide by zero" from lib/attn.lua)
 out=$("$KF" gen attn_decode --shape "$(hkv=0 dec)" 2>&1)
 if printf '%s' "$out" | grep -q "divide by zero"; then fail=$((fail+1)); echo "FAIL shapes__no_lua_division ($out)"; else pass=$((pass+1)); echo "ok   shapes__no_lua_division"; fi

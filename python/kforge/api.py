@@ -491,17 +491,16 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
 
     lse_out, lse_ptr = None, None
     if lse is not False and lse is not None:
-        if packed:
-            raise ArgumentError("lse with a packed q: kforge.h does not specify the packed lse layout")
-        want = (b, hq, sq)
+        # kforge.h: lse [B, Hq, Sq] fp32; packed: [Hq, total_q], row stride total_q
+        want, cont = ((hq, total), (total, 1)) if packed else ((b, hq, sq), (hq * sq, sq, 1))
         if lse is True:
             if torch is None or not tq.is_torch:
-                raise ArgumentError("lse=True needs torch; pass an fp32 [B, Hq, Sq] array instead")
+                raise ArgumentError("lse=True needs torch; pass an fp32 %s array instead"
+                                    % ("[Hq, total]" if packed else "[B, Hq, Sq]"))
             lse_out = torch.empty(want, dtype=torch.float32, device=tq.obj.device)
         else:
             lse_out = lse
         tl = _info("lse", lse_out)
-        cont = (hq * sq, sq, 1)
         if tl.dtype != "fp32" or tl.shape != want or any(
                 st != c for st, c, n in zip(tl.strides, cont, want) if n > 1):
             raise ArgumentError(f"lse: expected a contiguous fp32 {want}; got {tl.dtype} {tl.shape} "

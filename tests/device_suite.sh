@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# tests/device_suite.sh: the whole GPU suite in one short device call, from a build made elsewhere: the
+# correctness tests side by side (their NVRTC compiles overlap on the machine's cores; none of them times
+# anything), then the timing test alone, the Python GPU tests, and two tuner shards on one GPU merged
+# (issue 22's one-GPU check); each stage under a deadline. Logs under $OUT; a summary last.
+# usage: KF_BUILD=.devbuild BUDGET_S=360 bash tests/device_suite.sh
+set -u
+OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
+export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
+K=$B/kforge
+T0=$(date +%s); END=$((T0 + ${BUDGET_S:-360}))
+left() { local l=$((END - $(date +%s) - $1)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
+SUM=$OUT/summary.txt; : > "$SUM"
+say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; }
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
+say "env: $(cat "$OUT/env.txt")"
+result() {  # result NAME: the test's closing lines
+  grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|PASS:|FAIL' "$OUT/$1.log" | tail -n 3 | tr '\n' ' '
+}
+# 1. correctness, side by side
+cd "$B/tests"
+par="${TESTS:-test_attn_gpu test_api_gpu test_parts_gpu test_kda_gpu test_kda_api_gpu test_mutants test_kda_mutants}"
+lim=$(left 110)
+for t in $par; do ( timeout "$lim" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
+wait
+for t in $par; do say "$t: exit $(cat "$OUT/$t.rc"); $(result $t)"; done
+# 2. the tuner's GPU test alone (it times)
+timeout "$(left 70)" ./test_tune_gpu > "$OUT/test_tune_gpu.log" 2>&1
+say "test_tune_gpu: exit $?; $(result test_tune_gpu)"
+# 3. Python: the binding and the engine path (torch ops, compat, MLA, graphs)
+cd "$ROOT/python/tests"
+for m in test_gpu test_gpu_engine; do
+  [ -f "$m.py" ] || continue
+  PYTHONPATH=$ROOT/python:$ROOT/python/tests timeout "$(left 30)" python3 -m unittest -v $m > "$OUT/py_$m.log" 2>&1
+  say "python $m: exit $?; $(grep -E '^(OK|FAILED|Ran )' "$OUT/py_$m.log" | tr '\n' ' ')"
+done
+# 4. two shards of a small tuning sweep on one GPU at once, merged, against one run of the whole
+W=/tmp/kf_shards; rm -rf "$W"; mkdir -p "$W"
+if [ "$(left 0)" -gt 40 ]; then
+  A="--sweep default --budget 2 --seed 7 --samples 20 --quiet"
+  lim=$(left 5)
+  ( timeout "$lim" "$K" tune $A --shard 1/2 --db "$W/s1.db" > "$W/s1.log" 2>&1 ) &
+  ( timeout "$lim" "$K" tune $A --shard 2/2 --db "$W/s2.db" > "$W/s2.log" 2>&1 ) &
+  wait
+  "$K" db merge "$W/s1.db" "$W/s2.db" -o "$W/m.db" > "$W/merge.log" 2>&1
+  timeout "$(left 2)" "$K" tune $A --db "$W/one.db" > "$W/one.log" 2>&1
+  python3 - "$W/m.db" "$W/one.db" "$W/s1.db" "$W/s2.db" <<'PY' 2>&1 | tee -a "$SUM"
+import sqlite3, sys
+def q(p, sql):
+    try: return sqlite3.connect(p).execute(sql).fetchall()
+    except Exception as e: return [("error", str(e))]
+m, one, s1, s2 = sys.argv[1:]
+wm = {(f, s): v for f, s, v in q(m, "SELECT family, shape_key, variant_key FROM winners")}
+wo = {(f, s): v for f, s, v in q(one, "SELECT family, shape_key, variant_key FROM winners")}
+n1 = q(s1, "SELECT count(*) FROM winners")[0][0]; n2 = q(s2, "SELECT count(*) FROM winners")[0][0]
+dup = q(m, "SELECT count(*) FROM (SELECT variant_key, shape_key, run_id, count(*) c FROM measurements GROUP BY 1, 2, 3 HAVING c > 1)")
+mm = q(m, "SELECT count(*) FROM measurements")[0][0]
+ms = q(s1, "SELECT count(*) FROM measurements")[0][0] + q(s2, "SELECT count(*) FROM measurements")[0][0]
+same = sum(1 for k in wo if wm.get(k) == wo[k])
+print(f"shards on one GPU: winners {n1} + {n2} -> merged {len(wm)}; one run {len(wo)}; shapes missing from the merge "
+      f"{len(set(wo) - set(wm))}; same winner {same}/{len(wo)}; measurements {ms} in the shards -> {mm} merged; "
+      f"duplicated measurement groups {dup[0][0]}")
+PY
+else
+  say "shards: skipped (no time left)"
+fi
+say "done"

@@ -42,8 +42,8 @@ W=/tmp/kf_shards; rm -rf "$W"; mkdir -p "$W"
 if [ "$(left 0)" -gt 40 ]; then
   A="--sweep default --budget 2 --seed 7 --samples 20 --quiet"
   lim=$(left 5)
-  ( timeout "$lim" "$K" tune $A --shard 1/2 --db "$W/s1.db" > "$W/s1.log" 2>&1 ) &
-  ( timeout "$lim" "$K" tune $A --shard 2/2 --db "$W/s2.db" > "$W/s2.log" 2>&1 ) &
+  ( timeout "$lim" "$K" tune $A --shard 0/2 --db "$W/s1.db" > "$W/s1.log" 2>&1 ) &
+  ( timeout "$lim" "$K" tune $A --shard 1/2 --db "$W/s2.db" > "$W/s2.log" 2>&1 ) &
   wait
   "$K" db merge "$W/s1.db" "$W/s2.db" -o "$W/m.db" > "$W/merge.log" 2>&1
   timeout "$(left 2)" "$K" tune $A --db "$W/one.db" > "$W/one.log" 2>&1

@@ -240,8 +240,8 @@ def _find_library(name):
 
 
 def candidates():
-    """Where libkforge is looked for, in order, as (where, path) pairs: $KFORGE_LIB; next to the
-    package; ../build/libkforge.so of the repository the package sits in (an editable install);
+    """Where libkforge is looked for, in order, as (where, path) pairs: $KFORGE_LIB; the package's own
+    lib/libkforge.so (what pip install ./python ships); next to the package; ../build/libkforge.so of the repository the package sits in (an editable install);
     $KFORGE_PREFIX/lib; the prefix the package was installed under (pip install --prefix P and
     cmake --install --prefix P side by side), then sys.prefix; the folders of $LD_LIBRARY_PATH;
     the system loader (ctypes.util.find_library: ldconfig's cache); /usr/local/lib (cmake's default
@@ -252,6 +252,7 @@ def candidates():
     if env:
         out.append(("$KFORGE_LIB", env))
     here = os.path.dirname(os.path.abspath(__file__))
+    out.append(("the package's own (a wheel built by pip install ./python)", os.path.join(here, "lib", "libkforge.so")))
     out.append(("next to the package", os.path.join(here, "libkforge.so")))
     repo = os.path.dirname(os.path.dirname(here))  # python/kforge -> repo root
     out.append(("the repository's build", os.path.join(repo, "build", "libkforge.so")))

@@ -49,8 +49,10 @@ class TestLibraryMissing(unittest.TestCase):
         with mock.patch.dict(os.environ, {"KFORGE_LIB": "/x/libkforge.so"}):
             c = kforge.candidate_paths()
         self.assertEqual(c[0], "/x/libkforge.so")
-        self.assertEqual(c[1], os.path.join(_util.PYDIR, "kforge", "libkforge.so"))
-        self.assertEqual(c[2], os.path.join(_util.REPO, "build", "libkforge.so"))
+        # the wheel's packaged library first, then one copied next to the package, then the build
+        self.assertEqual(c[1], os.path.join(_util.PYDIR, "kforge", "lib", "libkforge.so"))
+        self.assertEqual(c[2], os.path.join(_util.PYDIR, "kforge", "libkforge.so"))
+        self.assertEqual(c[3], os.path.join(_util.REPO, "build", "libkforge.so"))
 
 
 class TestRealLibrary(unittest.TestCase):

@@ -37,7 +37,7 @@ def _cuda_device(ordinal):
 
 def doctor(device=0, import_torch=True):
     """A dict of what the package would use; never raises."""
-    from . import api, _lib
+    from . import api
     rep = {"package": os.path.dirname(os.path.abspath(__file__)), "python": sys.version.split()[0]}
     try:
         lib = api._load()

@@ -21,7 +21,7 @@ from ._lib import (KF_OK, KF_ERR_ARG, KF_ERR_UNSUPPORTED, KF_ERR_NOT_TUNED, KF_E
                    kf_attn_tensors, kf_kda_desc, kf_kda_tensors, kf_parts_desc, kf_parts_view, kf_parts_tensors,
                    candidate_paths)
 from .api import (Error, ArgumentError, LibraryNotFound, Context, Plan, Call, attention, prepare,
-                  default_context, version, version_number, status_str, library_path)
+                  default_context, set_default_context, version, version_number, status_str, library_path)
 from ._kda import KdaCall, kda, prepare_kda
 from ._parts import PartsCall, mla_decode, parts_decode, prepare_mla, prepare_parts
 from .api import split_kv_cache
@@ -31,7 +31,7 @@ __version__ = "0.1.0"  # of this package; version() is the library's
 
 __all__ = [
     "Error", "ArgumentError", "LibraryNotFound", "Context", "Plan", "Call", "attention", "prepare",
-    "default_context", "version", "version_number", "status_str", "library_path",
+    "default_context", "set_default_context", "version", "version_number", "status_str", "library_path",
     "KdaCall", "kda", "prepare_kda", "PartsCall", "mla_decode", "parts_decode", "prepare_mla", "prepare_parts",
     "split_kv_cache", "warmup",
     "candidate_paths", "kf_config", "kf_attn_desc", "kf_attn_tensors", "kf_kda_desc", "kf_kda_tensors",

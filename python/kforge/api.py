@@ -343,6 +343,22 @@ def default_context(device=0):
         return c
 
 
+def set_default_context(ctx):
+    """Makes ctx the context of its device for every call given no ctx (attention(), kda(), mla_decode(),
+    warmup(), the torch ops of kforge.ops, kforge.compat): e.g. one opened on a tuned database or bundle.
+    Returns the context it replaces (or None); that one is not closed."""
+    with _default_lock:
+        old = _defaults.get(ctx.device)
+        _defaults[ctx.device] = ctx
+        return old
+
+
+def existing_default_context(device):
+    """The default context of device if one was made, else None (opens nothing)."""
+    with _default_lock:
+        return _defaults.get(device)
+
+
 # ---- argument checks and the call ----------------------------------------------------
 _DTYPES = {"bf16": KF_BF16, "fp16": KF_FP16}
 
@@ -551,17 +567,16 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
 
     lse_out, lse_ptr = None, None
     if lse is not False and lse is not None:
-        if packed:
-            raise ArgumentError("lse with a packed q: kforge.h does not specify the packed lse layout")
-        want = (b, hq, sq)
+        # [B, Hq, Sq], or packed [Hq, total_q] (kforge.h; flash-attn's varlen softmax_lse layout)
+        want = (hq, total) if packed else (b, hq, sq)
         if lse is True:
             if torch is None or not tq.is_torch:
-                raise ArgumentError("lse=True needs torch; pass an fp32 [B, Hq, Sq] array instead")
+                raise ArgumentError(f"lse=True needs torch; pass an fp32 {list(want)} array instead")
             lse_out = torch.empty(want, dtype=torch.float32, device=tq.obj.device)
         else:
             lse_out = lse
         tl = _info("lse", lse_out)
-        cont = (hq * sq, sq, 1)
+        cont = (total, 1) if packed else (hq * sq, sq, 1)
         if tl.dtype != "fp32" or tl.shape != want or any(
                 st != c for st, c, n in zip(tl.strides, cont, want) if n > 1):
             raise ArgumentError(f"lse: expected a contiguous fp32 {want}; got {tl.dtype} {tl.shape} "
@@ -620,7 +635,9 @@ def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None,
     causal: bottom-right aligned when Sq < Skv. kv_len: None (all Skv keys), an int (keys
     of every sequence), or an int32 device tensor [B] (Skv is then the cache capacity).
     scale: None for 1/sqrt(D). out: written in place (allocated like q when None). lse:
-    True to also return an fp32 [B, Hq, Sq] log-sum-exp, or such an array to fill.
+    True to also return an fp32 [B, Hq, Sq] log-sum-exp ([Hq, total] with a packed q), or such an
+    array to fill. v: None when k is vLLM's combined paged cache [2, num_blocks, block_size, Hkv, D]
+    (read in place as two views, see split_kv_cache; block_table required).
     kind: 'decode' / 'prefill' (default decode when Sq <= 16). ctx: a Context (default: one
     per device with $KFORGE_DB). stream: a CUstream handle or torch stream (default: the
     current torch stream). block_table: int32 [B, max_pages] page indices: k and v are then

@@ -81,7 +81,8 @@ class TestRefusedBeforeC(unittest.TestCase):
                      cu_seqlens_q=arr((3,), "<i8"), max_seqlen_q=5)
         self.refused(r"max_seqlen_q is required", arr((10, 8, 64)), k, v, out=arr((10, 8, 64)),
                      cu_seqlens_q=arr((3,), "<i4"))
-        self.refused(r"packed lse layout", arr((10, 8, 64)), k, v, out=arr((10, 8, 64)),
+        # packed q: lse is [Hq, total_q] (kforge.h), not [B, Hq, Sq]
+        self.refused(r"lse: expected a contiguous fp32 \(8, 10\)", arr((10, 8, 64)), k, v, out=arr((10, 8, 64)),
                      cu_seqlens_q=arr((3,), "<i4"), max_seqlen_q=5, lse=arr((2, 8, 5), "<f4"))
 
     def test_byte_strides_not_multiple(self):
@@ -131,6 +132,9 @@ class TestPrepare(unittest.TestCase):
         self.assertEqual(list(c.desc.q_strides)[1:], [8 * 64, 64])
         self.assertEqual((c.tensors.cu_seqlens_q, c.tensors.batch, c.tensors.q_len), (0x5000, 2, 6))
         self.assertEqual(c.tensors.total_q, 10)  # the rows of packed q: kf_attn_run's lse row stride
+        c = kforge.prepare(q, k, k, out=arr((10, 8, 64)), cu_seqlens_q=cu, max_seqlen_q=6,
+                           lse=arr((8, 10), "<f4", ptr=0x9000))
+        self.assertEqual(c.tensors.lse, 0x9000)
         self.assertEqual(kforge.prepare(*qkv()[:3], out=qkv()[3]).tensors.total_q, 0)
 
     def test_paged(self):

@@ -6,7 +6,7 @@
  *     unless desc->hq == 7777 (then a plan is made).
  *   kf_attn_run: KF_ERR_ARG with every tensors field and the stream in the message.
  *   kf_kda_supported / kf_kda_plan: KF_ERR_UNSUPPORTED with every desc field in the message,
- *     unless desc->h == 7777 (then a plan is made); kf_kda_run: KF_ERR_ARG with every field.
+ *     unless desc->h is 7777 or 77 (then a plan is made); kf_kda_run: KF_ERR_ARG with every field.
  *   kf_parts_supported / kf_parts_plan / kf_parts_run: likewise for the split-score family (hq == 7777 plans).
  *   kfstub_layout: sizes and offsets of the public structs, as this compiler lays them out. */
 #include <stddef.h>
@@ -99,12 +99,12 @@ static void put_kda_desc(kf_ctx *ctx, const char *what, const kf_kda_desc *d) {
 }
 kf_status kf_kda_supported(kf_ctx *ctx, const kf_kda_desc *d) {
     put_kda_desc(ctx, "supported", d);
-    return d->h == 7777 ? KF_OK : KF_ERR_UNSUPPORTED;
+    return d->h == 7777 || d->h == 77 ? KF_OK : KF_ERR_UNSUPPORTED;
 }
 kf_status kf_kda_plan(kf_ctx *ctx, const kf_kda_desc *d, kf_plan **out) {
     *out = NULL;
     put_kda_desc(ctx, "plan", d);
-    if (d->h != 7777) return KF_ERR_UNSUPPORTED;
+    if (d->h != 7777 && d->h != 77) return KF_ERR_UNSUPPORTED;
     kf_plan *p = calloc(1, sizeof *p);
     if (!p) return KF_ERR_NOMEM;
     p->ctx = ctx;

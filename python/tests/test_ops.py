@@ -179,5 +179,84 @@ class TestCapture(unittest.TestCase):
         self.assertIn("warmup: call must be one of ['attention', 'kda', 'mla_decode', 'parts_decode']", str(cm.exception))
 
 
+@needs_torch
+class TestRealBodiesThroughStub(unittest.TestCase):
+    """The ops' real implementations (not the fake ones) reach kf_*_run through the stub library with the
+    tensors' own pointers: CPU tensors stand in for CUDA ones (the binding's CUDA check is patched), hq / h
+    7777 makes the stub plan, and its run reports what it got."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.stub = _util.build_stub()
+        if cls.stub is None:
+            raise unittest.SkipTest("skipped: no C compiler to build the stub library")
+
+    def setUp(self):
+        from kforge import api, _tensor
+        self.saved = dict(api._defaults)
+        self.addCleanup(lambda: (api._defaults.clear(), api._defaults.update(self.saved)))
+        api._defaults.clear()
+        self.ctx = kforge.Context(db="stub-ok", lib=self.stub)
+        kforge.set_default_context(self.ctx)
+        real = _tensor._from_torch
+
+        def cpu_as_cuda(name, x):
+            if x.device.type == "cpu":
+                dtype = str(x.dtype).replace("torch.", "")
+                return _tensor.TensorInfo(name, x.data_ptr(), x.shape, x.stride(),
+                                          _tensor._TORCH_DTYPES.get(dtype, dtype), 0, x, True)
+            return real(name, x)
+        for p in (mock.patch.object(_tensor, "_from_torch", cpu_as_cuda),
+                  mock.patch.object(torch.cuda, "current_device", return_value=0),
+                  mock.patch.object(torch.cuda, "current_stream", return_value=mock.Mock(cuda_stream=0x5150))):
+            p.start()
+            self.addCleanup(p.stop)
+
+    def run_msg(self, fn, call):
+        with self.assertRaises(kforge.Error) as cm:
+            fn()
+        self.assertEqual(cm.exception.call, call, str(cm.exception))
+        return cm.exception.message
+
+    def test_attention_op(self):
+        q = torch.randn(2, 1, 7777, 64, dtype=torch.float16)
+        kv = torch.randn(2, 6, 16, 1, 64, dtype=torch.float16)   # vLLM's layout, read as views
+        bt = torch.zeros(2, 3, dtype=torch.int32)
+        lens = torch.tensor([5, 40], dtype=torch.int32)
+        m = self.run_msg(lambda: ops.attention(q, kv, None, kv_len=lens, block_table=bt), "kf_attn_run")
+        for f, t in (("q", q), ("k", kv[0]), ("v", kv[1]), ("kv_len", lens)):
+            self.assertIn(f"{f}={hex(t.data_ptr())} ", m + " ")
+        self.assertIn("stream=0x5150", m)
+
+    def test_mla_op_and_compat(self):
+        q = torch.randn(1, 1, 7777, 576, dtype=torch.bfloat16)
+        cache = torch.randn(4, 64, 1, 576, dtype=torch.bfloat16)
+        bt = torch.zeros(1, 4, dtype=torch.int32)
+        lens = torch.tensor([100], dtype=torch.int32)
+        m = self.run_msg(lambda: ops.mla_decode(q, cache, bt, lens, return_lse=True), "kf_parts_run")
+        self.assertIn(f"q[0][1]={hex(q.data_ptr() + 1024)}/", m)
+        self.assertIn(f"k[0][0]={hex(cache.data_ptr())}/36864,576,576", m)
+        self.assertIn("lse[0]=0x", m)
+        import kforge.compat as compat
+        kc = torch.randn(1, 64, 1, 64, dtype=torch.float16)
+        qq = torch.randn(1, 1, 7777, 64, dtype=torch.float16)
+        m = self.run_msg(lambda: compat.flash_attn_with_kvcache(qq, kc, kc, cache_seqlens=7), "kf_attn_run")
+        self.assertIn(f"k={hex(kc.data_ptr())} ", m)
+        m = self.run_msg(lambda: compat.sdpa(qq.transpose(1, 2), kc.transpose(1, 2), kc.transpose(1, 2),
+                                             enable_gqa=True), "kf_attn_run")
+        self.assertIn(f"q={hex(qq.data_ptr())} ", m)
+
+    def test_kda_ops(self):
+        q = torch.randn(2, 1, 77, 64, dtype=torch.bfloat16)   # h 77: the stub plans it
+        v = torch.randn(2, 1, 77, 64, dtype=torch.bfloat16)
+        g = torch.randn(2, 1, 77, 64)
+        beta = torch.randn(2, 1, 77)
+        state = torch.randn(2, 77, 64, 64)
+        m = self.run_msg(lambda: ops.kda_inplace(q, q, v, g, beta, state), "kf_kda_run")
+        self.assertIn(f"h0={hex(state.data_ptr())} ht={hex(state.data_ptr())} ", m)
+        m = self.run_msg(lambda: ops.kda(q, q, v, g, beta, output_final_state=True), "kf_kda_run")
+        self.assertIn("h0=(nil) ht=0x", m)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -50,11 +50,12 @@ def paged(lens, page, hkv, d, dtype=None, extra_pages=7, gen=None):
     i = 0
     for b, n in enumerate(lens):
         for p in range(max_pages):
-            bt[b, p] = perm[i]
+            page_no = int(perm[i])
+            bt[b, p] = page_no
             i += 1
             rows = min(page, max(0, n - p * page))
             if rows:
-                pool[perm[i - 1], :rows] = torch.randn(rows, hkv, d, device=DEV, dtype=dtype)
+                pool[page_no, :rows] = torch.randn(rows, hkv, d, device=DEV, dtype=dtype)
     return pool, bt.to(DEV), torch.tensor(lens, dtype=torch.int32, device=DEV)
 
 

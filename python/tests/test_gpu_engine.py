@@ -346,6 +346,21 @@ class TestCompileAndGraphs(EngineCase):
                 rm, _ = _ref.mla(mq, mkv, mbt, mkl)
                 self.assertLess(_ref.rel(gm, rm), 1e-2)
 
+    def test_opcheck(self):
+        """torch.library.opcheck: the schemas (what is mutated, nothing aliased) and the fake implementations
+        agree with what the real ops do."""
+        kp, vp, bt, kl, mkv, mbt, mkl, kd = self.decode_inputs()
+        q = torch.randn(3, 1, 24, 128, device=DEV, dtype=BF)
+        mq = torch.randn(3, 1, 16, 576, device=DEV, dtype=BF)
+        utils = ("test_schema", "test_faketensor")
+        torch.library.opcheck(torch.ops.kforge.attention.default, (q, kp, vp, kl, bt, None, 0, False, None, True),
+                              test_utils=utils)
+        torch.library.opcheck(torch.ops.kforge.mla_decode.default, (mq, mkv, mbt, mkl, None, False, True),
+                              test_utils=utils)
+        torch.library.opcheck(torch.ops.kforge.kda_inplace.default,
+                              (kd["q"], kd["k"], kd["v"], kd["g"], kd["beta"], kd["state"], None, None, None, None,
+                               "log", -5.0, False, False, "kv", "auto"), test_utils=utils)
+
     def test_kda_op_equals_native_and_reference(self):
         n, h, hv, dk = 4, 2, 8, 128
         q = torch.randn(n, 1, h, dk, device=DEV, dtype=BF)

@@ -3,7 +3,7 @@ from . import _lib
 from ._lib import (KF_KDA_PREFILL, KF_KDA_DECODE, KF_KDA_GATE_LOG, KF_KDA_GATE_SIGMOID, KF_KDA_STATE_KV,
                    KF_KDA_STATE_VK)
 from ._tensor import torch_module
-from .api import (ArgumentError, Call, _info, _check_last_contiguous, _fill, _put, _stream_handle, default_context)
+from .api import ArgumentError, Call, _info, _check_last_contiguous, _fill, _put, _stream_handle, attach_default
 
 _GATES = {"log": KF_KDA_GATE_LOG, "sigmoid": KF_KDA_GATE_SIGMOID}
 _LAYOUTS = {"kv": KF_KDA_STATE_KV, "vk": KF_KDA_STATE_VK}
@@ -238,11 +238,4 @@ def kda(q, k, v, g, beta, initial_state=None, final_state=False, cu_seqlens=None
                        cu_seqlens=cu_seqlens, scale=scale, gate=gate, A_log=A_log, dt_bias=dt_bias,
                        lower_bound=lower_bound, l2norm=l2norm, beta_sigmoid=beta_sigmoid,
                        state_layout=state_layout, out=out, mode=mode, stream=stream)
-    if ctx is None:
-        dev = call.device
-        if dev is None:
-            torch = torch_module()
-            dev = torch.cuda.current_device() if torch is not None else 0
-        ctx = default_context(dev)
-    call.attach(ctx)
-    return call.run()
+    return attach_default(call, ctx).run()

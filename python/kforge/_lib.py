@@ -46,6 +46,10 @@ KF_KDA_GATE_LOG = 0
 KF_KDA_GATE_SIGMOID = 1
 KF_KDA_STATE_KV = 0
 KF_KDA_STATE_VK = 1
+KF_PARTS_VALUE_ALIAS = 0
+KF_PARTS_VALUE_SEPARATE = 1
+KF_PARTS_MAXL = 4   # layers of a joint scan (kf_parts_tensors' first index)
+KF_PARTS_MAXK = 4   # key parts (the second index)
 
 # C enums are int-sized on every ABI kforge targets (x86-64 and aarch64 Linux).
 c_enum = ctypes.c_int
@@ -151,6 +155,60 @@ class kf_kda_tensors(ctypes.Structure):
     ]
 
 
+class kf_parts_desc(ctypes.Structure):
+    _fields_ = [
+        ("dtype", c_enum),
+        ("parts", ctypes.c_char_p),   # copied by kf_parts_plan; the binding keeps the bytes alive until then
+        ("value", c_enum),
+        ("dv", ctypes.c_int),
+        ("hq", ctypes.c_int),
+        ("hkv", ctypes.c_int),
+        ("layers", ctypes.c_int),
+        ("page_size", ctypes.c_int),
+        ("causal", ctypes.c_int),
+        ("scale", ctypes.c_float),
+        ("max_batch", ctypes.c_int),
+        ("max_q", ctypes.c_int),
+        ("max_kv", ctypes.c_int),
+    ]
+
+
+class kf_parts_view(ctypes.Structure):
+    _fields_ = [
+        ("ptr", ctypes.c_void_p),
+        ("strides", Strides3),
+    ]
+
+
+PartsViews = (kf_parts_view * KF_PARTS_MAXK) * KF_PARTS_MAXL
+
+
+class kf_parts_tensors(ctypes.Structure):
+    _fields_ = [
+        ("q", PartsViews),
+        ("k", PartsViews),
+        ("v", PartsViews),
+        ("o", kf_parts_view * KF_PARTS_MAXL),
+        ("lse", ctypes.c_void_p * KF_PARTS_MAXL),   # float *
+        ("kv_len", ctypes.c_void_p),                 # const int32_t *
+        ("kv_len_all", ctypes.c_int),
+        ("block_table", ctypes.c_void_p),            # const int32_t *
+        ("bt_stride", ctypes.c_int),
+        ("batch", ctypes.c_int),
+        ("q_len", ctypes.c_int),
+        ("workspace", ctypes.c_void_p),
+    ]
+
+
+def parts_desc_init():
+    """KF_PARTS_DESC_INIT (ctypes zero-fills; dtype and layers are non-zero)."""
+    d = kf_parts_desc()
+    d.dtype = KF_BF16
+    d.value = KF_PARTS_VALUE_ALIAS
+    d.layers = 1
+    return d
+
+
 def config_init():
     """KF_CONFIG_INIT"""
     c = kf_config()
@@ -198,6 +256,9 @@ _PROTOTYPES = {
     "kf_kda_supported": (c_enum, [_ctx_p, ctypes.POINTER(kf_kda_desc)]),
     "kf_kda_plan": (c_enum, [_ctx_p, ctypes.POINTER(kf_kda_desc), ctypes.POINTER(_plan_p)]),
     "kf_kda_run": (c_enum, [_plan_p, ctypes.POINTER(kf_kda_tensors), ctypes.c_void_p]),
+    "kf_parts_supported": (c_enum, [_ctx_p, ctypes.POINTER(kf_parts_desc)]),
+    "kf_parts_plan": (c_enum, [_ctx_p, ctypes.POINTER(kf_parts_desc), ctypes.POINTER(_plan_p)]),
+    "kf_parts_run": (c_enum, [_plan_p, ctypes.POINTER(kf_parts_tensors), ctypes.c_void_p]),
     "kf_plan_workspace": (ctypes.c_size_t, [_plan_p]),
     "kf_plan_variant": (ctypes.c_char_p, [_plan_p]),
     "kf_plan_source": (ctypes.c_char_p, [_plan_p]),
@@ -240,8 +301,8 @@ def _find_library(name):
 
 
 def candidates():
-    """Where libkforge is looked for, in order, as (where, path) pairs: $KFORGE_LIB; next to the
-    package; ../build/libkforge.so of the repository the package sits in (an editable install);
+    """Where libkforge is looked for, in order, as (where, path) pairs: $KFORGE_LIB; the package's own
+    lib/libkforge.so (what pip install ./python ships); next to the package; ../build/libkforge.so of the repository the package sits in (an editable install);
     $KFORGE_PREFIX/lib; the prefix the package was installed under (pip install --prefix P and
     cmake --install --prefix P side by side), then sys.prefix; the folders of $LD_LIBRARY_PATH;
     the system loader (ctypes.util.find_library: ldconfig's cache); /usr/local/lib (cmake's default
@@ -252,6 +313,7 @@ def candidates():
     if env:
         out.append(("$KFORGE_LIB", env))
     here = os.path.dirname(os.path.abspath(__file__))
+    out.append(("the package's own (a wheel built by pip install ./python)", os.path.join(here, "lib", "libkforge.so")))
     out.append(("next to the package", os.path.join(here, "libkforge.so")))
     repo = os.path.dirname(os.path.dirname(here))  # python/kforge -> repo root
     out.append(("the repository's build", os.path.join(repo, "build", "libkforge.so")))

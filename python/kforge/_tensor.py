@@ -27,6 +27,23 @@ class TensorInfo:
                 f"device={self.device})")
 
 
+ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "int32": 4, "int64": 8}
+
+
+def view(t, name, offset, shape, strides):
+    """A TensorInfo for a view into t's memory (no copy): offset in elements from t's pointer, its own
+    shape and element strides. Keeps t's object alive."""
+    size = ITEMSIZE.get(t.dtype)
+    if size is None:
+        raise InterfaceError(f"{name}: cannot take a view of dtype {t.dtype}")
+    return TensorInfo(name, t.ptr + offset * size, shape, strides, t.dtype, t.device, t.obj, t.is_torch, t.stream)
+
+
+def last_dim_slice(t, name, start, width):
+    """t[..., start:start + width] as a TensorInfo (no copy)."""
+    return view(t, name, start, t.shape[:-1] + (width,), t.strides)
+
+
 def torch_module():
     """torch if it is already imported or importable, else None (imported lazily: the
     binding works without torch)."""

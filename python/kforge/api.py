@@ -7,7 +7,7 @@ import threading
 from . import _lib
 from ._lib import (KF_OK, KF_ERR_ARG, KF_BF16, KF_FP16, KF_ATTN_PREFILL, KF_ATTN_DECODE,
                    KF_JIT_ALLOW, KF_JIT_FORBID, STATUS_NAMES)
-from ._tensor import describe, torch_module, InterfaceError
+from ._tensor import describe, torch_module, InterfaceError, TensorInfo, view
 
 DECODE_MAX_Q = 16  # kf_attn_kind: decode serves Sq 1..16
 
@@ -57,8 +57,7 @@ def version_number():
 
 
 def status_str(status):
-    st = _checked_int("status", status, ctypes.c_int)
-    return _load().kf_status_str(st).decode()
+    return _load().kf_status_str(int(status)).decode()
 
 
 def library_path():
@@ -69,7 +68,8 @@ def library_path():
 # ctypes truncates an int that does not fit its field (B = 2**32 + 2 reaches C as 2): every integer
 # that goes into a struct field is range-checked first, and refused naming the field.
 _PREFIX = {"kf_config": "config", "kf_attn_desc": "desc", "kf_attn_tensors": "tensors",
-           "kf_kda_desc": "desc", "kf_kda_tensors": "tensors"}
+           "kf_kda_desc": "desc", "kf_kda_tensors": "tensors", "kf_parts_desc": "desc",
+           "kf_parts_tensors": "tensors"}
 
 
 def _int_range(ctype):
@@ -144,12 +144,10 @@ class Plan:
         return self._h
 
     def run(self, tensors, stream=None):
-        """kf_attn_run with a kf_attn_tensors struct (kf_kda_run with a kf_kda_tensors); stream a
-        CUstream handle (int) or None."""
-        lib = self._ctx._lib
-        fn, name = ((lib.kf_kda_run, "kf_kda_run") if isinstance(tensors, _lib.kf_kda_tensors)
-                    else (lib.kf_attn_run, "kf_attn_run"))
-        st = fn(self.handle, ctypes.byref(tensors), stream)
+        """kf_attn_run with a kf_attn_tensors struct (kf_kda_run with a kf_kda_tensors, kf_parts_run with
+        a kf_parts_tensors); stream a CUstream handle (int) or None."""
+        name = _RUN.get(type(tensors), "kf_attn_run")
+        st = getattr(self._ctx._lib, name)(self.handle, ctypes.byref(tensors), stream)
         if st != KF_OK:
             self._ctx._raise(st, name)
 
@@ -162,7 +160,15 @@ class Plan:
         return f"Plan({self.variant!r}, source={self.source!r}, workspace={self.workspace_bytes})"
 
 
+# the C calls of each description / tensors struct
+_RUN = {_lib.kf_attn_tensors: "kf_attn_run", _lib.kf_kda_tensors: "kf_kda_run", _lib.kf_parts_tensors: "kf_parts_run"}
+_PLAN = {_lib.kf_attn_desc: ("kf_attn_supported", "kf_attn_plan"), _lib.kf_kda_desc: ("kf_kda_supported", "kf_kda_plan"),
+         _lib.kf_parts_desc: ("kf_parts_supported", "kf_parts_plan")}
+
+
 def _desc_key(d):
+    if isinstance(d, _lib.kf_parts_desc):
+        return ("parts",) + tuple(getattr(d, f) for f, _ in d._fields_)   # parts: the bytes of the string
     if isinstance(d, _lib.kf_kda_desc):
         vals = (getattr(d, f) for f, _ in d._fields_)
         return ("kda",) + tuple(tuple(v) if isinstance(v, ctypes.Array) else v for v in vals)
@@ -246,29 +252,32 @@ class Context:
 
     # -- plans -----------------------------------------------------------------------
     def supported(self, desc):
-        """(True, "") or (False, message) for a kf_attn_desc or kf_kda_desc. Never compiles."""
-        fn = (self._lib.kf_kda_supported if isinstance(desc, _lib.kf_kda_desc)
-              else self._lib.kf_attn_supported)
+        """(True, "") or (False, message) for a kf_attn_desc, kf_kda_desc or kf_parts_desc. Never compiles."""
+        fn = getattr(self._lib, _PLAN[type(desc)][0])
         st = fn(self.handle, ctypes.byref(desc))
         return (True, "") if st == KF_OK else (False, f"{STATUS_NAMES.get(st, st)}: {self.errmsg()}")
 
     def plan(self, desc):
-        """The cached Plan for a kf_attn_desc or kf_kda_desc (kf_attn_plan / kf_kda_plan on
-        first use; may compile)."""
+        """The cached Plan for a kf_attn_desc, kf_kda_desc or kf_parts_desc (kf_attn_plan /
+        kf_kda_plan / kf_parts_plan on first use; may compile)."""
         key = _desc_key(desc)
-        kda = isinstance(desc, _lib.kf_kda_desc)
         with self._lock:
             p = self._plans.get(key)
             if p is None:
                 h = ctypes.c_void_p()
-                fn, name = ((self._lib.kf_kda_plan, "kf_kda_plan") if kda
-                            else (self._lib.kf_attn_plan, "kf_attn_plan"))
-                st = fn(self.handle, ctypes.byref(desc), ctypes.byref(h))
+                name = _PLAN[type(desc)][1]
+                st = getattr(self._lib, name)(self.handle, ctypes.byref(desc), ctypes.byref(h))
                 if st != KF_OK:
                     self._raise(st, name)
                 p = Plan(self, h, key)
                 self._plans[key] = p
             return p
+
+    def has_plan(self, desc):
+        """Whether plan(desc) would answer from the cache (no kf_*_plan call, no compile, no
+        allocation): what an op checks before running inside a CUDA graph capture."""
+        with self._lock:
+            return _desc_key(desc) in self._plans
 
     @property
     def plans(self):
@@ -296,6 +305,24 @@ class Context:
         from ._kda import kda
         return kda(q, k, v, g, beta, ctx=self, **kw)
 
+    def bind_mla(self, q, kv_cache, block_table, cache_seqlens, **kw):
+        """A checked MLA decode call with its plan made (see kforge.mla_decode); call.run() only enqueues."""
+        from ._parts import prepare_mla
+        return prepare_mla(q, kv_cache, block_table, cache_seqlens, **kw).attach(self)
+
+    def mla_decode(self, q, kv_cache, block_table, cache_seqlens, **kw):
+        from ._parts import mla_decode
+        return mla_decode(q, kv_cache, block_table, cache_seqlens, ctx=self, **kw)
+
+    def bind_parts(self, q, k, v=None, **kw):
+        """A checked split-score call with its plan made (see kforge.parts_decode); call.run() only enqueues."""
+        from ._parts import prepare_parts
+        return prepare_parts(q, k, v, **kw).attach(self)
+
+    def parts_decode(self, q, k, v=None, **kw):
+        from ._parts import parts_decode
+        return parts_decode(q, k, v, ctx=self, **kw)
+
     def __repr__(self):
         return f"Context(device={self.device}, db={self.db!r}, jit={self.jit})"
 
@@ -316,11 +343,29 @@ def default_context(device=0):
         return c
 
 
+def set_default_context(ctx):
+    """Makes ctx the context of its device for every call given no ctx (attention(), kda(), mla_decode(),
+    warmup(), the torch ops of kforge.ops, kforge.compat): e.g. one opened on a tuned database or bundle.
+    Returns the context it replaces (or None); that one is not closed."""
+    with _default_lock:
+        old = _defaults.get(ctx.device)
+        _defaults[ctx.device] = ctx
+        return old
+
+
+def existing_default_context(device):
+    """The default context of device if one was made, else None (opens nothing)."""
+    with _default_lock:
+        return _defaults.get(device)
+
+
 # ---- argument checks and the call ----------------------------------------------------
 _DTYPES = {"bf16": KF_BF16, "fp16": KF_FP16}
 
 
 def _info(name, x):
+    if isinstance(x, TensorInfo):   # a view the binding made itself (a part of an MLA row, half a vLLM cache)
+        return x
     try:
         return describe(name, x)
     except InterfaceError as e:
@@ -337,11 +382,11 @@ def _stream_handle(stream):
     if stream is None:
         return None
     if isinstance(stream, int):
-        return _checked_int("stream", stream, ctypes.c_void_p) or None
+        return stream or None
     for attr in ("cuda_stream", "handle", "ptr"):
         h = getattr(stream, attr, None)
         if isinstance(h, int):
-            return _checked_int(f"stream.{attr}", h, ctypes.c_void_p) or None
+            return h or None
     raise ArgumentError(f"stream: expected an int handle or an object with .cuda_stream, got "
                         f"{type(stream).__name__}")
 
@@ -386,12 +431,57 @@ class Call:
     __call__ = run
 
 
+def kv_lengths(name, lens, b, capacity, keep):
+    """(kv_len pointer, kv_len_all) of lens: None (every sequence capacity keys), an int (all that many), or
+    a contiguous int32 [b] device array (kept alive in keep)."""
+    if lens is None:
+        return None, capacity
+    if isinstance(lens, int) and not isinstance(lens, bool):
+        if not 0 <= lens <= capacity:
+            raise ArgumentError(f"{name} {lens} is outside 0..{capacity} (the cache capacity)")
+        return None, lens
+    tl = _info(name, lens)
+    if tl.dtype != "int32" or tl.shape != (b,) or tl.strides[0] != 1:
+        raise ArgumentError(f"{name}: expected a contiguous int32 [{b}]; got {tl.dtype} "
+                            f"{tl.shape} strides {tl.strides}")
+    keep.append(lens)
+    return tl.ptr, capacity
+
+
+def attach_default(call, ctx):
+    """call attached to ctx, or (ctx None) to the default context of the tensors' device; returns call."""
+    if ctx is None:
+        dev = call.device
+        if dev is None:
+            torch = torch_module()
+            dev = torch.cuda.current_device() if torch is not None else 0
+        ctx = default_context(dev)
+    return call.attach(ctx)
+
+
+def split_kv_cache(kv_cache, name="kv_cache"):
+    """(k, v) of vLLM's paged cache [2, num_blocks, block_size, Hkv, D] as views (TensorInfo; no copy:
+    k starts at kv_cache's pointer, v at pointer + stride(0) elements), each [num_blocks, block_size, Hkv, D]
+    with kv_cache's own strides. attention(q, kv_cache, None, block_table=...) takes the cache so."""
+    t = _info(name, kv_cache)
+    if t.ndim != 5 or t.shape[0] != 2:
+        raise ArgumentError(f"{name}: with v=None, k is a combined cache [2, num_blocks, block_size, Hkv, D] "
+                            f"(vLLM's layout); got shape {t.shape}")
+    try:
+        return (view(t, "k (kv_cache[0])", 0, t.shape[1:], t.strides[1:]),
+                view(t, "v (kv_cache[1])", t.strides[0], t.shape[1:], t.strides[1:]))
+    except InterfaceError as e:
+        raise ArgumentError(str(e)) from None
+
+
 def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, out=None,
             lse=False, kind=None, max_seqlen_q=None, stream=None, block_table=None):
     """Checks the arguments and builds the kf_attn_desc and kf_attn_tensors; makes no call
     into libkforge. Raises ArgumentError. With block_table (int32 [B, max_pages]) k and v are
-    page pools [pages, page_size, Hkv, D] (decode only)."""
-    tq, tk, tv = _info("q", q), _info("k", k), _info("v", v)
+    page pools [pages, page_size, Hkv, D] (decode only). With v None, k is vLLM's combined paged
+    cache [2, num_blocks, block_size, Hkv, D], read in place (split_kv_cache)."""
+    tq = _info("q", q)
+    tk, tv = split_kv_cache(k) if v is None else (_info("k", k), _info("v", v))
     for t in (tq, tk, tv):
         if t.dtype not in _DTYPES:
             raise ArgumentError(f"{t.name}: dtype {t.dtype} is not supported (bf16 or fp16)")
@@ -461,21 +551,7 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
         raise ArgumentError(f"q, k, v are on different devices: {sorted(devices)}")
     device = devices.pop() if devices else None
 
-    # kv lengths
-    kv_ptr, kv_all = None, skv
-    if kv_len is None:
-        pass
-    elif isinstance(kv_len, int) and not isinstance(kv_len, bool):
-        if not 0 <= kv_len <= skv:
-            raise ArgumentError(f"kv_len {kv_len} is outside 0..{skv} (the cache capacity)")
-        kv_all = kv_len
-    else:
-        tl = _info("kv_len", kv_len)
-        if tl.dtype != "int32" or tl.shape != (b,) or tl.strides[0] != 1:
-            raise ArgumentError(f"kv_len: expected a contiguous int32 [{b}]; got {tl.dtype} "
-                                f"{tl.shape} strides {tl.strides}")
-        kv_ptr = tl.ptr
-        keep.append(kv_len)
+    kv_ptr, kv_all = kv_lengths("kv_len", kv_len, b, skv, keep)
 
     # output
     if out is None:
@@ -491,16 +567,16 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
 
     lse_out, lse_ptr = None, None
     if lse is not False and lse is not None:
-        # kforge.h: lse [B, Hq, Sq] fp32; packed: [Hq, total_q], row stride total_q
-        want, cont = ((hq, total), (total, 1)) if packed else ((b, hq, sq), (hq * sq, sq, 1))
+        # [B, Hq, Sq], or packed [Hq, total_q] (kforge.h; flash-attn's varlen softmax_lse layout)
+        want = (hq, total) if packed else (b, hq, sq)
         if lse is True:
             if torch is None or not tq.is_torch:
-                raise ArgumentError("lse=True needs torch; pass an fp32 %s array instead"
-                                    % ("[Hq, total]" if packed else "[B, Hq, Sq]"))
+                raise ArgumentError(f"lse=True needs torch; pass an fp32 {list(want)} array instead")
             lse_out = torch.empty(want, dtype=torch.float32, device=tq.obj.device)
         else:
             lse_out = lse
         tl = _info("lse", lse_out)
+        cont = (total, 1) if packed else (hq * sq, sq, 1)
         if tl.dtype != "fp32" or tl.shape != want or any(
                 st != c for st, c, n in zip(tl.strides, cont, want) if n > 1):
             raise ArgumentError(f"lse: expected a contiguous fp32 {want}; got {tl.dtype} {tl.shape} "
@@ -559,7 +635,9 @@ def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None,
     causal: bottom-right aligned when Sq < Skv. kv_len: None (all Skv keys), an int (keys
     of every sequence), or an int32 device tensor [B] (Skv is then the cache capacity).
     scale: None for 1/sqrt(D). out: written in place (allocated like q when None). lse:
-    True to also return an fp32 [B, Hq, Sq] log-sum-exp, or such an array to fill.
+    True to also return an fp32 [B, Hq, Sq] log-sum-exp ([Hq, total] with a packed q), or such an
+    array to fill. v: None when k is vLLM's combined paged cache [2, num_blocks, block_size, Hkv, D]
+    (read in place as two views, see split_kv_cache; block_table required).
     kind: 'decode' / 'prefill' (default decode when Sq <= 16). ctx: a Context (default: one
     per device with $KFORGE_DB). stream: a CUstream handle or torch stream (default: the
     current torch stream). block_table: int32 [B, max_pages] page indices: k and v are then
@@ -570,11 +648,4 @@ def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None,
     call = prepare(q, k, v, causal=causal, kv_len=kv_len, cu_seqlens_q=cu_seqlens_q,
                    scale=scale, out=out, lse=lse, kind=kind, max_seqlen_q=max_seqlen_q,
                    stream=stream, block_table=block_table)
-    if ctx is None:
-        dev = call.device
-        if dev is None:
-            torch = torch_module()
-            dev = torch.cuda.current_device() if torch is not None else 0
-        ctx = default_context(dev)
-    call.attach(ctx)
-    return call.run()
+    return attach_default(call, ctx).run()

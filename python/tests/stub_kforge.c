@@ -6,7 +6,8 @@
  *     unless desc->hq == 7777 (then a plan is made).
  *   kf_attn_run: KF_ERR_ARG with every tensors field and the stream in the message.
  *   kf_kda_supported / kf_kda_plan: KF_ERR_UNSUPPORTED with every desc field in the message,
- *     unless desc->h == 7777 (then a plan is made); kf_kda_run: KF_ERR_ARG with every field.
+ *     unless desc->h is 7777 or 77 (then a plan is made); kf_kda_run: KF_ERR_ARG with every field.
+ *   kf_parts_supported / kf_parts_plan / kf_parts_run: likewise for the split-score family (hq == 7777 plans).
  *   kfstub_layout: sizes and offsets of the public structs, as this compiler lays them out. */
 #include <stddef.h>
 #include <stdio.h>
@@ -98,12 +99,12 @@ static void put_kda_desc(kf_ctx *ctx, const char *what, const kf_kda_desc *d) {
 }
 kf_status kf_kda_supported(kf_ctx *ctx, const kf_kda_desc *d) {
     put_kda_desc(ctx, "supported", d);
-    return d->h == 7777 ? KF_OK : KF_ERR_UNSUPPORTED;
+    return d->h == 7777 || d->h == 77 ? KF_OK : KF_ERR_UNSUPPORTED;
 }
 kf_status kf_kda_plan(kf_ctx *ctx, const kf_kda_desc *d, kf_plan **out) {
     *out = NULL;
     put_kda_desc(ctx, "plan", d);
-    if (d->h != 7777) return KF_ERR_UNSUPPORTED;
+    if (d->h != 7777 && d->h != 77) return KF_ERR_UNSUPPORTED;
     kf_plan *p = calloc(1, sizeof *p);
     if (!p) return KF_ERR_NOMEM;
     p->ctx = ctx;
@@ -117,6 +118,56 @@ kf_status kf_kda_run(kf_plan *p, const kf_kda_tensors *t, void *stream) {
              t->q, t->k, t->v, (const void *)t->g, (const void *)t->beta, (const void *)t->a_log,
              (const void *)t->dt_bias, (const void *)t->initial_state, (void *)t->final_state, t->o,
              (const void *)t->cu_seqlens, (const void *)t->cu_seqlens64, t->n, t->total, t->workspace, stream);
+    return KF_ERR_ARG;
+}
+
+/* split-score: kf_parts_supported / kf_parts_plan: KF_ERR_UNSUPPORTED with every desc field, unless hq == 7777;
+ * kf_parts_run: KF_ERR_ARG with every view that is set ("q[l][p]=ptr/s0,s1,s2"), lse, kv_len, paging, stream */
+static void put_parts_desc(kf_ctx *ctx, const char *what, const kf_parts_desc *d) {
+    snprintf(ctx->msg, sizeof ctx->msg,
+             "%s: dtype=%d parts=%s value=%d dv=%d hq=%d hkv=%d layers=%d page_size=%d causal=%d scale=%g "
+             "max_batch=%d max_q=%d max_kv=%d",
+             what, (int)d->dtype, d->parts ? d->parts : "(null)", (int)d->value, d->dv, d->hq, d->hkv, d->layers,
+             d->page_size, d->causal, (double)d->scale, d->max_batch, d->max_q, d->max_kv);
+}
+kf_status kf_parts_supported(kf_ctx *ctx, const kf_parts_desc *d) {
+    put_parts_desc(ctx, "supported", d);
+    return d->hq == 7777 ? KF_OK : KF_ERR_UNSUPPORTED;
+}
+kf_status kf_parts_plan(kf_ctx *ctx, const kf_parts_desc *d, kf_plan **out) {
+    *out = NULL;
+    put_parts_desc(ctx, "plan", d);
+    if (d->hq != 7777) return KF_ERR_UNSUPPORTED;
+    kf_plan *p = calloc(1, sizeof *p);
+    if (!p) return KF_ERR_NOMEM;
+    p->ctx = ctx;
+    *out = p;
+    return KF_OK;
+}
+static int put_view(char *m, size_t n, const char *name, int l, int p, const kf_parts_view *v) {
+    if (!v->ptr && !v->strides[0] && !v->strides[1] && !v->strides[2]) return 0;
+    char nm[16];
+    if (p < 0) snprintf(nm, sizeof nm, "%s[%d]", name, l);
+    else snprintf(nm, sizeof nm, "%s[%d][%d]", name, l, p);
+    return snprintf(m, n, " %s=%p/%lld,%lld,%lld", nm, v->ptr, v->strides[0], v->strides[1], v->strides[2]);
+}
+kf_status kf_parts_run(kf_plan *pl, const kf_parts_tensors *t, void *stream) {
+    char *m = pl->ctx->msg;
+    size_t n = sizeof pl->ctx->msg;
+    int w = snprintf(m, n, "run:");
+    for (int l = 0; l < 4; l++)
+        for (int p = 0; p < 4; p++) {
+            w += put_view(m + w, n - w, "q", l, p, &t->q[l][p]);
+            w += put_view(m + w, n - w, "k", l, p, &t->k[l][p]);
+            w += put_view(m + w, n - w, "v", l, p, &t->v[l][p]);
+        }
+    for (int l = 0; l < 4; l++) {
+        w += put_view(m + w, n - w, "o", l, -1, &t->o[l]);
+        if (t->lse[l]) w += snprintf(m + w, n - w, " lse[%d]=%p", l, (void *)t->lse[l]);
+    }
+    snprintf(m + w, n - w, " kv_len=%p kv_len_all=%d block_table=%p bt_stride=%d batch=%d q_len=%d ws=%p stream=%p",
+             (const void *)t->kv_len, t->kv_len_all, (const void *)t->block_table, t->bt_stride, t->batch, t->q_len,
+             t->workspace, stream);
     return KF_ERR_ARG;
 }
 
@@ -155,6 +206,26 @@ void kfstub_layout(char *buf, size_t n) {
              OFF(kf_kda_tensors, dt_bias), OFF(kf_kda_tensors, initial_state), OFF(kf_kda_tensors, final_state),
              OFF(kf_kda_tensors, o), OFF(kf_kda_tensors, cu_seqlens), OFF(kf_kda_tensors, cu_seqlens64),
              OFF(kf_kda_tensors, n), OFF(kf_kda_tensors, total), OFF(kf_kda_tensors, workspace));
+    w = strlen(buf);
+    snprintf(buf + w, n - w,
+             "kf_parts_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"
+             "kf_parts_view %ld %ld %ld\n"
+             "kf_parts_tensors %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n",
+             (long)sizeof(kf_parts_desc), OFF(kf_parts_desc, dtype), OFF(kf_parts_desc, parts), OFF(kf_parts_desc, value),
+             OFF(kf_parts_desc, dv), OFF(kf_parts_desc, hq), OFF(kf_parts_desc, hkv), OFF(kf_parts_desc, layers),
+             OFF(kf_parts_desc, page_size), OFF(kf_parts_desc, causal), OFF(kf_parts_desc, scale),
+             OFF(kf_parts_desc, max_batch), OFF(kf_parts_desc, max_q), OFF(kf_parts_desc, max_kv),
+             (long)sizeof(kf_parts_view), OFF(kf_parts_view, ptr), OFF(kf_parts_view, strides),
+             (long)sizeof(kf_parts_tensors), OFF(kf_parts_tensors, q), OFF(kf_parts_tensors, k), OFF(kf_parts_tensors, v),
+             OFF(kf_parts_tensors, o), OFF(kf_parts_tensors, lse), OFF(kf_parts_tensors, kv_len),
+             OFF(kf_parts_tensors, kv_len_all), OFF(kf_parts_tensors, block_table), OFF(kf_parts_tensors, bt_stride),
+             OFF(kf_parts_tensors, batch), OFF(kf_parts_tensors, q_len), OFF(kf_parts_tensors, workspace));
+}
+
+/* KF_PARTS_DESC_INIT as this compiler reads it */
+void kfstub_parts_desc_init(kf_parts_desc *d) {
+    kf_parts_desc x = KF_PARTS_DESC_INIT;
+    *d = x;
 }
 
 /* KF_KDA_DESC_INIT as this compiler reads it */

@@ -133,7 +133,7 @@ class TestPrepare(unittest.TestCase):
         self.assertEqual((c.tensors.cu_seqlens_q, c.tensors.batch, c.tensors.q_len), (0x5000, 2, 6))
         self.assertEqual(c.tensors.total_q, 10)  # the rows of packed q: kf_attn_run's lse row stride
         c = kforge.prepare(q, k, k, out=arr((10, 8, 64)), cu_seqlens_q=cu, max_seqlen_q=6,
-                           lse=arr((8, 10), "<f4", ptr=0x9000))   # packed lse [Hq, total_q]
+                           lse=arr((8, 10), "<f4", ptr=0x9000))
         self.assertEqual(c.tensors.lse, 0x9000)
         self.assertEqual(kforge.prepare(*qkv()[:3], out=qkv()[3]).tensors.total_q, 0)
 

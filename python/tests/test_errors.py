@@ -49,8 +49,10 @@ class TestLibraryMissing(unittest.TestCase):
         with mock.patch.dict(os.environ, {"KFORGE_LIB": "/x/libkforge.so"}):
             c = kforge.candidate_paths()
         self.assertEqual(c[0], "/x/libkforge.so")
-        self.assertEqual(c[1], os.path.join(_util.PYDIR, "kforge", "libkforge.so"))
-        self.assertEqual(c[2], os.path.join(_util.REPO, "build", "libkforge.so"))
+        # the wheel's packaged library first, then one copied next to the package, then the build
+        self.assertEqual(c[1], os.path.join(_util.PYDIR, "kforge", "lib", "libkforge.so"))
+        self.assertEqual(c[2], os.path.join(_util.PYDIR, "kforge", "libkforge.so"))
+        self.assertEqual(c[3], os.path.join(_util.REPO, "build", "libkforge.so"))
 
 
 class TestRealLibrary(unittest.TestCase):
@@ -84,3 +86,39 @@ class TestRealLibrary(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestDoctor(unittest.TestCase):
+    """python -m kforge doctor names the library, its version, the device and the database (the stub
+    library stands in; this machine may have no driver)."""
+
+    def doctor(self, env, *args):
+        import subprocess
+        import sys
+        e = {k: v for k, v in os.environ.items() if k not in ("KFORGE_LIB", "KFORGE_DB")}
+        e.update(env)
+        return subprocess.run([sys.executable, "-m", "kforge", "doctor", "--no-torch", *args], cwd=_util.PYDIR, env=e,
+                              capture_output=True, text=True)
+
+    def test_doctor__reports_library_device_database(self):
+        stub = _util.build_stub()
+        if stub is None:
+            self.skipTest("skipped: no C compiler to build the stub library")
+        r = self.doctor({"KFORGE_LIB": stub, "KFORGE_DB": "/nonexistent-dir/k.db"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = dict(line.split(":", 1) for line in r.stdout.splitlines() if ":" in line)
+        self.assertEqual(lines["library"].strip(), stub)
+        self.assertEqual(lines["version"].strip(), "0.1.0")
+        self.assertIn("device", lines)
+        self.assertIn("/nonexistent-dir/k.db (does not exist yet", lines["database"])
+        self.assertFalse(os.path.exists("/nonexistent-dir/k.db"))   # doctor creates nothing
+        r = self.doctor({"KFORGE_LIB": stub}, "--json")
+        import json
+        rep = json.loads(r.stdout)
+        self.assertEqual((rep["library"], rep["version"], rep["database"]), (stub, "0.1.0", None))
+
+    def test_doctor__no_library(self):
+        r = self.doctor({"KFORGE_LIB": "/nonexistent/libkforge.so"})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("library:  not found", r.stdout)
+        self.assertIn("KFORGE_LIB='/nonexistent/libkforge.so' does not exist", r.stdout)

@@ -1,4 +1,5 @@
-"""Where the package finds libkforge when the user installed it: $KFORGE_LIB, $KFORGE_PREFIX, the
+"""Where the package finds libkforge when the user installed it: $KFORGE_LIB, the wheel's own
+kforge/lib/libkforge.so, $KFORGE_PREFIX, the
 prefix the package itself was installed under (pip and cmake --install into one prefix),
 $LD_LIBRARY_PATH, the system loader (ctypes.util.find_library); the error names every place.
 Each case runs a copy of the package in a fresh interpreter, away from this repository's build/,
@@ -69,6 +70,20 @@ class TestFindLib(unittest.TestCase):
         self.assertEqual(self.probe(site, {"KFORGE_LIB": lib, "KFORGE_PREFIX": os.path.join(self.tmp, "p")}),
                          ["found", lib])
 
+    def test_find_lib__packaged_library_first(self):
+        # what the wheel ships (kforge/lib/libkforge.so) wins over every searched place: a copy beside the
+        # package, $KFORGE_PREFIX, the install prefix, $LD_LIBRARY_PATH
+        prefix = os.path.join(self.tmp, "P")
+        pyver = "python%d.%d" % sys.version_info[:2]
+        site = self.package_at(os.path.join(prefix, "lib", pyver, "site-packages"))
+        lib = self.lib_at(os.path.join(site, "kforge", "lib"))
+        self.lib_at(os.path.join(site, "kforge"))
+        self.lib_at(os.path.join(prefix, "lib"))
+        self.lib_at(os.path.join(self.tmp, "kp", "lib"))
+        self.lib_at(os.path.join(self.tmp, "ld"))
+        self.assertEqual(self.probe(site, {"KFORGE_PREFIX": os.path.join(self.tmp, "kp"),
+                                           "LD_LIBRARY_PATH": os.path.join(self.tmp, "ld")}), ["found", lib])
+
     def test_find_lib__kforge_prefix(self):
         site = self.package_at(os.path.join(self.tmp, "site"))
         prefix = os.path.join(self.tmp, "prefix")
@@ -112,7 +127,8 @@ class TestFindLib(unittest.TestCase):
         prefix = os.path.join(self.tmp, "empty")
         kind, msg = self.probe(site, {"KFORGE_PREFIX": prefix, "LD_LIBRARY_PATH": os.path.join(self.tmp, "ld")})
         self.assertEqual(kind, "notfound")
-        for where in (os.path.join(site, "kforge", "libkforge.so") + " (next to the package)",
+        for where in (os.path.join(site, "kforge", "lib", "libkforge.so") + " (the package's own",
+                      os.path.join(site, "kforge", "libkforge.so") + " (next to the package)",
                       os.path.join(self.tmp, "build", "libkforge.so") + " (the repository's build)",
                       os.path.join(prefix, "lib", "libkforge.so") + " ($KFORGE_PREFIX)",
                       os.path.join(prefix, "lib64", "libkforge.so.0") + " ($KFORGE_PREFIX)",

@@ -27,10 +27,18 @@ EXPECTED = {
     "kf_kda_tensors": (112, {"q": 0, "k": 8, "v": 16, "g": 24, "beta": 32, "a_log": 40, "dt_bias": 48,
                              "initial_state": 56, "final_state": 64, "o": 72, "cu_seqlens": 80,
                              "cu_seqlens64": 88, "n": 96, "total": 100, "workspace": 104}),
+    "kf_parts_desc": (64, {"dtype": 0, "parts": 8, "value": 16, "dv": 20, "hq": 24, "hkv": 28, "layers": 32,
+                           "page_size": 36, "causal": 40, "scale": 44, "max_batch": 48, "max_q": 52, "max_kv": 56}),
+    "kf_parts_view": (32, {"ptr": 0, "strides": 8}),
+    # 3 x 16 views of 32 bytes, 4 views, 4 lse pointers, then the scalars
+    "kf_parts_tensors": (1744, {"q": 0, "k": 512, "v": 1024, "o": 1536, "lse": 1664, "kv_len": 1696,
+                                "kv_len_all": 1704, "block_table": 1712, "bt_stride": 1720, "batch": 1724,
+                                "q_len": 1728, "workspace": 1736}),
 }
 STRUCTS = {"kf_config": _lib.kf_config, "kf_attn_desc": _lib.kf_attn_desc,
            "kf_attn_tensors": _lib.kf_attn_tensors, "kf_kda_desc": _lib.kf_kda_desc,
-           "kf_kda_tensors": _lib.kf_kda_tensors}
+           "kf_kda_tensors": _lib.kf_kda_tensors, "kf_parts_desc": _lib.kf_parts_desc,
+           "kf_parts_view": _lib.kf_parts_view, "kf_parts_tensors": _lib.kf_parts_tensors}
 
 
 class TestLayout(unittest.TestCase):
@@ -89,6 +97,18 @@ class TestLayout(unittest.TestCase):
             if isinstance(a, ctypes.Array):
                 a, b = list(a), list(b)
             self.assertEqual(a, b, f"KF_KDA_DESC_INIT.{f}")
+
+    def test_parts_desc_init_matches_header(self):
+        stub = _util.build_stub()
+        if stub is None:
+            self.skipTest("skipped: no C compiler to read KF_PARTS_DESC_INIT")
+        lib = ctypes.CDLL(stub)
+        c = _lib.kf_parts_desc()
+        ctypes.memset(ctypes.byref(c), 0x5A, ctypes.sizeof(c))
+        lib.kfstub_parts_desc_init(ctypes.byref(c))
+        mine = _lib.parts_desc_init()
+        for f, _ in _lib.kf_parts_desc._fields_:
+            self.assertEqual(getattr(c, f), getattr(mine, f), f"KF_PARTS_DESC_INIT.{f}")
 
     def test_status_numbers(self):
         # kf_status is append-only in the header; these must never move

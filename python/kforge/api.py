@@ -57,7 +57,8 @@ def version_number():
 
 
 def status_str(status):
-    return _load().kf_status_str(int(status)).decode()
+    st = _checked_int("status", status, ctypes.c_int)
+    return _load().kf_status_str(st).decode()
 
 
 def library_path():
@@ -382,11 +383,11 @@ def _stream_handle(stream):
     if stream is None:
         return None
     if isinstance(stream, int):
-        return stream or None
+        return _checked_int("stream", stream, ctypes.c_void_p) or None
     for attr in ("cuda_stream", "handle", "ptr"):
         h = getattr(stream, attr, None)
         if isinstance(h, int):
-            return h or None
+            return _checked_int(f"stream.{attr}", h, ctypes.c_void_p) or None
     raise ArgumentError(f"stream: expected an int handle or an object with .cuda_stream, got "
                         f"{type(stream).__name__}")
 

@@ -37,6 +37,14 @@ for m in test_gpu test_gpu_engine; do
   PYTHONPATH=$ROOT/python:$ROOT/python/tests timeout "$(left 30)" python3 -m unittest -v $m > "$OUT/py_$m.log" 2>&1
   say "python $m: exit $?; $(grep -E '^(OK|FAILED|Ran )' "$OUT/py_$m.log" | tr '\n' ' ')"
 done
+# 3b. the prefill rows of the README, sustained, kforge's default against SDPA in the same process
+if [ "$(left 60)" -gt 30 ]; then
+  ( cd "$ROOT" && KFORGE_DB=/tmp/kf_bench.db PYTHONPATH=$ROOT/python timeout "$(left 60)" python3 -m bench run --set gqa-prefill \
+      --shapes d128-q16K,d256-q4K,d64-q8K,d128-q4K --contenders kforge-default,sdpa-cudnn,sdpa-flash --rounds 3 \
+      --samples 10 --timing sustained --out "$OUT/bench" --no-append --no-plots > "$OUT/bench.log" 2>&1 )
+  say "harness (prefill, sustained): exit $?"
+  grep -E "^\| prefill|^\|  \| " "$OUT/bench/results.md" 2>/dev/null | head -n 16 | tee -a "$SUM"
+fi
 # 4. two shards of a small tuning sweep on one GPU at once, merged, against one run of the whole
 W=/tmp/kf_shards; rm -rf "$W"; mkdir -p "$W"
 if [ "$(left 0)" -gt 40 ]; then

@@ -60,7 +60,6 @@ struct gen_tmpl {
 
 struct gen_host {
     gen_source src;
-    long budget_ins, budget_ms;            /* of every entry into Lua; 0: the sandbox's defaults */
     char err[2048];
     int n;
     gen_tmpl *tmpl[MAX_TEMPLATES];
@@ -97,7 +96,6 @@ static gen_env *env_new(gen_host *h, gen_tmpl *t, const char *path)
         free(e);
         return NULL;
     }
-    gen_sandbox_set_budget(e->sb, h->budget_ins, h->budget_ms);
     lua_State *L = gen_sandbox_lua(e->sb);
     lua_register(L, "fragment", l_fragment);
     lua_register(L, "import", l_import);
@@ -147,7 +145,7 @@ static int l_fragment(lua_State *L)
     size_t len = 0;
     if (gen_source_read(&e->host->src, path, &data, &len, err, sizeof err))
         return luaL_error(L, "%s", err);
-    lua_pushlstring(L, data, len);  /* cannot raise: the memory limit would leak data */
+    lua_pushlstring(L, data, len);  /* a memory error here leaks data: only a state at its limit gets there */
     free(data);
     return 1;
 }
@@ -318,14 +316,6 @@ void gen_host_free(gen_host *h)
     for (int i = 0; i < h->n; i++)
         tmpl_free(h->tmpl[i]);
     free(h);
-}
-
-void gen_host_set_budget(gen_host *h, long instructions, long ms)
-{
-    h->budget_ins = instructions;
-    h->budget_ms = ms;
-    for (int i = 0; i < h->n; i++)
-        gen_sandbox_set_budget(h->tmpl[i]->env->sb, instructions, ms);
 }
 
 const char *gen_host_errmsg(const gen_host *h) { return h->err; }

@@ -47,9 +47,7 @@ typedef struct gen_tmpl gen_tmpl;
  * imported into each state that asks for them (import(path), templates/README.md).
  * Not thread-safe: one thread uses a host at a time. */
 gen_host *gen_host_new(const char *dir);
-/* Budget of every entry into Lua from now on (VM instructions, wall-clock ms); 0 for
- * the defaults of gen/sandbox.h. */
-void gen_host_set_budget(gen_host *h, long instructions, long ms);
+
 void gen_host_free(gen_host *h);
 const char *gen_host_errmsg(const gen_host *h);   /* last error, never NULL */
 const gen_source *gen_host_source(const gen_host *h);

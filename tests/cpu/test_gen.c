@@ -672,6 +672,31 @@ static void test_build__binary_must_hold_every_kernel(void **state)
     db_info in;
     assert_int_equal(db_get_info(db, &in), DB_OK);
     assert_int_equal(in.binaries, 2);           /* only w=3, cubin and PTX */
+    /* a cached binary (a crafted database) without the kernel is not served either */
+    gen_target tg;
+    gen_target_init(&tg, "sm_90a", 0, NULL);
+    gen_job j = {0};
+    j.tmpl = gen_tmpl_load(h, "nok");
+    j.params = shape_of("w=3");
+    assert_int_equal(gen_build_prepare(&j, &tg), 0);
+    db_binary b = {0};
+    b.cache_key = j.cache_key;
+    b.variant_key = j.binary_key;
+    b.family = "nok";
+    b.template_hash = (char *)gen_tmpl_hash(j.tmpl);
+    b.arch = tg.arch;
+    b.nvrtc = tg.nvrtc;
+    b.options = tg.options;
+    b.params = "w=3";
+    b.kernels = "kf_one/32/0";
+    b.image = "\x7f" "ELF not really";
+    b.image_size = 16;
+    int inserted = 0;
+    assert_int_equal(db_binary_put(db, &b, &inserted), DB_OK);
+    assert_int_equal(gen_build_run(&j, 1, 1, db, &tg, NULL, NULL, err, sizeof err), 1);
+    if (!j.failed || j.cache_hit || !strstr(j.err, "cached binary") || !strstr(j.err, "kf_one"))
+        fail_msg("'%s'", j.err);
+    gen_job_free(&j);
     db_close(db);
     gen_host_free(h);
     assert_int_equal(gen_binary_has_kernel("not an elf at all, not at all", 29, 0, "kf_one"), -1);

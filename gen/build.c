@@ -1,6 +1,7 @@
 /* gen/build.c: variants to binaries through the cache: render, key, look up, compile in parallel, store */
 #include "gen/build.h"
 #include "gen/hash.h"
+#include "gen/symbols.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -23,12 +24,13 @@ int gen_target_init(gen_target *t, const char *arch, int ptx, const gen_device *
     return 0;
 }
 
-void gen_cache_key(const char *binary_key, const char *template_hash, const gen_target *tg,
-                   char *buf, size_t n)
+void gen_cache_key(const char *binary_key, const char *template_hash, const char *source,
+                   const gen_target *tg, char *buf, size_t n)
 {
-    char text[1024], hex[33];
-    snprintf(text, sizeof text, "%s|%s|%s|%s|%s", binary_key, template_hash, tg->nvrtc, tg->arch,
-             tg->options);
+    char text[1024], hex[33], src_hex[33];
+    gen_hash128_str(source, src_hex);
+    snprintf(text, sizeof text, "%s|%s|%s|%s|%s|%s", binary_key, template_hash, src_hex, tg->nvrtc,
+             tg->arch, tg->options);
     gen_hash128_str(text, hex);
     hex[16] = 0;
     snprintf(buf, n, "%s.%s%s.%s", binary_key, tg->arch, tg->ptx ? "-ptx" : "", hex);
@@ -79,7 +81,11 @@ int gen_build_prepare(gen_job *j, const gen_target *tg)
         return -1;
     if (all_kernels(j, &tg->dev))
         return -1;
-    gen_cache_key(j->binary_key, gen_tmpl_hash(t), tg, j->cache_key, sizeof j->cache_key);
+    if (j->n_kernels == 0)
+        return gen_host_fail(gen_tmpl_host(t), "templates/%s.lua: kernels() names no kernel for %s",
+                             gen_tmpl_family(t), j->variant_key);
+    /* the rendered bytes themselves enter the key: one source, one key, whatever the template's history */
+    gen_cache_key(j->binary_key, gen_tmpl_hash(t), j->src, tg, j->cache_key, sizeof j->cache_key);
     return 0;
 }
 
@@ -88,6 +94,23 @@ void gen_job_free(gen_job *j)
     free(j->src);
     j->src = NULL;
     gen_binary_out_free(&j->bin);
+}
+
+/* Every kernel the job names must be an entry of its binary; otherwise the binary is
+ * dropped and the job fails with the missing name. */
+static int check_kernels(gen_job *j, const char *what)
+{
+    for (int i = 0; i < j->n_kernels; i++) {
+        int has = gen_binary_has_kernel(j->bin.image, j->bin.size, j->bin.is_ptx, j->kernels[i].name);
+        if (has == 1)
+            continue;
+        snprintf(j->err, sizeof j->err, "%s: %s: the %s %s kernel '%s' that kernels() of templates/%s.lua names",
+                 what, j->binary_key, j->bin.is_ptx ? "PTX" : "cubin", has < 0 ? "cannot be read for" : "lacks",
+                 j->kernels[i].name, gen_tmpl_family(j->tmpl));
+        gen_binary_out_free(&j->bin);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the pool ------------------------------------------------------------------ */
@@ -113,8 +136,11 @@ static void *worker(void *arg)
         if (k < 0)
             return NULL;
         gen_job *j = &p->jobs[k];
-        if (gen_nvrtc_compile(j->src, j->binary_key, p->tg->arch, p->tg->ptx, &j->bin, j->err,
-                              sizeof j->err))
+        const char *names[32], *texts[32];
+        int nh = gen_tmpl_headers(j->tmpl, names, texts, 32);
+        if (gen_nvrtc_compile_headers(j->src, j->binary_key, p->tg->arch, p->tg->ptx, nh, names, texts,
+                                      &j->bin, j->err, sizeof j->err) ||
+            check_kernels(j, "nvrtc"))
             j->failed = 1;
         pthread_mutex_lock(&p->mu);
         p->done_q[p->n_done++] = k;
@@ -196,7 +222,13 @@ int gen_build_run(gen_job *jobs, int n, int threads, db_store *db, const gen_tar
             rc = -1;
             goto out;
         }
-        if (hit) {
+        if (hit && check_kernels(&jobs[i], "cached binary")) {
+            jobs[i].cache_hit = 0;
+            jobs[i].failed = 1;
+            failed++;
+            if (progress)
+                progress(&jobs[i], ++done, n, arg);
+        } else if (hit) {
             if (progress)
                 progress(&jobs[i], ++done, n, arg);
         } else {

@@ -39,15 +39,18 @@ int gen_target_init(gen_target *t, const char *arch, int ptx, const gen_device *
 
 /* Renders and keys one job; -1 with the host's message on error. */
 int gen_build_prepare(gen_job *j, const gen_target *tg);
-/* Cache key of a prepared job's binary (also used by the runtime). */
-void gen_cache_key(const char *binary_key, const char *template_hash, const gen_target *tg,
-                   char *buf, size_t n);
+/* Cache key of a prepared job's binary (also used by the runtime): the binary key, the
+ * template hash, a hash of the rendered source (exactly the bytes NVRTC compiles; the
+ * headers it may include are covered by the template hash), NVRTC version, arch, options. */
+void gen_cache_key(const char *binary_key, const char *template_hash, const char *source,
+                   const gen_target *tg, char *buf, size_t n);
 
 typedef void (*gen_progress_fn)(const gen_job *j, int done, int total, void *arg);
 
 /* Looks every prepared job up in db (may be NULL), compiles the misses on
- * `threads` threads, stores each new binary as soon as it is built. Failed
- * compiles stay in their job (failed, err). Returns the number of failed jobs,
+ * `threads` threads, stores each new binary as soon as it is built. A binary
+ * (compiled or cached) lacking a kernel the job names is a failed job, never stored.
+ * Failed compiles stay in their job (failed, err). Returns the number of failed jobs,
  * or -1 when the database write failed (message in dberr). */
 int gen_build_run(gen_job *jobs, int n, int threads, db_store *db, const gen_target *tg,
                   gen_progress_fn progress, void *arg, char *dberr, size_t dberrn);

@@ -1,5 +1,6 @@
 /* gen/nvrtc.c: compile rendered CUDA source to a cubin (or PTX) with NVRTC, with ptxas facts */
 #include "gen/nvrtc.h"
+#include "gen/include.h"
 
 #include <nvrtc.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ static int build_options(const char *arch, int ptx, char opts[][64], const char 
     snprintf(opts[n++], 64, "-std=c++17");
     snprintf(opts[n++], 64, "-default-device");
     snprintf(opts[n++], 64, "--ptxas-options=-v");
+    snprintf(opts[n++], 64, "-no-source-include");   /* headers come from kforge, never from a folder */
     for (int i = 0; i < n; i++)
         argv[i] = opts[i];
     return n;
@@ -116,9 +118,21 @@ static void first_lines(const char *log, int lines, char *buf, size_t n)
 int gen_nvrtc_compile(const char *src, const char *name, const char *arch, int ptx,
                       gen_binary_out *out, char *err, size_t errn)
 {
+    return gen_nvrtc_compile_headers(src, name, arch, ptx, 0, NULL, NULL, out, err, errn);
+}
+
+int gen_nvrtc_compile_headers(const char *src, const char *name, const char *arch, int ptx,
+                              int n_headers, const char *const *names, const char *const *texts,
+                              gen_binary_out *out, char *err, size_t errn)
+{
     memset(out, 0, sizeof *out);
     if (!gen_arch_ok(arch)) {
         snprintf(err, errn, "unknown arch '%s' (sm_80, sm_86, sm_89, sm_90, sm_90a, ...)", arch);
+        return -1;
+    }
+    char why[512];
+    if (gen_includes_check(src, names, n_headers, why, sizeof why)) {
+        snprintf(err, errn, "nvrtc: %s: %s", name, why);
         return -1;
     }
     char opts[8][64];
@@ -127,7 +141,7 @@ int gen_nvrtc_compile(const char *src, const char *name, const char *arch, int p
     char progname[300];
     snprintf(progname, sizeof progname, "%s.cu", name);
     nvrtcProgram prog;
-    nvrtcResult r = nvrtcCreateProgram(&prog, src, progname, 0, NULL, NULL);
+    nvrtcResult r = nvrtcCreateProgram(&prog, src, progname, n_headers, (const char **)texts, (const char **)names);
     if (r != NVRTC_SUCCESS) {
         snprintf(err, errn, "nvrtc: %s: %s", name, nvrtcGetErrorString(r));
         return -1;

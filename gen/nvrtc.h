@@ -23,11 +23,16 @@ int gen_arch_ok(const char *arch);
 /* The option string that enters the binary cache key for (arch, ptx). */
 void gen_nvrtc_options(const char *arch, int ptx, char *buf, size_t n);
 
-/* Compiles src (program name name, e.g. the variant key). Thread-safe.
+/* Compiles src (program name name, e.g. the variant key), which may #include nothing. Thread-safe.
  * Returns 0; or -1 with err = "nvrtc: <variant>: first lines of the log" and
  * out->log holding the whole log. */
 int gen_nvrtc_compile(const char *src, const char *name, const char *arch, int ptx,
                       gen_binary_out *out, char *err, size_t errn);
+/* The same with the template's fragments as the only headers the source may #include
+ * (gen/include.c refuses any other include before NVRTC runs; no folder is searched). */
+int gen_nvrtc_compile_headers(const char *src, const char *name, const char *arch, int ptx,
+                              int n_headers, const char *const *names, const char *const *texts,
+                              gen_binary_out *out, char *err, size_t errn);
 void gen_binary_out_free(gen_binary_out *b);
 
 /* Parses ptxas -v lines of a log into regs/smem/spills/stack (exposed for tests). */

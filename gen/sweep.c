@@ -7,38 +7,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gen_sweep_load(gen_host *h, const char *name, gen_sweep *out)
+struct sweep_read {
+    gen_host *h;
+    const char *path;
+    gen_sweep *out;
+};
+
+/* The sweep file's table (on the top), in protected mode: a metamethod that errs or loops is
+ * the file's error under its budget. */
+static int read_sweep(lua_State *L, void *arg)
 {
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", name);
-    char path[128];
-    snprintf(path, sizeof path, "sweeps/%s.lua", name);
-    gen_kvset probe;
-    gen_kv_clear(&probe);
-    if (gen_kv_set_str(&probe, "n", name) || strlen(name) > 60)
-        return gen_host_fail(h, "bad sweep name '%s'", name);
-    if (gen_host_run_file(h, path))
-        return -1;
-    lua_State *L = gen_host_lua(h);
-    int top = lua_gettop(L);
-    if (!lua_istable(L, -1)) {
-        lua_settop(L, top - 1);
+    struct sweep_read *r = arg;
+    gen_host *h = r->h;
+    gen_sweep *out = r->out;
+    const char *path = r->path;
+    if (!lua_istable(L, -1))
         return gen_host_fail(h, "templates/%s: must return a table", path);
-    }
     lua_getfield(L, -1, "doc");
-    snprintf(out->doc, sizeof out->doc, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+    snprintf(out->doc, sizeof out->doc, "%s", lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "");
     lua_pop(L, 1);
     lua_getfield(L, -1, "shapes");
-    if (!lua_istable(L, -1)) {
-        lua_settop(L, top - 1);
+    if (!lua_istable(L, -1))
         return gen_host_fail(h, "templates/%s: 'shapes' must be a list of shape tables", path);
-    }
     lua_Integer n = luaL_len(L, -1);
-    if (n > GEN_SWEEP_MAX) {
-        lua_settop(L, top - 1);
+    if (n > GEN_SWEEP_MAX)
         return gen_host_fail(h, "templates/%s: more than %d shapes", path, GEN_SWEEP_MAX);
-    }
-    out->shapes = calloc((size_t)(n ? n : 1), sizeof(gen_kvset));
+    out->shapes = calloc((size_t)(n > 0 ? n : 1), sizeof(gen_kvset));
+    if (!out->shapes)
+        return gen_host_fail(h, "out of memory");
     for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, -1, i);
         gen_kvset *s = &out->shapes[out->n];
@@ -66,15 +62,29 @@ int gen_sweep_load(gen_host *h, const char *name, gen_sweep *out)
                 lua_pop(L, 1);  /* the key left by an interrupted lua_next */
         }
         lua_pop(L, 1);
-        if (bad || !gen_kv_str(s, "family")) {
-            lua_settop(L, top - 1);
-            gen_sweep_free(out);
+        if (bad || !gen_kv_str(s, "family"))
             return gen_host_fail(h, "templates/%s: shapes[%d] must be a table of name = integer|string "
                                     "with a 'family'", path, (int)i);
-        }
         out->n++;
     }
-    lua_settop(L, top - 1);
+    return 0;
+}
+
+int gen_sweep_load(gen_host *h, const char *name, gen_sweep *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    char path[128];
+    snprintf(path, sizeof path, "sweeps/%s.lua", name);
+    gen_kvset probe;
+    gen_kv_clear(&probe);
+    if (gen_kv_set_str(&probe, "n", name) || strlen(name) > 60)
+        return gen_host_fail(h, "bad sweep name '%s'", name);
+    struct sweep_read r = {h, path, out};
+    if (gen_host_run_file(h, path, read_sweep, &r)) {
+        gen_sweep_free(out);
+        return -1;
+    }
     return 0;
 }
 

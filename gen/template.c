@@ -1,6 +1,7 @@
 /* gen/template.c: Lua templates in a sandbox: load, validate, enumerate, render, kernel facts */
 #include "gen/template.h"
 #include "gen/hash.h"
+#include "gen/sandbox.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -12,27 +13,9 @@
 
 #define MAX_TEMPLATES 32
 #define MAX_INCLUDES 32
-#define MAX_IMPORTS 16                      /* library files one host has run (import()) */
+#define MAX_IMPORTS 16                      /* library files one state has run (import()) */
 #define MAX_IMPORT_DEPS 8                   /* imports made by one library file */
-#define LUA_MEM_LIMIT (256u << 20)          /* bytes a template may allocate */
-#define LUA_STEP 100000                     /* hook period, VM instructions */
-#define LUA_STEP_LIMIT 5000                 /* 500 M instructions per call */
-
-struct gen_tmpl {
-    gen_host *host;
-    char family[64];
-    char path[96];
-    char doc[256];
-    char hash[33];
-    char *text;
-    int ref;                               /* the returned table in the registry */
-    int n_includes;
-    char includes[MAX_INCLUDES][96];
-    int n_imported;                        /* imports made while the file itself ran */
-    char imported[MAX_INCLUDES][96];
-    gen_space space;
-    gen_kvset shape;                       /* declared shape fields: name -> type */
-};
+#define RENDER_MAX (8u << 20)               /* bytes a render may return */
 
 /* A library file run by import(): its value, kept in the registry, and the imports
  * it made itself (a template importing it must list those too). */
@@ -43,19 +26,43 @@ struct gen_import {
     char deps[MAX_IMPORT_DEPS][96];
 };
 
-struct gen_host {
-    lua_State *L;
-    gen_source src;
-    size_t mem;
-    int steps;
-    char err[2048];
-    int n;
-    gen_tmpl *tmpl[MAX_TEMPLATES];
-    gen_tmpl *active;                      /* template whose function is running (fragment()) */
-    gen_tmpl *loading;                     /* template whose file is running (import() at load) */
+/* One template's own sandboxed state (or a sweep file's) and the library files it has
+ * imported: nothing one template does to its globals or to a library table can reach
+ * what another renders. */
+typedef struct gen_env {
+    gen_sandbox *sb;
+    gen_host *host;
+    gen_tmpl *tmpl;                        /* NULL: a sweep file (imports anything) */
+    char path[300];                        /* the file that runs in it */
+    int loading;                           /* the template's file itself is running */
     int n_imports;
     struct gen_import imports[MAX_IMPORTS];
     struct gen_import *running;            /* library file whose chunk is running */
+} gen_env;
+
+struct gen_tmpl {
+    gen_host *host;
+    gen_env *env;
+    char family[64];
+    char path[96];
+    char doc[256];
+    char hash[33];
+    char *text;
+    int ref;                               /* the returned table in its state's registry */
+    int n_includes;
+    char includes[MAX_INCLUDES][96];
+    char *include_text[MAX_INCLUDES];      /* the fragments (not .lua files), NVRTC's headers */
+    int n_imported;                        /* imports made while the file itself ran */
+    char imported[MAX_INCLUDES][96];
+    gen_space space;
+    gen_kvset shape;                       /* declared shape fields: name -> type */
+};
+
+struct gen_host {
+    gen_source src;
+    char err[2048];
+    int n;
+    gen_tmpl *tmpl[MAX_TEMPLATES];
 };
 
 static int fail(gen_host *h, const char *fmt, ...)
@@ -67,49 +74,68 @@ static int fail(gen_host *h, const char *fmt, ...)
     return -1;
 }
 
-/* ---- sandbox ---------------------------------------------------------------- */
+/* ---- sandboxes ---------------------------------------------------------------- */
 
-static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+static gen_env *env_of(lua_State *L) { return gen_sandbox_user(L); }
+
+static int l_fragment(lua_State *L);
+static int l_import(lua_State *L);
+static int l_cdiv(lua_State *L);
+static int l_subst(lua_State *L);
+
+static gen_env *env_new(gen_host *h, gen_tmpl *t, const char *path)
 {
-    gen_host *h = ud;
-    if (!ptr)
-        osize = 0;
-    if (nsize == 0) {
-        free(ptr);
-        h->mem -= osize;
+    gen_env *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->host = h;
+    e->tmpl = t;
+    snprintf(e->path, sizeof e->path, "%s", path);
+    e->sb = gen_sandbox_new(e);
+    if (!e->sb) {
+        free(e);
         return NULL;
     }
-    if (h->mem - osize + nsize > LUA_MEM_LIMIT)
-        return NULL;
-    void *p = realloc(ptr, nsize);
-    if (p)
-        h->mem = h->mem - osize + nsize;
-    return p;
+    lua_State *L = gen_sandbox_lua(e->sb);
+    lua_register(L, "fragment", l_fragment);
+    lua_register(L, "import", l_import);
+    lua_register(L, "cdiv", l_cdiv);
+    lua_register(L, "subst", l_subst);
+    return e;
 }
 
-static void step_hook(lua_State *L, lua_Debug *ar)
+static void env_free(gen_env *e)
 {
-    (void)ar;
-    gen_host *h;
-    lua_getallocf(L, (void **)&h);
-    if (++h->steps > LUA_STEP_LIMIT)
-        luaL_error(L, "template ran too long (over %d million instructions)",
-                   LUA_STEP_LIMIT / 10);
+    if (!e)
+        return;
+    gen_sandbox_free(e->sb);
+    free(e);
 }
 
-static gen_host *host_of(lua_State *L)
+/* One entry into Lua (gen/sandbox.c): body in protected mode under a fresh budget. what
+ * ("render()") prefixes a message that does not already name a file and line. */
+static int env_run(gen_env *e, const char *what, int (*body)(lua_State *L, void *arg), void *arg)
 {
-    gen_host *h;
-    lua_getallocf(L, (void **)&h);
-    return h;
+    char err[sizeof e->host->err];
+    int rc = gen_sandbox_run(e->sb, body, arg, err, sizeof err);
+    if (rc && err[0]) {
+        /* an error located in the file itself reads "file:line: message"; any other (a library
+         * file's line, or none) is prefixed with the file and the entry that ran into it */
+        size_t pl = strlen(e->path);
+        if (what && !(strncmp(err, e->path, pl) == 0 && err[pl] == ':'))
+            fail(e->host, "%s: %s: %s", e->path, what, err);
+        else
+            fail(e->host, "%s", err);
+    }
+    return rc;
 }
 
 /* fragment(path): text of a file the running template lists in `includes`. */
 static int l_fragment(lua_State *L)
 {
-    gen_host *h = host_of(L);
+    gen_env *e = env_of(L);
     const char *path = luaL_checkstring(L, 1);
-    gen_tmpl *t = h->active;
+    gen_tmpl *t = e->loading ? NULL : e->tmpl;
     int listed = 0;
     for (int i = 0; t && i < t->n_includes; i++)
         listed |= strcmp(t->includes[i], path) == 0;
@@ -117,9 +143,9 @@ static int l_fragment(lua_State *L)
         return luaL_error(L, "fragment '%s' is not listed in includes", path);
     char *data = NULL, err[512];
     size_t len = 0;
-    if (gen_source_read(&h->src, path, &data, &len, err, sizeof err))
+    if (gen_source_read(&e->host->src, path, &data, &len, err, sizeof err))
         return luaL_error(L, "%s", err);
-    lua_pushlstring(L, data, len);
+    lua_pushlstring(L, data, len);  /* a memory error here leaks data: only a state at its limit gets there */
     free(data);
     return 1;
 }
@@ -134,9 +160,9 @@ static int listed_in(const gen_tmpl *t, const char *path)
 
 /* Notes that im (and what it imports) was imported while a template's file ran:
  * checked against its includes once the file has returned them. */
-static void note_import(gen_host *h, const struct gen_import *im, int depth)
+static void note_import(gen_env *e, const struct gen_import *im, int depth)
 {
-    gen_tmpl *t = h->loading;
+    gen_tmpl *t = e->loading ? e->tmpl : NULL;
     if (!t || depth > MAX_IMPORTS)
         return;
     int seen = 0;
@@ -145,26 +171,26 @@ static void note_import(gen_host *h, const struct gen_import *im, int depth)
     if (!seen && t->n_imported < MAX_INCLUDES)
         snprintf(t->imported[t->n_imported++], sizeof t->imported[0], "%s", im->path);
     for (int d = 0; d < im->n_deps; d++)
-        for (int j = 0; j < h->n_imports; j++)
-            if (strcmp(h->imports[j].path, im->deps[d]) == 0)
-                note_import(h, &h->imports[j], depth + 1);
+        for (int j = 0; j < e->n_imports; j++)
+            if (strcmp(e->imports[j].path, im->deps[d]) == 0)
+                note_import(e, &e->imports[j], depth + 1);
 }
 
-/* import(path): runs templates/<path> once per host in the same sandbox and returns
+/* import(path): runs templates/<path> once per state in the same sandbox and returns
  * its value (a table). A template must list path in `includes`, so that the
  * template hash covers it. Sweep files may import anything under templates/. */
 static int l_import(lua_State *L)
 {
-    gen_host *h = host_of(L);
+    gen_env *e = env_of(L);
     const char *path = luaL_checkstring(L, 1);
-    if (strlen(path) >= sizeof h->imports[0].path || strlen(path) < 5 ||
+    if (strlen(path) >= sizeof e->imports[0].path || strlen(path) < 5 ||
         strcmp(path + strlen(path) - 4, ".lua") != 0)
         return luaL_error(L, "import '%s': the path of a .lua file under templates/ is needed", path);
-    gen_tmpl *t = h->active;
+    gen_tmpl *t = e->loading ? NULL : e->tmpl;
     if (t && !listed_in(t, path))
         return luaL_error(L, "import '%s' is not listed in the includes of %s", path, t->path);
-    if (h->running) {                       /* a library importing another one */
-        struct gen_import *r = h->running;
+    if (e->running) {                       /* a library importing another one */
+        struct gen_import *r = e->running;
         int seen = 0;
         for (int i = 0; i < r->n_deps; i++)
             seen |= strcmp(r->deps[i], path) == 0;
@@ -174,36 +200,37 @@ static int l_import(lua_State *L)
         if (!seen)
             snprintf(r->deps[r->n_deps++], sizeof r->deps[0], "%s", path);
     }
-    for (int i = 0; i < h->n_imports; i++) {
-        struct gen_import *im = &h->imports[i];
+    for (int i = 0; i < e->n_imports; i++) {
+        struct gen_import *im = &e->imports[i];
         if (strcmp(im->path, path) != 0)
             continue;
         if (im->ref == LUA_NOREF)
             return luaL_error(L, "import '%s': imports itself (through %s)", path,
-                              h->running ? h->running->path : path);
-        note_import(h, im, 0);
+                              e->running ? e->running->path : path);
+        note_import(e, im, 0);
         lua_rawgeti(L, LUA_REGISTRYINDEX, im->ref);
         return 1;
     }
-    if (h->n_imports >= MAX_IMPORTS)
+    if (e->n_imports >= MAX_IMPORTS)
         return luaL_error(L, "import '%s': more than %d imported files", path, MAX_IMPORTS);
     char *text = NULL, err[512], chunk[128];
     size_t len = 0;
-    if (gen_source_read(&h->src, path, &text, &len, err, sizeof err))
+    if (gen_source_read(&e->host->src, path, &text, &len, err, sizeof err))
         return luaL_error(L, "import: %s", err);
     snprintf(chunk, sizeof chunk, "@templates/%s", path);
     int rc = luaL_loadbufferx(L, text, len, chunk, "t");
     free(text);
     if (rc != LUA_OK)
         return lua_error(L);                /* "templates/lib/x.lua:LINE: message" */
-    struct gen_import *im = &h->imports[h->n_imports++];
+    struct gen_import *im = &e->imports[e->n_imports++];
     memset(im, 0, sizeof *im);
     snprintf(im->path, sizeof im->path, "%s", path);
     im->ref = LUA_NOREF;                    /* running: a cycle finds it so */
-    struct gen_import *outer = h->running;
-    h->running = im;
+    struct gen_import *outer = e->running;
+    e->running = im;
     rc = lua_pcall(L, 0, 1, 0);
-    h->running = outer;
+    e->running = outer;
+    gen_sandbox_recheck(L);                 /* a spent budget is not the library's error */
     if (rc == LUA_OK && !lua_istable(L, -1)) {
         lua_pushfstring(L, "templates/%s: must return a table, returned %s", path,
                         luaL_typename(L, -1));  /* the value: the top until pushed */
@@ -212,14 +239,14 @@ static int l_import(lua_State *L)
     if (rc != LUA_OK) {
         /* not cached: the next import reports it again. Files it imported itself
          * were appended after it and stay; files still running come before it. */
-        int idx = (int)(im - h->imports);
-        memmove(im, im + 1, (size_t)(h->n_imports - idx - 1) * sizeof *im);
-        h->n_imports--;
+        int idx = (int)(im - e->imports);
+        memmove(im, im + 1, (size_t)(e->n_imports - idx - 1) * sizeof *im);
+        e->n_imports--;
         return lua_error(L);
     }
     lua_pushvalue(L, -1);
     im->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    note_import(h, im, 0);
+    note_import(e, im, 0);
     return 1;
 }
 
@@ -246,13 +273,11 @@ static int l_subst(lua_State *L)
             if (!end)
                 return luaL_error(L, "subst: unterminated ${ at offset %d", (int)i);
             lua_pushlstring(L, s + i + 2, (size_t)(end - (s + i + 2)));
-            const char *name = lua_tostring(L, -1);
             lua_gettable(L, 2);  /* replaces the key */
             if (lua_isnil(L, -1)) {
                 lua_pushlstring(L, s + i + 2, (size_t)(end - (s + i + 2)));
                 return luaL_error(L, "subst: no value for ${%s}", lua_tostring(L, -1));
             }
-            (void)name;
             luaL_tolstring(L, -1, NULL);
             lua_remove(L, -2);
             luaL_addvalue(&b);
@@ -266,61 +291,30 @@ static int l_subst(lua_State *L)
     return 1;
 }
 
-static lua_State *sandbox_new(gen_host *h)
-{
-    lua_State *L = lua_newstate(lua_alloc, h);
-    if (!L)
-        return NULL;
-    static const luaL_Reg libs[] = {
-        {LUA_GNAME, luaopen_base},     {LUA_STRLIBNAME, luaopen_string},
-        {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-        {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
-    for (const luaL_Reg *l = libs; l->func; l++) {
-        luaL_requiref(L, l->name, l->func, 1);
-        lua_pop(L, 1);
-    }
-    static const char *const removed[] = {"dofile", "loadfile", "load", "require", "collectgarbage",
-                                          "print", "rawequal", "rawget", "rawset", "rawlen", NULL};
-    for (const char *const *r = removed; *r; r++) {
-        lua_pushnil(L);
-        lua_setglobal(L, *r);
-    }
-    /* string.dump would give bytecode back; templates have no use for it. */
-    lua_getglobal(L, "string");
-    lua_pushnil(L);
-    lua_setfield(L, -2, "dump");
-    lua_pop(L, 1);
-    lua_register(L, "fragment", l_fragment);
-    lua_register(L, "import", l_import);
-    lua_register(L, "cdiv", l_cdiv);
-    lua_register(L, "subst", l_subst);
-    lua_sethook(L, step_hook, LUA_MASKCOUNT, LUA_STEP);
-    return L;
-}
-
 gen_host *gen_host_new(const char *dir)
 {
     gen_host *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     gen_source_init(&h->src, dir);
-    h->L = sandbox_new(h);
-    if (!h->L) {
-        free(h);
-        return NULL;
-    }
     return h;
+}
+
+static void tmpl_free(gen_tmpl *t)
+{
+    env_free(t->env);
+    for (int i = 0; i < t->n_includes; i++)
+        free(t->include_text[i]);
+    free(t->text);
+    free(t);
 }
 
 void gen_host_free(gen_host *h)
 {
     if (!h)
         return;
-    lua_close(h->L);
-    for (int i = 0; i < h->n; i++) {
-        free(h->tmpl[i]->text);
-        free(h->tmpl[i]);
-    }
+    for (int i = 0; i < h->n; i++)
+        tmpl_free(h->tmpl[i]);
     free(h);
 }
 
@@ -396,9 +390,8 @@ static int set_from_lua(lua_State *L, gen_kvset *set, const char *name)
 }
 
 /* Reads the table on the top of the stack into set. */
-static int table_to_kvset(gen_host *h, gen_tmpl *t, const char *what, gen_kvset *set)
+static int table_to_kvset(lua_State *L, gen_host *h, gen_tmpl *t, const char *what, gen_kvset *set)
 {
-    lua_State *L = h->L;
     gen_kv_clear(set);
     if (!lua_istable(L, -1))
         return fail(h, "%s: %s must return a table, got %s", t->path, what, luaL_typename(L, -1));
@@ -419,36 +412,51 @@ static int table_to_kvset(gen_host *h, gen_tmpl *t, const char *what, gen_kvset 
     return 0;
 }
 
-/* Pushes the template function `name` and calls it with nargs already pushed
- * after it. On return the results are on the stack. */
-static int call_fn(gen_tmpl *t, const char *name, int nargs, int nres)
+/* One call of a template function inside an entry: its arguments, then read() turns its
+ * results (on the top of the stack) into C values, still in protected mode. */
+struct call {
+    gen_tmpl *t;
+    const char *fn;
+    const gen_kvset *sets[2];
+    int n_sets;
+    const gen_device *dev;
+    int nres;
+    int (*read)(struct call *c, lua_State *L);
+    void *out;
+    char *why;
+    size_t whyn;
+    int max, *n;
+};
+
+static int call_body(lua_State *L, void *arg)
 {
-    gen_host *h = t->host;
-    lua_State *L = h->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);
-    lua_getfield(L, -1, name);
+    struct call *c = arg;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->t->ref);
+    lua_pushstring(L, c->fn);
+    lua_rawget(L, -2);
     lua_remove(L, -2);
-    lua_insert(L, -(nargs + 1));
-    h->steps = 0;
-    h->active = t;
-    int rc = lua_pcall(L, nargs, nres, 0);
-    h->active = NULL;
-    if (rc != LUA_OK) {
-        const char *msg = lua_tostring(L, -1);
-        fail(h, "%s", msg ? msg : "(error object is not a string)");
-        if (!msg || !strstr(msg, ".lua:"))
-            fail(h, "%s: %s(): %s", t->path, name, msg ? msg : "(error object is not a string)");
-        lua_pop(L, 1);
-        return -1;
-    }
-    return 0;
+    for (int i = 0; i < c->n_sets; i++)
+        push_kvset(L, c->sets[i]);
+    if (c->dev)
+        push_device(L, c->dev);
+    lua_call(L, c->n_sets + (c->dev != NULL), c->nres);
+    return c->read ? c->read(c, L) : 0;
+}
+
+static int call_fn(struct call *c)
+{
+    char what[600], args[512] = "";
+    /* fixed() and default() of a shape name it: the value that went wrong is in it */
+    if (c->n_sets == 1 && gen_kv_format(c->sets[0], args, sizeof args) < 0)
+        args[0] = 0;
+    snprintf(what, sizeof what, "%s(%s%s)", c->fn, args[0] ? "shape " : "", args);
+    return env_run(c->t->env, what, call_body, c);
 }
 
 /* ---- loading and validation ------------------------------------------------ */
 
-static int read_includes(gen_host *h, gen_tmpl *t)
+static int read_includes(lua_State *L, gen_host *h, gen_tmpl *t)
 {
-    lua_State *L = h->L;
     lua_getfield(L, -1, "includes");
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
@@ -473,9 +481,8 @@ static int read_includes(gen_host *h, gen_tmpl *t)
     return 0;
 }
 
-static int read_space(gen_host *h, gen_tmpl *t)
+static int read_space(lua_State *L, gen_host *h, gen_tmpl *t)
 {
-    lua_State *L = h->L;
     gen_kvset names;
     gen_kv_clear(&names);
     lua_getfield(L, -1, "params");
@@ -536,9 +543,8 @@ static int read_space(gen_host *h, gen_tmpl *t)
     return 0;
 }
 
-static int read_shape(gen_host *h, gen_tmpl *t)
+static int read_shape(lua_State *L, gen_host *h, gen_tmpl *t)
 {
-    lua_State *L = h->L;
     gen_kv_clear(&t->shape);
     lua_getfield(L, -1, "shape");
     if (!lua_istable(L, -1)) {
@@ -560,9 +566,8 @@ static int read_shape(gen_host *h, gen_tmpl *t)
     return 0;
 }
 
-static int validate(gen_host *h, gen_tmpl *t)
+static int validate(lua_State *L, gen_host *h, gen_tmpl *t)
 {
-    lua_State *L = h->L;
     lua_getfield(L, -1, "family");
     if (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), t->family) != 0) {
         lua_pop(L, 1);
@@ -580,7 +585,7 @@ static int validate(gen_host *h, gen_tmpl *t)
         if (!ok)
             return fail(h, "%s: '%s' must be a function", t->path, *f);
     }
-    if (read_includes(h, t) || read_space(h, t) || read_shape(h, t))
+    if (read_includes(L, h, t) || read_space(L, h, t) || read_shape(L, h, t))
         return -1;
     for (int i = 0; i < t->n_imported; i++)
         if (!listed_in(t, t->imported[i]))
@@ -589,6 +594,14 @@ static int validate(gen_host *h, gen_tmpl *t)
     return 0;
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The template hash over the file and each include (path and content); the fragments'
+ * texts are kept, NVRTC's only headers. */
 static int compute_hash(gen_host *h, gen_tmpl *t)
 {
     gen_hash128 st;
@@ -598,13 +611,38 @@ static int compute_hash(gen_host *h, gen_tmpl *t)
     for (int i = 0; i < t->n_includes; i++) {
         char *data = NULL, err[512];
         size_t len = 0;
-        if (gen_source_read(&h->src, t->includes[i], &data, &len, err, sizeof err))
+        if (gen_source_read(&h->src, t->includes[i], &data, &len, err, sizeof err)) {
+            gen_hash128_hex(&st, t->hash);
             return fail(h, "%s: includes: %s", t->path, err);
+        }
         gen_hash128_update(&st, t->includes[i], strlen(t->includes[i]) + 1);
         gen_hash128_update(&st, data, len);
-        free(data);
+        if (ends_with(t->includes[i], ".lua"))
+            free(data);
+        else
+            t->include_text[i] = data;
     }
     gen_hash128_hex(&st, t->hash);
+    return 0;
+}
+
+static int load_body(lua_State *L, void *arg)
+{
+    gen_tmpl *t = arg;
+    gen_host *h = t->host;
+    char chunk[128];
+    snprintf(chunk, sizeof chunk, "@%s", t->path);
+    /* mode "t": text only, never precompiled bytecode */
+    if (luaL_loadbufferx(L, t->text, strlen(t->text), chunk, "t") != LUA_OK)
+        return lua_error(L);
+    t->env->loading = 1;
+    lua_call(L, 0, 1);
+    t->env->loading = 0;
+    if (!lua_istable(L, -1))
+        return fail(h, "%s: must return a table, returned %s", t->path, luaL_typename(L, -1));
+    if (validate(L, h, t))
+        return -1;
+    t->ref = luaL_ref(L, LUA_REGISTRYINDEX);
     return 0;
 }
 
@@ -624,58 +662,66 @@ gen_tmpl *gen_tmpl_load(gen_host *h, const char *family)
         return NULL;
     }
     gen_tmpl *t = calloc(1, sizeof *t);
+    if (!t) {
+        fail(h, "out of memory");
+        return NULL;
+    }
     t->host = h;
     snprintf(t->family, sizeof t->family, "%s", family);
     snprintf(t->path, sizeof t->path, "templates/%s.lua", family);
-    char err[512], chunk[128];
+    char err[512];
     size_t len = 0;
     if (gen_source_read(&h->src, t->path + strlen("templates/"), &t->text, &len, err, sizeof err)) {
         fail(h, "no template for family '%s': %s", family, err);
         free(t);
         return NULL;
     }
-    lua_State *L = h->L;
-    snprintf(chunk, sizeof chunk, "@%s", t->path);
-    h->steps = 0;
-    /* mode "t": text only, never precompiled bytecode */
-    int rc = luaL_loadbufferx(L, t->text, len, chunk, "t");
-    h->loading = t;
-    if (rc == LUA_OK)
-        rc = lua_pcall(L, 0, 1, 0);
-    h->loading = NULL;
-    if (rc != LUA_OK) {
-        fail(h, "%s", lua_tostring(L, -1));
-        lua_pop(L, 1);
+    if (strlen(t->text) != len) {
+        fail(h, "%s: the file holds a NUL byte", t->path);
         goto bad;
     }
-    if (!lua_istable(L, -1)) {
-        fail(h, "%s: must return a table, returned %s", t->path, luaL_typename(L, -1));
-        lua_pop(L, 1);
+    /* its own state: what it does to globals or library tables stays in it */
+    t->env = env_new(h, t, t->path);
+    if (!t->env) {
+        fail(h, "%s: out of memory for its Lua state", t->path);
         goto bad;
     }
-    if (validate(h, t)) {
-        lua_pop(L, 1);
-        goto bad;
-    }
-    t->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    if (compute_hash(h, t))
+    if (env_run(t->env, "loading", load_body, t) || compute_hash(h, t))
         goto bad;
     h->tmpl[h->n++] = t;
     return t;
 bad:
-    free(t->text);
-    free(t);
+    tmpl_free(t);
     return NULL;
 }
 
 const char *gen_tmpl_family(const gen_tmpl *t) { return t->family; }
+gen_host *gen_tmpl_host(const gen_tmpl *t) { return t->host; }
 const char *gen_tmpl_doc(const gen_tmpl *t) { return t->doc; }
 const char *gen_tmpl_hash(const gen_tmpl *t) { return t->hash; }
 const char *gen_tmpl_text(const gen_tmpl *t) { return t->text; }
 const gen_space *gen_tmpl_space(const gen_tmpl *t) { return &t->space; }
 const gen_kvset *gen_tmpl_shape_fields(const gen_tmpl *t) { return &t->shape; }
 
+int gen_tmpl_headers(const gen_tmpl *t, const char **names, const char **texts, int max)
+{
+    int n = 0;
+    for (int i = 0; i < t->n_includes && n < max; i++)
+        if (t->include_text[i]) {
+            names[n] = t->includes[i];
+            texts[n++] = t->include_text[i];
+        }
+    return n;
+}
+
 /* ---- calls ------------------------------------------------------------------- */
+
+static int read_kvset(struct call *c, lua_State *L)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%s()", c->fn);
+    return table_to_kvset(L, c->t->host, c->t, what, c->out);
+}
 
 int gen_tmpl_fixed(gen_tmpl *t, const gen_kvset *shape, gen_kvset *fixed)
 {
@@ -689,28 +735,29 @@ int gen_tmpl_fixed(gen_tmpl *t, const gen_kvset *shape, gen_kvset *fixed)
             return fail(h, "shape field '%s' of '%s' must be %s", want->name, t->family,
                         got->is_str ? "an integer" : "a string");
     }
-    push_kvset(h->L, shape);
-    if (call_fn(t, "fixed", 1, 1))
-        return -1;
-    int rc = table_to_kvset(h, t, "fixed()", fixed);
-    lua_pop(h->L, 1);
-    return rc;
+    struct call c = {.t = t, .fn = "fixed", .sets = {shape}, .n_sets = 1, .nres = 1,
+                     .read = read_kvset, .out = fixed};
+    gen_kv_clear(fixed);
+    return call_fn(&c);
+}
+
+static int read_valid(struct call *c, lua_State *L)
+{
+    int ok = lua_toboolean(L, -2);
+    if (c->why)
+        snprintf(c->why, c->whyn, "%s", ok ? "" : (lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                                 : "not valid"));
+    *c->n = ok;
+    return 0;
 }
 
 int gen_tmpl_valid(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
                    const gen_device *dev, char *why, size_t whyn)
 {
-    lua_State *L = t->host->L;
-    push_kvset(L, params);
-    push_kvset(L, fixed);
-    push_device(L, dev);
-    if (call_fn(t, "valid", 3, 2))
-        return -1;
-    int ok = lua_toboolean(L, -2);
-    if (why)
-        snprintf(why, whyn, "%s", ok ? "" : (lua_isstring(L, -1) ? lua_tostring(L, -1) : "not valid"));
-    lua_pop(L, 2);
-    return ok;
+    int ok = 0;
+    struct call c = {.t = t, .fn = "valid", .sets = {params, fixed}, .n_sets = 2, .dev = dev, .nres = 2,
+                     .read = read_valid, .why = why, .whyn = whyn, .n = &ok};
+    return call_fn(&c) ? -1 : ok;
 }
 
 int gen_tmpl_check_params(gen_tmpl *t, const gen_kvset *params)
@@ -742,12 +789,10 @@ int gen_tmpl_check_params(gen_tmpl *t, const gen_kvset *params)
 
 int gen_tmpl_default(gen_tmpl *t, const gen_kvset *shape, const gen_device *dev, gen_kvset *params)
 {
-    push_kvset(t->host->L, shape);
-    push_device(t->host->L, dev);
-    if (call_fn(t, "default", 2, 1))
-        return -1;
-    int rc = table_to_kvset(t->host, t, "default()", params);
-    lua_pop(t->host->L, 1);
+    struct call c = {.t = t, .fn = "default", .sets = {shape}, .n_sets = 1, .dev = dev, .nres = 1,
+                     .read = read_kvset, .out = params};
+    gen_kv_clear(params);
+    int rc = call_fn(&c);
     if (rc == 0 && gen_tmpl_check_params(t, params)) {
         char why[sizeof t->host->err];   /* the message is rewritten into the buffer it is read from */
         snprintf(why, sizeof why, "%s", gen_host_errmsg(t->host));
@@ -811,78 +856,96 @@ int gen_variant_key(const gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *
     return gen_kv_keyform(&all, buf + w, n - (size_t)w) < 0 ? -1 : 0;
 }
 
+struct render_out {
+    char *body;
+    size_t len;
+};
+
+static int read_render(struct call *c, lua_State *L)
+{
+    struct render_out *r = c->out;
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return fail(c->t->host, "%s: render() must return a string, returned %s", c->t->path,
+                    luaL_typename(L, -1));
+    const char *body = lua_tolstring(L, -1, &r->len);
+    if (r->len > RENDER_MAX)
+        return fail(c->t->host, "%s: render() returned %zu bytes (at most %u)", c->t->path, r->len,
+                    RENDER_MAX);
+    if (strlen(body) != r->len)
+        return fail(c->t->host, "%s: render() returned a source holding a NUL byte", c->t->path);
+    r->body = malloc(r->len + 1);
+    if (!r->body)
+        return fail(c->t->host, "out of memory");
+    memcpy(r->body, body, r->len + 1);
+    return 0;
+}
+
 int gen_tmpl_render(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params, char **src)
 {
     gen_host *h = t->host;
     gen_kvset p;
     compile_params(t, params, &p);
     char key[512];
+    *src = NULL;
     if (gen_variant_key(t, fixed, params, 1, key, sizeof key))
         return fail(h, "variant key of '%s' is too long", t->family);
-    push_kvset(h->L, &p);
-    push_kvset(h->L, fixed);
-    if (call_fn(t, "render", 2, 1))
+    struct render_out r = {0};
+    struct call c = {.t = t, .fn = "render", .sets = {&p, fixed}, .n_sets = 2, .nres = 1,
+                     .read = read_render, .out = &r};
+    if (call_fn(&c)) {
+        free(r.body);
         return -1;
-    size_t len;
-    const char *body = lua_tolstring(h->L, -1, &len);
-    if (!body || lua_type(h->L, -1) != LUA_TSTRING) {
-        lua_pop(h->L, 1);
-        return fail(h, "%s: render() must return a string", t->path);
     }
     const char *fmt = "// generated by kforge, do not edit\n"
                       "// template: %s (hash %s)\n"
                       "// binary key: %s\n";
-    size_t cap = len + strlen(fmt) + strlen(t->path) + sizeof t->hash + strlen(key) + 1;
+    size_t cap = r.len + strlen(fmt) + strlen(t->path) + sizeof t->hash + strlen(key) + 1;
     *src = malloc(cap);
     if (!*src) {
-        lua_pop(h->L, 1);
+        free(r.body);
         return fail(h, "out of memory");
     }
     int w = snprintf(*src, cap, fmt, t->path, t->hash, key);
-    memcpy(*src + w, body, len + 1);
-    lua_pop(h->L, 1);
+    memcpy(*src + w, r.body, r.len + 1);
+    free(r.body);
+    return 0;
+}
+
+static int read_kernels(struct call *c, lua_State *L)
+{
+    gen_host *h = c->t->host;
+    gen_kernel *out = c->out;
+    *c->n = 0;
+    if (!lua_istable(L, -1))
+        return fail(h, "%s: kernels() must return a list", c->t->path);
+    lua_Integer len = luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= len; i++) {
+        if (*c->n >= c->max)
+            return fail(h, "%s: kernels() returned more than %d kernels", c->t->path, c->max);
+        gen_kvset k;
+        lua_geti(L, -1, i);
+        int rc = table_to_kvset(L, h, c->t, "kernels()[i]", &k);
+        lua_pop(L, 1);
+        const char *name = gen_kv_str(&k, "name");
+        long long threads = gen_kv_int(&k, "threads", 0), smem = gen_kv_int(&k, "smem", 0);
+        if (rc || !name || threads < 1 || threads > 1024 || smem < 0 || smem > (1 << 20))
+            return fail(h, "%s: kernels()[%d] needs name, threads (1..1024), smem >= 0", c->t->path,
+                        (int)i);
+        gen_kernel *g = &out[(*c->n)++];
+        snprintf(g->name, sizeof g->name, "%s", name);
+        g->threads = (int)threads;
+        g->smem = (int)smem;
+    }
     return 0;
 }
 
 int gen_tmpl_kernels(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
                      const gen_device *dev, gen_kernel *out, int max, int *n)
 {
-    gen_host *h = t->host;
-    lua_State *L = h->L;
-    push_kvset(L, params);
-    push_kvset(L, fixed);
-    push_device(L, dev);
-    if (call_fn(t, "kernels", 3, 1))
-        return -1;
+    struct call c = {.t = t, .fn = "kernels", .sets = {params, fixed}, .n_sets = 2, .dev = dev, .nres = 1,
+                     .read = read_kernels, .out = out, .max = max, .n = n};
     *n = 0;
-    if (!lua_istable(L, -1)) {
-        lua_pop(L, 1);
-        return fail(h, "%s: kernels() must return a list", t->path);
-    }
-    lua_Integer len = luaL_len(L, -1);
-    for (lua_Integer i = 1; i <= len; i++) {
-        if (*n >= max) {
-            lua_pop(L, 1);
-            return fail(h, "%s: kernels() returned more than %d kernels", t->path, max);
-        }
-        gen_kvset k;
-        lua_geti(L, -1, i);
-        int rc = table_to_kvset(h, t, "kernels()[i]", &k);
-        lua_pop(L, 1);
-        const char *name = gen_kv_str(&k, "name");
-        long long threads = gen_kv_int(&k, "threads", 0), smem = gen_kv_int(&k, "smem", 0);
-        if (rc || !name || threads < 1 || threads > 1024 || smem < 0 || smem > (1 << 20)) {
-            lua_pop(L, 1);
-            return fail(h, "%s: kernels()[%d] needs name, threads (1..1024), smem >= 0", t->path,
-                        (int)i);
-        }
-        gen_kernel *g = &out[(*n)++];
-        snprintf(g->name, sizeof g->name, "%s", name);
-        g->threads = (int)threads;
-        g->smem = (int)smem;
-    }
-    lua_pop(L, 1);
-    return 0;
+    return call_fn(&c);
 }
 
 /* ---- devices ------------------------------------------------------------------ */
@@ -914,8 +977,6 @@ int gen_device_for_arch(gen_device *d, const char *arch)
 
 /* ---- sweep files and other plain chunks ------------------------------------ */
 
-struct lua_State *gen_host_lua(gen_host *h) { return h->L; }
-
 int gen_host_fail(gen_host *h, const char *fmt, ...)
 {
     va_list ap;
@@ -925,22 +986,39 @@ int gen_host_fail(gen_host *h, const char *fmt, ...)
     return -1;
 }
 
-int gen_host_run_file(gen_host *h, const char *path)
+struct chunk_run {
+    const char *text;
+    size_t len;
+    const char *chunk;
+    int (*read)(lua_State *L, void *arg);
+    void *arg;
+};
+
+static int chunk_body(lua_State *L, void *arg)
+{
+    struct chunk_run *c = arg;
+    if (luaL_loadbufferx(L, c->text, c->len, c->chunk, "t") != LUA_OK)
+        return lua_error(L);
+    lua_call(L, 0, 1);
+    return c->read(L, c->arg);
+}
+
+int gen_host_run_file(gen_host *h, const char *path, int (*read)(lua_State *L, void *arg), void *arg)
 {
     char *text = NULL, err[512], chunk[300];
     size_t len = 0;
     if (gen_source_read(&h->src, path, &text, &len, err, sizeof err))
         return fail(h, "%s", err);
     snprintf(chunk, sizeof chunk, "@templates/%s", path);
-    h->steps = 0;
-    int rc = luaL_loadbufferx(h->L, text, len, chunk, "t");
-    free(text);
-    if (rc == LUA_OK)
-        rc = lua_pcall(h->L, 0, 1, 0);
-    if (rc != LUA_OK) {
-        fail(h, "%s", lua_tostring(h->L, -1));
-        lua_pop(h->L, 1);
-        return -1;
+    /* a fresh state of its own, closed when read() has taken what it needs */
+    gen_env *e = env_new(h, NULL, chunk + 1);
+    if (!e) {
+        free(text);
+        return fail(h, "%s: out of memory for its Lua state", chunk + 1);
     }
-    return 0;
+    struct chunk_run c = {text, len, chunk, read, arg};
+    int rc = env_run(e, "running", chunk_body, &c);
+    env_free(e);
+    free(text);
+    return rc;
 }

@@ -41,11 +41,13 @@ typedef struct gen_space {
 typedef struct gen_host gen_host;
 typedef struct gen_tmpl gen_tmpl;
 
-/* One sandboxed Lua state reading templates from dir (NULL: $KFORGE_TEMPLATE_DIR or
- * the embedded copy). Templates and sweep files share library files through
- * import(path), each run once per host (templates/README.md). Not thread-safe: one
- * thread uses a host at a time. */
+/* A host reading templates from dir (NULL: $KFORGE_TEMPLATE_DIR or the embedded copy).
+ * Every template and every sweep file runs in a sandboxed Lua state of its own
+ * (gen/sandbox.c), so none can change what another renders; library files are
+ * imported into each state that asks for them (import(path), templates/README.md).
+ * Not thread-safe: one thread uses a host at a time. */
 gen_host *gen_host_new(const char *dir);
+
 void gen_host_free(gen_host *h);
 const char *gen_host_errmsg(const gen_host *h);   /* last error, never NULL */
 const gen_source *gen_host_source(const gen_host *h);
@@ -56,12 +58,16 @@ int gen_host_families(gen_host *h, int (*fn)(const char *family, void *arg), voi
  * NULL on error: message "templates/x.lua:LINE: message" on the host. */
 gen_tmpl *gen_tmpl_load(gen_host *h, const char *family);
 const char *gen_tmpl_family(const gen_tmpl *t);
+gen_host *gen_tmpl_host(const gen_tmpl *t);
 const char *gen_tmpl_doc(const gen_tmpl *t);
 const char *gen_tmpl_hash(const gen_tmpl *t);     /* 32 hex digits */
 const char *gen_tmpl_text(const gen_tmpl *t);     /* the .lua source */
 const gen_space *gen_tmpl_space(const gen_tmpl *t);
 /* Shape fields the template declares, as "name:type" pairs in a kvset (value = type). */
 const gen_kvset *gen_tmpl_shape_fields(const gen_tmpl *t);
+/* The fragments (includes that are not .lua files), the only headers a render may
+ * #include: up to max (name, text) pairs, valid while the host lives. Returns the count. */
+int gen_tmpl_headers(const gen_tmpl *t, const char **names, const char **texts, int max);
 
 /* Every call below returns 0 on success, -1 on error (message on the host). */
 /* Checks shape has every declared field with the right type, then runs fixed(). */
@@ -88,9 +94,12 @@ int gen_variant_key(const gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *
                     int binary, char *buf, size_t n);
 
 
-/* For gen/sweep.c: runs a sandboxed chunk (a sweep file) and leaves its result on the stack. */
-struct lua_State *gen_host_lua(gen_host *h);
-int gen_host_run_file(gen_host *h, const char *path);
+/* For gen/sweep.c: runs templates/<path> (a sweep file) in a fresh sandboxed state, then
+ * read(L, arg) in protected mode with the chunk's value on the top of the stack. Returns
+ * read's value, or -1 with the host's message. */
+struct lua_State;
+int gen_host_run_file(gen_host *h, const char *path, int (*read)(struct lua_State *L, void *arg),
+                      void *arg);
 /* Sets the host's message (printf style); returns -1. */
 int gen_host_fail(gen_host *h, const char *fmt, ...);
 #endif

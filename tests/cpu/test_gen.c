@@ -9,10 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "db/db.h"
 #include "gen/build.h"
+#include "gen/embed.h"
+#include "gen/include.h"
+#include "gen/symbols.h"
+#include "gen/sandbox.h"
 #include "gen/json.h"
 #include "gen/kv.h"
 #include "gen/nvrtc.h"
@@ -20,6 +25,9 @@
 #include "gen/template.h"
 
 static char g_dir[256];
+
+struct gen_target;
+static void prepare_default(gen_host *h, const char *family, const char *shape, const gen_target *tg, gen_job *j);
 
 static void write_file(const char *rel, const char *text)
 {
@@ -203,9 +211,95 @@ static void test_sandbox__refuses_bytecode(void **state)
     gen_host_free(h);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static void test_sandbox__stops_endless_loops(void **state)
 {
-    expect_load_error("while true do end\n", "ran too long");
+    expect_load_error("while true do end\n", "templates/bad.lua:1: budget exceeded");
+}
+
+/* Issue 14, item 3: pcall swallowed the limit error, so a loop around a pcall ran for ever. */
+static void test_sandbox__budget_survives_pcall(void **state)
+{
+    double t0 = now_s();
+    expect_load_error("while true do pcall(function() while true do end end) end\nreturn {}\n",
+                      "budget exceeded");
+    expect_load_error("while true do xpcall(function() while true do end end, function(e) return e end) end\n",
+                      "budget exceeded");
+    /* the message handler of xpcall cannot loop either */
+    expect_load_error("while true do xpcall(error, function() while true do end end) end\n", "budget exceeded");
+    /* nor can a pcall inside an imported library keep going */
+    write_file("lib/spin.lua", "while true do pcall(function() while true do end end) end\nreturn {}\n");
+    expect_load_error("local S = import('lib/spin.lua')\nreturn {}\n", "budget exceeded");
+    assert_true(now_s() - t0 < 30);
+}
+
+/* Issue 14, item 3: C-level pattern matching is not seen by the hook; its worst case is bounded. */
+static void test_sandbox__bounds_pattern_matching(void **state)
+{
+    double t0 = now_s();
+    expect_load_error("return string.rep('a', 5000):find('.-.-.-.-.-b')\n",
+                      "templates/bad.lua:1: string.find: pattern '.-.-.-.-.-b' over a 5000-byte subject");
+    expect_load_error("local s = string.rep('a', 5000)\nfor x in s:gmatch('.-.-.-b') do end\n", "string.gmatch");
+    expect_load_error("local s = string.rep('a', 30000)\nreturn s:gsub('a*a*b', 'x')\n", "string.gsub");
+    expect_load_error("return string.rep('a', 1e7):match(string.rep('a?', 40) .. 'b')\n", "string.match");
+    expect_load_error("return string.rep('', 1 << 62)\n", "string.rep");
+    expect_load_error("return table.move({}, 1, 1 << 40, 2)\n", "table.move");
+    assert_true(now_s() - t0 < 10);
+    /* what templates do stays allowed: short subjects, word classes, anchored matches */
+    assert_true(gen_pattern_cost("latent512.rope64", 16, "([a-z]+)(%d+)", 13, 1, 0) < 1e4);
+    char big[30000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    for (size_t i = 0; i + 1 < sizeof big; i += 40)
+        big[i] = ' ';
+    assert_true(gen_pattern_cost(big, strlen(big), "%${(%w+)}", 9, 1, 0) < GEN_PATTERN_STEPS);
+    assert_true(gen_pattern_cost(big, strlen(big), "^alias_([a-z]+)$", 16, 1, 0) < 1e6);
+}
+
+/* Issue 14, item 3: a __gc finalizer runs with hooks off (Lua 5.4): setmetatable refuses __gc. */
+static void test_sandbox__refuses_gc_finalizers(void **state)
+{
+    double t0 = now_s();
+    expect_load_error("setmetatable({}, { __gc = function() while true do end end })\nreturn {}\n",
+                      "templates/bad.lua:1: setmetatable: a __gc metamethod (finalizer) is not allowed");
+    /* a __gc added after setmetatable does not mark the table for finalization (lgc.c): still nothing runs */
+    write_file("bad.lua", "local mt = {}\nlocal t = setmetatable({}, mt)\nmt.__gc = function() while true do end end\n"
+                          "t = nil\nreturn 42\n");
+    gen_host *h = gen_host_new(g_dir);
+    assert_null(gen_tmpl_load(h, "bad"));
+    assert_non_null(strstr(gen_host_errmsg(h), "must return a table"));
+    gen_host_free(h);
+    assert_true(now_s() - t0 < 10);
+}
+
+/* Issue 14, item 8: error({}) printed "error: (null)". */
+static void test_template__non_string_errors_are_named(void **state)
+{
+    expect_load_error("\nerror({})\n", "templates/bad.lua:2: error object is a table");
+    expect_load_error("error()\n", "templates/bad.lua:1: error object is a nil");
+    expect_load_error("error(setmetatable({}, { __tostring = function() while true do end end }))\n",
+                      "error object is a table");
+}
+
+/* Issue 14, item 8: hkv=0 reported only "templates/lib/attn.lua:13: attempt to divide by zero". */
+static void test_template__library_errors_name_the_template_and_shape(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_decode");
+    assert_non_null(t);
+    gen_kvset shape = shape_of("dtype=bf16,b=1,sq=1,skv=128,hq=8,hkv=0,d=128,causal=0"), fixed;
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &fixed), -1);
+    const char *m = gen_host_errmsg(h);
+    if (!strstr(m, "templates/attn_decode.lua: fixed(shape ") || !strstr(m, "hkv=0") ||
+        !strstr(m, "templates/lib/attn.lua:"))
+        fail_msg("'%s'", m);
+    gen_host_free(h);
 }
 
 static void test_template__errors_name_file_and_line(void **state)
@@ -473,6 +567,143 @@ static void test_nvrtc__errors_carry_the_log_and_variant(void **state)
     assert_non_null(strstr(err, "unknown arch 'sm_12'"));
 }
 
+static void expect_include(const char *src, int ok, const char *needle)
+{
+    const char *names[] = {"toy/body.cuh", "common/types.cuh"};
+    char err[512] = "";
+    int rc = gen_includes_check(src, names, 2, err, sizeof err);
+    if (rc != (ok ? 0 : -1))
+        fail_msg("includes of '%s': rc %d, '%s'", src, rc, err);
+    if (needle && !strstr(err, needle))
+        fail_msg("includes of '%s': '%s' lacks '%s'", src, err, needle);
+}
+
+/* Issue 14, item 4: a render's #include "/etc/shadow" made NVRTC print the file's first line. */
+static void test_nvrtc__includes_only_listed_fragments(void **state)
+{
+    expect_include("#include \"toy/body.cuh\"\n  #  include <common/types.cuh>\n", 1, NULL);
+    expect_include("int x;\n#include \"/etc/shadow\"\n", 0, "line 2 includes '/etc/shadow': an absolute path");
+    expect_include("#include \"../../etc/passwd\"\n", 0, "a path with '..'");
+    expect_include("#include <cuda_bf16.h>\n", 0, "'cuda_bf16.h': not one of the template's fragments");
+    expect_include("#define F \"/etc/shadow\"\n#include F\n", 0, "a computed include");
+    expect_include("%:include \"/etc/shadow\"\n", 0, "absolute");                 /* digraph */
+    expect_include("#inc\\\nlude \"/etc/shadow\"\n", 0, "absolute");              /* line splice */
+    expect_include("#inc\\  \nlude \"/etc/shadow\"\n", 0, "absolute");            /* splice after spaces */
+    expect_include("# /* c */ include_next \"/etc/shadow\"\n", 0, "absolute");
+    expect_include("int a; /*\n*/ #include \"/etc/shadow\"\n", 0, "absolute");
+    expect_include("#if __has_include(\"/etc/shadow\")\n#endif\n", 0, "absolute");
+    expect_include("int a = 1'0;\n#include \"/etc/shadow\"\n", 0, "absolute");    /* digit separator */
+    expect_include("auto c = u8'/*';\n#include \"/etc/shadow\"\n// */\n", 0, "absolute");
+    expect_include("const char *s = \"/*\";\n#include \"/etc/shadow\"\n", 0, "absolute");
+    expect_include("#pragma GCC dependency \"/etc/shadow\"\n", 0, "a pragma naming a file");
+    /* not directives: comments and literals */
+    expect_include("// #include \"/etc/shadow\"\n/* #include \"/etc/shadow\" */\n", 1, NULL);
+    expect_include("const char *s = \"#include </etc/shadow>\";\n", 1, NULL);
+    expect_include("const char *r = R\"x(\n#include \"/etc/shadow\"\n)x\";\n", 1, NULL);
+    /* through a template: refused before NVRTC runs, the message names the include, not the file's text */
+    write_file("inc.lua",
+               "return { family = 'inc', shape = {}, params = { w = {1, 2} }, includes = { 'toy/body.cuh' },\n"
+               "  fixed = function(s) return {} end, valid = function() return true end,\n"
+               "  default = function() return { w = 1 } end,\n"
+               "  render = function(p, f) if p.w == 1 then return '#include \"/etc/passwd\"\\n' end\n"
+               "    return '#define W 2\\n#define BN 4\\n#include \"toy/body.cuh\"\\n' end,\n"
+               "  kernels = function() return { { name = 'toy', threads = 32, smem = 0 } } end }\n");
+    write_file("toy/body.cuh", "extern \"C\" __global__ void toy(float *x) { x[threadIdx.x] += W * BN; }\n");
+    gen_host *h = gen_host_new(g_dir);
+    gen_target tg;
+    gen_target_init(&tg, "sm_80", 0, NULL);
+    gen_job j;
+    prepare_default(h, "inc", "", &tg, &j);
+    char err[256];
+    assert_int_equal(gen_build_run(&j, 1, 1, NULL, &tg, NULL, NULL, err, sizeof err), 1);
+    assert_true(j.failed);
+    if (!strstr(j.err, "includes '/etc/passwd': an absolute path") || strstr(j.err, "root:"))
+        fail_msg("%s", j.err);
+    gen_job_free(&j);
+    /* a listed fragment is NVRTC's header: it compiles */
+    memset(&j, 0, sizeof j);
+    j.tmpl = gen_tmpl_load(h, "inc");
+    j.params = shape_of("w=2");
+    assert_int_equal(gen_build_prepare(&j, &tg), 0);
+    assert_int_equal(gen_build_run(&j, 1, 1, NULL, &tg, NULL, NULL, err, sizeof err), 0);
+    if (j.failed)
+        fail_msg("%s", j.err);
+    gen_job_free(&j);
+    gen_host_free(h);
+    write_file("toy/body.cuh", good_body);
+}
+
+/* Issue 14, item 5: a render of '' or kernels() naming a function the source lacks was stored. */
+static void test_build__binary_must_hold_every_kernel(void **state)
+{
+    write_file("nok.lua",
+               "return { family = 'nok', shape = {}, params = { w = {1, 2, 3} },\n"
+               "  fixed = function(s) return {} end, valid = function() return true end,\n"
+               "  default = function() return { w = 1 } end,\n"
+               "  render = function(p, f) if p.w == 1 then return '' end\n"
+               "    return 'extern \"C\" __global__ void kf_one(float *x) { x[0] = 1; }\\n' end,\n"
+               "  kernels = function(p) local k = { { name = 'kf_one', threads = 32, smem = 0 } }\n"
+               "    if p.w == 2 then k[2] = { name = 'kf_missing', threads = 32, smem = 0 } end\n"
+               "    return k end }\n");
+    char dbpath[400], err[256];
+    snprintf(dbpath, sizeof dbpath, "%s/nok.db", g_dir);
+    db_store *db = NULL;
+    assert_int_equal(db_open(&db, dbpath, DB_CREATE), DB_OK);
+    gen_host *h = gen_host_new(g_dir);
+    for (int ptx = 0; ptx < 2; ptx++) {
+        gen_target tg;
+        gen_target_init(&tg, "sm_80", ptx, NULL);
+        const char *want[3] = {"lacks kernel 'kf_one'", "lacks kernel 'kf_missing'", NULL};
+        for (int w = 1; w <= 3; w++) {
+            gen_job j = {0};
+            j.tmpl = gen_tmpl_load(h, "nok");
+            j.params = shape_of(w == 1 ? "w=1" : w == 2 ? "w=2" : "w=3");
+            assert_int_equal(gen_build_prepare(&j, &tg), 0);
+            assert_int_equal(gen_build_run(&j, 1, 1, db, &tg, NULL, NULL, err, sizeof err), want[w - 1] ? 1 : 0);
+            if (want[w - 1] && (!j.failed || !strstr(j.err, want[w - 1]) || !strstr(j.err, "templates/nok.lua")))
+                fail_msg("w=%d ptx=%d: '%s'", w, ptx, j.err);
+            if (!want[w - 1] && j.failed)
+                fail_msg("w=3 ptx=%d: %s", ptx, j.err);
+            if (!want[w - 1])
+                assert_int_equal(gen_binary_has_kernel(j.bin.image, j.bin.size, ptx, "kf_one"), 1);
+            gen_job_free(&j);
+        }
+    }
+    db_info in;
+    assert_int_equal(db_get_info(db, &in), DB_OK);
+    assert_int_equal(in.binaries, 2);           /* only w=3, cubin and PTX */
+    /* a cached binary (a crafted database) without the kernel is not served either */
+    gen_target tg;
+    gen_target_init(&tg, "sm_90a", 0, NULL);
+    gen_job j = {0};
+    j.tmpl = gen_tmpl_load(h, "nok");
+    j.params = shape_of("w=3");
+    assert_int_equal(gen_build_prepare(&j, &tg), 0);
+    db_binary b = {0};
+    b.cache_key = j.cache_key;
+    b.variant_key = j.binary_key;
+    b.family = "nok";
+    b.template_hash = (char *)gen_tmpl_hash(j.tmpl);
+    b.arch = tg.arch;
+    b.nvrtc = tg.nvrtc;
+    b.options = tg.options;
+    b.params = "w=3";
+    b.kernels = "kf_one/32/0";
+    b.image = "\x7f" "ELF not really";
+    b.image_size = 16;
+    int inserted = 0;
+    assert_int_equal(db_binary_put(db, &b, &inserted), DB_OK);
+    assert_int_equal(gen_build_run(&j, 1, 1, db, &tg, NULL, NULL, err, sizeof err), 1);
+    if (!j.failed || j.cache_hit || !strstr(j.err, "cached binary") || !strstr(j.err, "kf_one"))
+        fail_msg("'%s'", j.err);
+    gen_job_free(&j);
+    db_close(db);
+    gen_host_free(h);
+    assert_int_equal(gen_binary_has_kernel("not an elf at all, not at all", 29, 0, "kf_one"), -1);
+    assert_int_equal(gen_binary_has_kernel("// .entry kf_one(\n", 18, 1, "kf_one"), 0);
+    assert_int_equal(gen_binary_has_kernel(".visible .entry kf_one(\n", 24, 1, "kf_one"), 1);
+}
+
 static void test_nvrtc__ptxas_log_parse(void **state)
 {
     gen_binary_out o;
@@ -522,21 +753,152 @@ static void test_build__second_compile_is_a_cache_hit(void **state)
     gen_host_free(h);
 }
 
-static void test_build__cache_key_covers_hash_arch_and_nvrtc(void **state)
+static void test_build__cache_key_covers_hash_source_arch_and_nvrtc(void **state)
 {
     gen_target a, b;
     gen_target_init(&a, "sm_90a", 0, NULL);
     gen_target_init(&b, "sm_80", 0, NULL);
-    char k1[600], k2[600], k3[600], k4[600];
-    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", &a, k1, sizeof k1);
-    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", &b, k2, sizeof k2);
-    gen_cache_key("toy.w1", "10112233445566778899aabbccddeeff", &a, k3, sizeof k3);
+    char k1[600], k2[600], k3[600], k4[600], k5[600];
+    const char *src = "extern \"C\" __global__ void toy() {}\n";
+    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", src, &a, k1, sizeof k1);
+    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", src, &b, k2, sizeof k2);
+    gen_cache_key("toy.w1", "10112233445566778899aabbccddeeff", src, &a, k3, sizeof k3);
+    /* one more line in the source NVRTC compiles: another key (issue 14, item 1) */
+    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", "#define X 1\nextern \"C\" __global__ void toy() {}\n",
+                  &a, k5, sizeof k5);
     snprintf(a.nvrtc, sizeof a.nvrtc, "12.9");
-    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", &a, k4, sizeof k4);
+    gen_cache_key("toy.w1", "00112233445566778899aabbccddeeff", src, &a, k4, sizeof k4);
     assert_string_not_equal(k1, k2);
     assert_string_not_equal(k1, k3);
     assert_string_not_equal(k1, k4);
+    assert_string_not_equal(k1, k5);
     assert_true(strncmp(k1, "toy.w1.sm_90a.", 14) == 0);
+}
+
+/* A copy of the embedded templates in dir, with text prepended to templates/<poisoned>. */
+static void copy_embedded(const char *dir, const char *poisoned, const char *text)
+{
+    for (const gen_embedded_file *f = gen_embedded_files; f->path; f++) {
+        char path[600], cmd[700];
+        snprintf(path, sizeof path, "%s/%s", dir, f->path);
+        snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+        assert_int_equal(system(cmd), 0);
+        FILE *fp = fopen(path, "w");
+        assert_non_null(fp);
+        if (!strcmp(f->path, poisoned))
+            fputs(text, fp);
+        fwrite(f->data, 1, f->size, fp);
+        fclose(fp);
+    }
+}
+
+/* A template that wraps the global fragment, a library table and the string metatable. */
+static const char *poison =
+    "local real = fragment\n"
+    "fragment = function(p) return '#define KF_POISONED 1\\n' .. real(p) end\n"
+    "local PA = import('lib/attn.lua')\n"
+    "PA.fragments = function(paths) return '#define KF_POISONED 2\\n' end\n"
+    "PA.check_fixed = function() return true end\n"
+    "subst = function() return '#define KF_POISONED 3\\n' end\n"
+    "getmetatable('').__index.format = function() return 'KF_POISONED' end\n"
+    "string.rep = function() return 'KF_POISONED' end\n"
+    "table.concat = function() return '#define KF_POISONED 4\\n' end\n";
+
+static void prepare_default(gen_host *h, const char *family, const char *shape, const gen_target *tg, gen_job *j)
+{
+    memset(j, 0, sizeof *j);
+    j->tmpl = gen_tmpl_load(h, family);
+    if (!j->tmpl)
+        fail_msg("%s: %s", family, gen_host_errmsg(h));
+    gen_kvset s = shape_of(shape);
+    assert_int_equal(gen_tmpl_fixed(j->tmpl, &s, &j->fixed), 0);
+    assert_int_equal(gen_tmpl_default(j->tmpl, &s, &tg->dev, &j->params), 0);
+    if (gen_build_prepare(j, tg))
+        fail_msg("%s: %s", family, gen_host_errmsg(h));
+}
+
+/* Issue 14, item 1: a template in --templates DIR that poisons fragment, lib/attn.lua's table or the
+ * string library changed what other families rendered, and their binaries were stored under the
+ * clean cache key. Each template now has its own state, and the key covers the rendered source:
+ * compiled into p.db from DIR (poisoner loaded first), the embedded templates' compile is a cache
+ * hit only for a binary of byte-identical source. */
+static void test_isolation__poisoning_template_cannot_reach_another_family(void **state)
+{
+    char dir[300], dbpath[400];
+    snprintf(dir, sizeof dir, "%s/poisoned", g_dir);
+    copy_embedded(dir, "attn_decode.lua", poison);
+    snprintf(dbpath, sizeof dbpath, "%s/p.db", g_dir);
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    const char *gqa = "dtype=bf16,b=1,sq=4096,skv=4096,hq=32,hkv=8,d=128,causal=1";
+    const char *dec = "dtype=bf16,b=1,sq=1,skv=131072,hq=32,hkv=8,d=128,causal=0";
+
+    gen_host *bad = gen_host_new(dir), *clean = gen_host_new(NULL);
+    gen_job poisoner, victims[3], ref[3];
+    prepare_default(bad, "attn_decode", dec, &tg, &poisoner);
+    assert_non_null(strstr(poisoner.src, "KF_POISONED"));   /* the poison works where it was planted */
+    const char *fam[3] = {"attn_prefill", "attn_naive", "kda_naive"};
+    const char *shp[3] = {gqa, gqa, "n=1,t=64,h=4,hv=4,dk=128,dv=128"};
+    for (int i = 0; i < 3; i++) {
+        gen_tmpl *t = gen_tmpl_load(clean, fam[i]);
+        assert_non_null(t);
+        prepare_default(bad, fam[i], shp[i], &tg, &victims[i]);
+        prepare_default(clean, fam[i], shp[i], &tg, &ref[i]);
+        assert_null(strstr(victims[i].src, "KF_POISONED"));
+        assert_string_equal(victims[i].src, ref[i].src);
+        assert_string_equal(victims[i].cache_key, ref[i].cache_key);
+    }
+    /* compiled from DIR into p.db, then looked up by the embedded templates: a hit for clean bytes */
+    db_store *db = NULL;
+    assert_int_equal(db_open(&db, dbpath, DB_CREATE), DB_OK);
+    char err[512];
+    assert_int_equal(gen_build_run(&victims[1], 1, 1, db, &tg, NULL, NULL, err, sizeof err), 0);
+    assert_false(victims[1].failed);
+    assert_int_equal(gen_build_run(&ref[1], 1, 1, db, &tg, NULL, NULL, err, sizeof err), 0);
+    assert_true(ref[1].cache_hit);
+    assert_int_equal(ref[1].bin.size, victims[1].bin.size);
+    assert_memory_equal(ref[1].bin.image, victims[1].bin.image, ref[1].bin.size);
+    db_close(db);
+    gen_job_free(&poisoner);
+    for (int i = 0; i < 3; i++) {
+        gen_job_free(&victims[i]);
+        gen_job_free(&ref[i]);
+    }
+    gen_host_free(bad);
+    gen_host_free(clean);
+}
+
+/* Issue 14, item 1: a template whose render changes from call to call (state kept in its own globals)
+ * gets one key per rendered source, so its second render is never served the first one's binary. */
+static void test_build__key_follows_the_rendered_source(void **state)
+{
+    write_file("drift.lua",
+               "n = 0\n"
+               "return { family = 'drift', shape = {}, params = { w = {1} },\n"
+               "  fixed = function(s) return {} end, valid = function() return true end,\n"
+               "  default = function() return { w = 1 } end,\n"
+               "  render = function(p, f) n = n + 1\n"
+               "    return '#define KF_N ' .. n .. '\\nextern \"C\" __global__ void drift(int *x) { x[0] = KF_N; }\\n' end,\n"
+               "  kernels = function() return { { name = 'drift', threads = 32, smem = 0 } } end }\n");
+    gen_host *h = gen_host_new(g_dir);
+    gen_target tg;
+    gen_target_init(&tg, "sm_80", 0, NULL);
+    char dbpath[400], err[512];
+    snprintf(dbpath, sizeof dbpath, "%s/drift.db", g_dir);
+    db_store *db = NULL;
+    assert_int_equal(db_open(&db, dbpath, DB_CREATE), DB_OK);
+    gen_job j[2];
+    for (int k = 0; k < 2; k++) {
+        prepare_default(h, "drift", "", &tg, &j[k]);
+        assert_int_equal(gen_build_run(&j[k], 1, 1, db, &tg, NULL, NULL, err, sizeof err), 0);
+    }
+    assert_string_equal(j[0].binary_key, j[1].binary_key);
+    assert_string_not_equal(j[0].cache_key, j[1].cache_key);
+    assert_false(j[1].cache_hit);
+    for (int k = 0; k < 2; k++)
+        gen_job_free(&j[k]);
+    db_close(db);
+    gen_host_free(h);
 }
 
 static int load_cb(const char *family, void *arg)
@@ -686,6 +1048,11 @@ int main(void)
         cmocka_unit_test(test_sandbox__refuses_os_io_require_load),
         cmocka_unit_test(test_sandbox__refuses_bytecode),
         cmocka_unit_test(test_sandbox__stops_endless_loops),
+        cmocka_unit_test(test_sandbox__budget_survives_pcall),
+        cmocka_unit_test(test_sandbox__bounds_pattern_matching),
+        cmocka_unit_test(test_sandbox__refuses_gc_finalizers),
+        cmocka_unit_test(test_template__non_string_errors_are_named),
+        cmocka_unit_test(test_template__library_errors_name_the_template_and_shape),
         cmocka_unit_test(test_template__errors_name_file_and_line),
         cmocka_unit_test(test_template__fragment_must_be_listed),
         cmocka_unit_test(test_template__hash_changes_with_a_fragment),
@@ -697,9 +1064,13 @@ int main(void)
         cmocka_unit_test(test_nvrtc__compiles_and_reports_resources),
         cmocka_unit_test(test_nvrtc__errors_carry_the_log_and_variant),
         cmocka_unit_test(test_nvrtc__ptxas_log_parse),
+        cmocka_unit_test(test_nvrtc__includes_only_listed_fragments),
+        cmocka_unit_test(test_build__binary_must_hold_every_kernel),
         cmocka_unit_test(test_build__second_compile_is_a_cache_hit),
-        cmocka_unit_test(test_build__cache_key_covers_hash_arch_and_nvrtc),
+        cmocka_unit_test(test_build__cache_key_covers_hash_source_arch_and_nvrtc),
         cmocka_unit_test(test_embedded__every_family_loads),
+        cmocka_unit_test(test_isolation__poisoning_template_cannot_reach_another_family),
+        cmocka_unit_test(test_build__key_follows_the_rendered_source),
         cmocka_unit_test(test_embedded__every_sweep_default_is_valid),
         cmocka_unit_test(test_embedded__combine_default_is_valid_for_every_dv),
         cmocka_unit_test(test_kernels__list_is_parsed_back),

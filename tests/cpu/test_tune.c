@@ -349,6 +349,113 @@ static int collect_cb(const db_tune_meas *m, void *arg)
     return 0;
 }
 
+/* The first run of test_tune_gpu's small sweep as stored: the default's 11 interleaved slots of 10
+ * samples joined into one timing (2 rounds x 5 candidates + 1), each candidate's 2 slots into one. */
+static void test_tune__ilv_resume_of_a_finished_shape_times_nothing(void **state)
+{
+    const char *keys[] = {"dflt", "a", "b", "c", "d", "e"};
+    tune_meas m[] = {
+        M("dflt", TUNE_OK, 0, 110, 1.00, 6), M("a", TUNE_OK, 0, 20, 1.05, 1), M("b", TUNE_OK, 0, 20, 0.90, 2),
+        M("c", TUNE_OK, 0, 20, 1.20, 3),     M("d", TUNE_OK, 0, 20, 1.01, 4), M("e", TUNE_OK, 0, 20, 1.30, 5),
+    };
+    int st[6], fin[6];
+    tune_ilv_resume r;
+    tune_ilv_resume_plan(m, 6, keys, 6, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_true(r.keep);
+    assert_int_equal(r.n_gate, 0);
+    assert_int_equal(r.n_screen, 0);
+    assert_int_equal(r.n_time, 0);
+    assert_int_equal(r.n_cand, 5);
+    assert_int_equal(r.n_final, 5);
+    assert_true(r.dflt);
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(st[k], TUNE_DONE);
+    /* the winner was not stored (interrupted after the timings): the rounds run again */
+    tune_ilv_resume_plan(m, 6, keys, 6, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_false(r.keep);
+    assert_int_equal(r.n_time, 0);
+    /* more samples asked for than stored: every candidate is timed again */
+    tune_ilv_resume_plan(m, 6, keys, 6, 0, NULL, 30, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_false(r.keep);
+    assert_int_equal(r.n_time, 5);                  /* the default's 110 samples still count */
+}
+
+static void test_tune__ilv_resume_gates_then_times(void **state)
+{
+    const char *keys[] = {"dflt", "a", "bad", "err"};
+    tune_meas m[] = {M("bad", TUNE_WRONG, 0, 0, NAN, 1), M("err", TUNE_ERROR, 0, 0, NAN, 2)};
+    int st[4], fin[4];
+    tune_ilv_resume r;
+    tune_ilv_resume_plan(m, 2, keys, 4, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_int_equal(r.n_gate, 2);                  /* dflt and a */
+    assert_int_equal(r.n_rejected, 2);
+    assert_int_equal(st[2], TUNE_REJECTED);
+    assert_false(r.keep);
+    unsigned char passed[4] = {1, 1, 0, 0};         /* both passed their gates in this run */
+    tune_ilv_resume_plan(m, 2, keys, 4, 0, passed, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_int_equal(r.n_gate, 0);
+    assert_int_equal(st[0], TUNE_SCREENED);
+    assert_int_equal(r.n_cand, 1);
+    assert_int_equal(r.n_final, 1);
+    assert_int_equal(fin[0], 1);
+    assert_int_equal(r.n_time, 2);
+    assert_false(r.keep);
+    /* --retry-errors: the error is gated again */
+    tune_ilv_resume_plan(m, 2, keys, 4, 0, passed, 20, 1, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_int_equal(r.n_gate, 1);
+    assert_int_equal(st[3], TUNE_TODO);
+    /* only the default passed (1f46f24): its one full timing is all a resume needs */
+    const char *one[] = {"dflt", "bad"};
+    tune_meas d[] = {M("dflt", TUNE_OK, 0, 20, 1.0, 3), M("bad", TUNE_WRONG, 0, 0, NAN, 1)};
+    tune_ilv_resume_plan(d, 2, one, 2, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_true(r.keep);
+    assert_int_equal(r.n_final, 0);
+    /* a default that failed: the candidates are timed one by one, the timed ones reused */
+    tune_meas f[] = {M("dflt", TUNE_WRONG, 0, 0, NAN, 1), M("a", TUNE_OK, 0, 20, 1.0, 2)};
+    tune_ilv_resume_plan(f, 2, keys, 2, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_false(r.dflt);
+    assert_true(r.keep);
+    assert_int_equal(r.n_final, 1);
+}
+
+/* Ten candidates: screened (5 samples), the 8 fastest timed in the rounds. In the rounds the two
+ * slowest finalists came out slower than the screening figures of the two left out; a re-run that
+ * ranked by the full timings would swap those in and time the rounds again. */
+static void test_tune__ilv_resume_ranks_by_screening_figures(void **state)
+{
+    const char *keys[] = {"dflt", "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"};
+    tune_meas m[32];
+    int n = 0;
+    m[n++] = M("dflt", TUNE_OK, 0, 170, 1.0, 100);
+    for (int c = 0; c < 10; c++) {
+        m[n++] = M(keys[c + 1], TUNE_OK, 0, TUNE_ILV_SCREEN, 1.0 + 0.01 * c, 1 + c);  /* c0 fastest */
+        if (c < 8)
+            m[n++] = M(keys[c + 1], TUNE_OK, 0, 20, c >= 6 ? 1.5 : 1.0 + 0.01 * c, 50 + c);
+    }
+    int st[11], fin[11];
+    tune_ilv_resume r;
+    tune_ilv_resume_plan(m, n, keys, 11, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_int_equal(r.n_cand, 10);
+    assert_int_equal(r.n_screen, 0);
+    assert_int_equal(r.n_final, TUNE_ILV_FINALISTS);
+    for (int i = 0; i < r.n_final; i++)
+        assert_int_equal(fin[i], i + 1);            /* c0..c7, fastest first */
+    assert_int_equal(r.n_time, 0);
+    assert_true(r.keep);
+    /* before any screening: every candidate to screen, no finalists yet */
+    tune_meas d[] = {M("dflt", TUNE_OK, 0, 20, 1.0, 1)};
+    tune_ilv_resume_plan(d, 1, keys, 11, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_int_equal(r.n_gate, 10);
+    unsigned char passed[11];
+    memset(passed, 1, sizeof passed);
+    tune_ilv_resume_plan(d, 1, keys, 11, 0, passed, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_int_equal(r.n_screen, 10);
+    assert_int_equal(r.n_final, 0);
+    assert_false(r.keep);
+    assert_true(isnan(tune_screen_figure(d, 1, "c0")));
+    assert_true(tune_screen_figure(m, n, "c7") == 1.0 + 0.01 * 7);
+}
+
 static void test_tune__resume_reads_the_database(void **state)
 {
     fx *f = *state;
@@ -1279,6 +1386,9 @@ int main(void)
         cmocka_unit_test(test_tune__wrong_variant_never_wins),
         cmocka_unit_test(test_tune__more_samples_of_one_variant_count),
         cmocka_unit_test(test_tune__resume_state),
+        cmocka_unit_test(test_tune__ilv_resume_of_a_finished_shape_times_nothing),
+        cmocka_unit_test(test_tune__ilv_resume_gates_then_times),
+        cmocka_unit_test(test_tune__ilv_resume_ranks_by_screening_figures),
         cmocka_unit_test_setup_teardown(test_tune__resume_reads_the_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tune__merge_prefers_better_measured, setup, teardown),
         cmocka_unit_test(test_tune__merge_prefer_rule),

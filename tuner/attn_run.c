@@ -1212,12 +1212,13 @@ static CUgraphExec capture(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *ar
 static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
                           tune_attn_timing *t, char *msg, size_t msgn)
 {
-    enum { HIST = 128 };
+    enum { HIST = 160 };                                /* > TUNE_WARM_MAX_MS / TUNE_WARM_POLL_MS */
     CUevent ev[2 * 1 + 2];
     int made = 0, rc = -1, next = 0;
     CUevent *sev = calloc((size_t)samples + 1, sizeof *sev);
     double *ms = calloc((size_t)samples, sizeof *ms);
     rt_nvml_reading hist[HIST];
+    double hist_t[HIST];
     int nh = 0, smade = 0;
     tune_sampler smp;
     if (!sev || !ms) {
@@ -1244,10 +1245,11 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
     int n = graph ? tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, 1) : 0;
     CUstream gs = NULL;
     CUgraphExec ge = graph ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
-    /* warm-up: chunks of about 25 ms back to back, until steady (or at most TUNE_WARM_MAX_MS) */
+    /* warm-up: chunks of about TUNE_WARM_POLL_MS back to back, NVML read after each, until steady
+     * (tune_warm_done); none when the GPU has been busy until just now */
     double t0 = tune_now();
     int idle = ctx->last_busy == 0 || t0 - ctx->last_busy > TUNE_IDLE_S;
-    double want = idle ? TUNE_WARM_MS : 0, done = 0;
+    double done = 0;
     if (ge) {                                           /* once untimed: the graph's upload */
         CUresult lr = ctx->cu->GraphLaunch(ge, gs);
         if (lr || (lr = ctx->cu->StreamSynchronize(gs))) {
@@ -1255,9 +1257,9 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
             goto out_graph;
         }
     }
-    while (want > 0) {
+    while (idle) {
         double per = ge ? one * n : one;                /* ms of one replay, or of one call */
-        int m = (int)ceil(25.0 / per);
+        int m = (int)ceil(TUNE_WARM_POLL_MS / per);
         m = m < 1 ? 1 : m > 100000 ? 100000 : m;
         if (ge) {
             ctx->cu->EventRecord(ev[2], gs);
@@ -1280,10 +1282,14 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
         if (!ge)
             one = chunk / m > 1e-4 ? chunk / m : 1e-4;
         done = 1e3 * (tune_now() - t0);
-        if (nh == HIST)
-            memmove(hist, hist + 1, sizeof hist[0] * (HIST - 1)), nh--;
-        rt_nvml_read(ctx->nvml, &hist[nh++]);
-        if (done >= TUNE_WARM_MAX_MS || (done >= want && (!ctx->nvml || tune_clock_settled(hist, nh, 3))))
+        if (nh == HIST) {
+            memmove(hist, hist + 1, sizeof hist[0] * (HIST - 1));
+            memmove(hist_t, hist_t + 1, sizeof hist_t[0] * (HIST - 1));
+            nh--;
+        }
+        rt_nvml_read(ctx->nvml, &hist[nh]);
+        hist_t[nh++] = done;
+        if (tune_warm_done(done, one, hist_t, hist, nh))
             break;
     }
     t->warm_ms = done;

@@ -96,8 +96,8 @@ void tune_attn_result_free(tune_attn_result *r);
 /*
  * How a timing is taken (tune_attn_set_timing):
  *  - sustained (the default): the GPU is first brought to its steady state (when it has been
- *    idle for more than TUNE_IDLE_S: the variant run back-to-back for at least TUNE_WARM_MS and
- *    until NVML's SM clock and power settle, at most TUNE_WARM_MAX_MS); each sample is a burst
+ *    idle for more than TUNE_IDLE_S: the variant run back-to-back until NVML's SM clock and
+ *    power settle, see tune_warm_done in tuner/tune_clock.h); each sample is a burst
  *    of `launches` back-to-back calls (about TUNE_BURST_MS) with events around the burst, the
  *    calls rotating over `sets` copies of the inputs (together >= 2x L2 where one set is
  *    smaller); a sample is the burst's time / launches. What a serving engine sees under load.
@@ -107,9 +107,9 @@ void tune_attn_result_free(tune_attn_result *r);
  *    and the idle gap that leaves: the cool, boosted GPU.
  */
 enum { TUNE_TIMING_SUSTAINED = 0, TUNE_TIMING_BURST = 1 };
-#define TUNE_IDLE_S 0.1
-#define TUNE_WARM_MS 200.0
-#define TUNE_WARM_MAX_MS 2000.0
+/* A gap longer than this since the last timing's GPU work (the gates, the host's work between two
+ * slots) lets the GPU cool: the next timing warms it up again. */
+#define TUNE_IDLE_S 0.05
 #define TUNE_BURST_MS 1.0
 /* Calls shorter than this (ms) are timed as replays of a captured graph of the burst: back-to-back
  * launches of a few-microsecond kernel measure the host's launch rate, not the kernel. */

@@ -1171,13 +1171,62 @@ static void test_tune__clock_summary(void **state)
     tune_clock_merge(&d, &c);
     tune_clock_merge(&d, &c);
     assert_true(d.n == 4 && d.sm_min == 1700 && d.sm_mean == 1840 && d.power_max == 690);
-    /* steady state: the last 3 clocks within 1%, powers within 3% */
-    rt_nvml_reading h[5] = {{1980, 300, 40}, {1800, 650, 50}, {1710, 688, 55}, {1705, 690, 56}, {1700, 686, 56}};
-    assert_false(tune_clock_settled(h, 2, 3));
-    assert_false(tune_clock_settled(h, 4, 3));
-    assert_true(tune_clock_settled(h, 5, 3));
-    rt_nvml_reading none[3] = {{NAN, NAN, NAN}, {NAN, NAN, NAN}, {NAN, NAN, NAN}};
-    assert_true(tune_clock_settled(none, 3, 3));        /* nothing to wait for */
+}
+
+/* A series of warm-up readings every 50 ms: the clock falls from 1980 MHz as the power climbs to
+ * the limit, with (tau_ms) the time constant, then stays; noise of +-0.3% alternating. */
+static int warm_series(double *t, rt_nvml_reading *h, int n, double tau_ms, int nvml)
+{
+    for (int i = 0; i < n; i++) {
+        t[i] = 50.0 * (i + 1);
+        double e = exp(-t[i] / tau_ms), z = i % 2 ? 1.003 : 0.997;
+        h[i].sm_mhz = nvml ? (1700 + 280 * e) * z : NAN;
+        h[i].power_w = nvml ? (700 - 500 * e) * z : NAN;
+        h[i].temp_c = nvml ? 38 + 16 * (1 - e) : NAN;
+    }
+    /* the first n where a warm-up that read these would stop */
+    for (int i = 1; i <= n; i++)
+        if (tune_warm_done(t[i - 1], 3.9, t, h, i))
+            return i;
+    return -1;
+}
+
+static void test_tune__warm_up_settles_over_windows(void **state)
+{
+    (void)state;
+    enum { N = 110 };
+    double t[N];
+    rt_nvml_reading h[N];
+    /* a fast settle (decode: 40 ms): two 300 ms windows of readings, then steady */
+    int k = warm_series(t, h, N, 40, 1);
+    assert_true(k >= 12 && k <= 14);                /* 600-700 ms: the floor is passed, both windows full */
+    assert_true(tune_warm_settled(t, h, k, TUNE_WARM_WINDOW_MS, TUNE_WARM_SM_REL, TUNE_WARM_PW_REL));
+    assert_false(tune_warm_settled(t, h, 4, TUNE_WARM_WINDOW_MS, TUNE_WARM_SM_REL, TUNE_WARM_PW_REL));
+    /* a heating prefill (tau 1.2 s): the 210 ms the old rule took is far too short; it stops only
+     * once a window's means moved < 1% (clock) and < 2% (power) */
+    k = warm_series(t, h, N, 1200, 1);
+    assert_true(k > 40);
+    double e = exp(-t[k - 1] / 1200);
+    assert_true(280 * e / 1700 < 0.05);             /* within 5% of the steady clock by then */
+    /* a series that never settles (the clock still falling 1.5% a window): the cap */
+    for (int i = 0; i < N; i++)
+        h[i].sm_mhz = 1980 * (1 - 0.05 * t[i] / 1000), h[i].power_w = 690;
+    k = -1;
+    for (int i = 1; i <= N && k < 0; i++)
+        if (tune_warm_done(t[i - 1], 3.9, t, h, i))
+            k = i;
+    assert_int_equal(k, (int)(TUNE_WARM_MAX_MS / 50));
+    /* without NVML: max(200 ms, 100 calls) */
+    k = warm_series(t, h, N, 40, 0);
+    assert_int_equal(k, 8);                         /* 100 x 3.9 ms = 390 ms: the 8th reading, 400 ms */
+    assert_true(tune_warm_done(200, 0.02, t, h, 0));
+    assert_false(tune_warm_done(150, 0.02, t, h, 0));
+    assert_true(tune_warm_done(TUNE_WARM_MAX_MS, 1000, t, h, 0));   /* 100 s-calls: the cap */
+    /* power alone (a board without a clock figure) is enough to test */
+    rt_nvml_reading p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = (rt_nvml_reading){NAN, 690, NAN};
+    assert_true(tune_warm_settled(t, p, 14, TUNE_WARM_WINDOW_MS, TUNE_WARM_SM_REL, TUNE_WARM_PW_REL));
 }
 
 static void test_tune__nvml_absent_is_unknown(void **state)
@@ -1412,6 +1461,7 @@ int main(void)
         cmocka_unit_test(test_tune__ilv_drift_moves_no_candidate),
         cmocka_unit_test(test_tune__ilv_failed_slots),
         cmocka_unit_test(test_tune__clock_summary),
+        cmocka_unit_test(test_tune__warm_up_settles_over_windows),
         cmocka_unit_test(test_tune__nvml_absent_is_unknown),
         cmocka_unit_test_setup_teardown(test_tune__measurement_keeps_clocks_and_unknowns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tune__schema_2_database_migrates_with_its_measurements, setup, teardown),

@@ -173,12 +173,22 @@ double tune_attn_ref_work(const tune_attn_case *c);
  * Tolerances: check_tol(dtype) on ||o - ref|| / ||ref||, CHECK_LSE_TOL max-abs on lse
  * (looser against the naive kernel: its own rounding adds in). timing != NULL: also
  * times the launches (samples >= 20; 0 asks for 30), see tune_attn_time.
+ * With c->seed given and no timing, the host inputs and the reference are kept for the next
+ * call of the same case (inputs, seed, scale, same reference): the gates of a shape's variants
+ * fill them and compute the reference once. Each call still uploads the inputs into fresh
+ * buffers and poisons fresh outputs; a kept GPU naive reference is taken on inputs uploaded
+ * again after the variant ran (whatever it wrote). c->seed 0: fresh inputs, nothing kept.
  * Returns 0 when the variant ran (r->pass says the verdict), -1 on an error of the
  * harness or the driver (r->msg says which; r->pass = 0).
  */
 int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c,
                     const tune_attn_variant *naive, int samples, tune_attn_result *r,
                     tune_attn_timing *timing);
+
+/* Whether two cases have the same inputs (dtype, geometry, causal flag, layout, padding, lengths
+ * and seed): what the kept inputs of tune_attn_check and tune_attn_time are keyed on; splits,
+ * scale and keep_outputs do not change the inputs. */
+int tune_attn_same_inputs(const tune_attn_case *a, const tune_attn_case *b);
 
 /* Timing alone, on inputs filled once per case (N(0,1) q, k, v, never zero) and kept on the
  * device for the next variant of the same case: `samples` (1 or more; 0: 30) samples in the

@@ -21,6 +21,7 @@
 #include "gen/template.h"
 #include "runtime/cuda.h"
 #include "runtime/nvml.h"
+#include "tuner/attn_run.h"
 #include "tuner/ceil_read.h"
 #include "tuner/tune_clock.h"
 #include "tuner/tune_ilv.h"
@@ -935,6 +936,37 @@ static void test_tune__gate_case_is_bounded(void **state)
 }
 
 /* The parallel input fill seeds each part by skipping draws: skip(n) must be n draws. */
+/* The gates of a shape's variants share one fill of the inputs and one reference (tune_attn_check
+ * keeps them for the same case): the key must tell apart everything that changes the inputs,
+ * and only that. */
+static void test_tune__gate_inputs_are_kept_per_case(void **state)
+{
+    (void)state;
+    int kv[2] = {4000, 17}, kv2[2] = {4000, 18};
+    tune_attn_case a = {.dtype = CHECK_BF16, .b = 2, .sq = 1, .skv = 4096, .hq = 32, .hkv = 8, .d = 128,
+                        .kv_len = kv, .seed = 77};
+    tune_attn_case b = a;
+    b.splits = 8, b.keep_outputs = 1;               /* another variant's splits: the same inputs */
+    assert_true(tune_attn_same_inputs(&a, &b));
+    int copy[2] = {4000, 17};
+    b.kv_len = copy;                                /* lengths compared by value */
+    assert_true(tune_attn_same_inputs(&a, &b));
+    b.kv_len = kv2;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.seed = 78;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.kv_len = NULL;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.causal = 1;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.dtype = CHECK_FP16;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.row_pad = 2;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.hkv = 4;
+    assert_false(tune_attn_same_inputs(&a, &b));
+}
+
 static void test_tune__rng_skip_is_n_draws(void **state)
 {
     (void)state;
@@ -1449,6 +1481,7 @@ int main(void)
         cmocka_unit_test(test_tune__read_ceiling_without_device_fails_cleanly),
         cmocka_unit_test_setup_teardown(test_tune__report_picks_read_then_copy, setup, teardown),
         cmocka_unit_test(test_tune__gate_case_is_bounded),
+        cmocka_unit_test(test_tune__gate_inputs_are_kept_per_case),
         cmocka_unit_test(test_tune__rng_skip_is_n_draws),
         cmocka_unit_test(test_tune__phases_add_and_print),
         cmocka_unit_test(test_tune__timing_option_is_checked),

@@ -60,7 +60,9 @@ def analyze_shape(entry, ceil, band_floor=stats.DEFAULT_BAND_FLOOR):
         rows.append({"name": c["name"], "label": c.get("label", c["name"]), "role": c.get("role", "peer"),
                      "status": c.get("status"), "message": c.get("message"), "rel_err": c.get("rel_err"),
                      "variant": c.get("variant"), "source": c.get("source"), "summary": s,
-                     "median_ms": med, "throughput": tput, "pct_ceiling": pct})
+                     "median_ms": med, "throughput": tput, "pct_ceiling": pct,
+                     "calls": c.get("calls"), "sets": c.get("sets")})
+        rows[-1].update(clocks_of(c))
         if kda:
             rows[-1].update({"tokens_per_s": tput, "bytes_per_s": bps, "state_err": c.get("state_err")})
     by = {r["name"]: r for r in rows}
@@ -81,6 +83,26 @@ def analyze_shape(entry, ceil, band_floor=stats.DEFAULT_BAND_FLOOR):
             r["verdict"] = "best peer"
     return {"shape": shape, "rows": rows, "band": band, "control_ratio": ctl_ratio,
             "best_peer": best["name"] if best else None, "error": entry.get("error")}
+
+
+def clocks_of(c):
+    """A contender's SM clock and power over its timed rounds (the harness records one NVML summary
+    per round): {'sm_mhz': mean of the rounds' means, 'sm_mhz_min', 'power_w': mean, 'power_w_max',
+    'temp_c_max'}, each None when unknown (no NVML, a burst run, an older JSON)."""
+    ck = [k for k in (c.get("clocks") or []) if isinstance(k, dict)]
+
+    def pick(key, how):
+        v = [k[key] for k in ck if isinstance(k.get(key), (int, float))]
+        return how(v) if v else None
+    return {"sm_mhz": pick("sm_mhz_mean", lambda v: sum(v) / len(v)), "sm_mhz_min": pick("sm_mhz_min", min),
+            "power_w": pick("power_w_mean", lambda v: sum(v) / len(v)), "power_w_max": pick("power_w_max", max),
+            "temp_c_max": pick("temp_c_max", max)}
+
+
+def sustained(res):
+    """Whether the run timed sustained (back to back over rotating inputs): the config says so
+    (timing_mode, the harness's default since issue 15); older JSONs were burst (L2 flushed)."""
+    return ((res.get("config") or {}).get("timing_mode") or "burst") == "sustained"
 
 
 def _rounds(entry, name):
@@ -238,11 +260,16 @@ def markdown(res, json_path=None):
     out.append("- ceilings measured in this run: " + (", ".join(cbits) if cbits else "none"))
     if cfg:
         fl = cfg.get("flush_bytes")
+        if sustained(res):
+            how = (", sustained: each contender warmed up back to back first, each sample a burst of "
+                   "back-to-back calls over rotating input copies (together > 2× L2), events around the burst, "
+                   "time / calls (the GPU under load, at its power limit); SM clock and power (NVML) per contender")
+        else:
+            how = (", L2 flushed" + (f" ({fl / 2**20:.0f} MiB write)" if fl else "")
+                   + " before each sample (burst: a cool, boosted GPU)")
         out.append(
             f"- method: {cfg.get('rounds', '?')} rounds × {cfg.get('samples_per_round', '?')} samples per "
-            f"contender, contenders shuffled each round, L2 flushed"
-            + (f" ({fl / 2**20:.0f} MiB write)" if fl else "")
-            + " before each sample, CUDA events, median; "
+            f"contender, contenders shuffled each round{how}, CUDA events, median; "
             + ("outputs checked against an fp32 reference first; "
                if any(sa["shape"].kind != "kda" for sa in shapes) or not shapes else "")
             + "time / best peer < 1 is faster; band = |control ratio − 1|, at least "
@@ -297,24 +324,50 @@ def _rows(out, shapes, head_of, head_width, ncols, cells_of):
                 "—" if ratio is None else f"{ratio:.3f}", _verdict_cell(r, sa["band"])]) + " |")
 
 
+def _has_clocks(shapes):
+    return any(r.get("sm_mhz") is not None or r.get("power_w") is not None for sa in shapes for r in sa["rows"])
+
+
+def fmt_clock(r):
+    """'1710 (min 1695)' MHz of a row, or '—'."""
+    if r.get("sm_mhz") is None:
+        return "—"
+    lo = r.get("sm_mhz_min")
+    return f"{r['sm_mhz']:.0f}" + (f" (min {lo:.0f})" if lo is not None and lo < r["sm_mhz"] - 0.5 else "")
+
+
+def fmt_power(r):
+    """'684 (max 699)' W of a row, or '—'."""
+    if r.get("power_w") is None:
+        return "—"
+    hi = r.get("power_w_max")
+    return f"{r['power_w']:.0f}" + (f" (max {hi:.0f})" if hi is not None and hi > r["power_w"] + 0.5 else "")
+
+
 def _kda_table(out, shapes):
-    """The KDA rows: median, tokens/s, bytes moved per second and % of the copy ceiling; the
-    shape cell carries the bytes one call moves."""
-    out += ["", "| KDA shape | contender | median ms | tokens/s | moved/s | % copy ceiling | time / best peer | verdict |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
-    _rows(out, shapes, lambda sh: f"{sh.label} · {fmt_bytes(sh.bytes_moved())} moved", 240, 8,
+    """The KDA rows: median, tokens/s, bytes moved per second and % of the copy ceiling (and the SM
+    clock and power where the run recorded them); the shape cell carries the bytes one call moves."""
+    ck = _has_clocks(shapes)
+    out += ["", "| KDA shape | contender | median ms | tokens/s | moved/s | % copy ceiling |"
+            + (" SM MHz | power W |" if ck else "") + " time / best peer | verdict |",
+            "| --- | --- | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if ck else "") + " ---: | --- |"]
+    _rows(out, shapes, lambda sh: f"{sh.label} · {fmt_bytes(sh.bytes_moved())} moved", 240, 10 if ck else 8,
           lambda sh, r: [fmt_ms(r["median_ms"]), fmt_tokens(r.get("tokens_per_s")),
-                         fmt_tput("decode", r.get("bytes_per_s")), fmt_pct(r["pct_ceiling"])])
+                         fmt_tput("decode", r.get("bytes_per_s")), fmt_pct(r["pct_ceiling"])]
+          + ([fmt_clock(r), fmt_power(r)] if ck else []))
     t = _tally(shapes)
     if t:
         out += ["", "KDA: kforge tuned vs the best peer: " + t]
 
 
 def _gqa_table(out, shapes):
-    out += ["", "| shape | contender | median ms | throughput | % ceiling | time / best peer | verdict |",
-            "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
-    _rows(out, shapes, lambda sh: sh.label, 200, 7,
-          lambda sh, r: [fmt_ms(r["median_ms"]), fmt_tput(sh.kind, r["throughput"]), fmt_pct(r["pct_ceiling"])])
+    ck = _has_clocks(shapes)
+    out += ["", "| shape | contender | median ms | throughput | % ceiling |" + (" SM MHz | power W |" if ck else "")
+            + " time / best peer | verdict |",
+            "| --- | --- | ---: | ---: | ---: |" + (" ---: | ---: |" if ck else "") + " ---: | --- |"]
+    _rows(out, shapes, lambda sh: sh.label, 200, 9 if ck else 7,
+          lambda sh, r: [fmt_ms(r["median_ms"]), fmt_tput(sh.kind, r["throughput"]), fmt_pct(r["pct_ceiling"])]
+          + ([fmt_clock(r), fmt_power(r)] if ck else []))
     # a one-line tally of kforge tuned against the best peer
     t = _tally(shapes)
     if t:

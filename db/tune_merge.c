@@ -71,10 +71,12 @@ static db_rc db_merge_rows(db_store *s, long long roff, long long moff, db_tune_
         rc = db_merge_exec(s,
             "INSERT INTO main.measurements(id, run_id, family, shape_key, variant_key, cache_key,"
             " status, error, message, samples, median_ms, spread_ms, throughput, throughput_unit,"
-            " ceiling_frac, is_control, superseded, created)"
+            " ceiling_frac, is_control, superseded, created, timing, launches, sets, sm_clock_min,"
+            " sm_clock_mean, power_mean, power_max, temp_max, ref_ms)"
             " SELECT id + ?2, run_id + ?1, family, shape_key, variant_key, cache_key, status, error,"
             " message, samples, median_ms, spread_ms, throughput, throughput_unit, ceiling_frac,"
-            " is_control, superseded, created FROM src.measurements", roff, moff, &st->measurements);
+            " is_control, superseded, created, timing, launches, sets, sm_clock_min, sm_clock_mean,"
+            " power_mean, power_max, temp_max, ref_ms FROM src.measurements", roff, moff, &st->measurements);
     /* one current measurement per (GPU model, family, shape, variant, control) and run pair */
     if (rc == DB_OK)
         rc = db_merge_exec(s,

@@ -96,8 +96,8 @@ void tune_attn_result_free(tune_attn_result *r);
 /*
  * How a timing is taken (tune_attn_set_timing):
  *  - sustained (the default): the GPU is first brought to its steady state (when it has been
- *    idle for more than TUNE_IDLE_S: the variant run back-to-back for at least TUNE_WARM_MS and
- *    until NVML's SM clock and power settle, at most TUNE_WARM_MAX_MS); each sample is a burst
+ *    idle for more than TUNE_IDLE_S: the variant run back-to-back until NVML's SM clock and
+ *    power settle, see tune_warm_done in tuner/tune_clock.h); each sample is a burst
  *    of `launches` back-to-back calls (about TUNE_BURST_MS) with events around the burst, the
  *    calls rotating over `sets` copies of the inputs (together >= 2x L2 where one set is
  *    smaller); a sample is the burst's time / launches. What a serving engine sees under load.
@@ -107,9 +107,9 @@ void tune_attn_result_free(tune_attn_result *r);
  *    and the idle gap that leaves: the cool, boosted GPU.
  */
 enum { TUNE_TIMING_SUSTAINED = 0, TUNE_TIMING_BURST = 1 };
-#define TUNE_IDLE_S 0.1
-#define TUNE_WARM_MS 200.0
-#define TUNE_WARM_MAX_MS 2000.0
+/* A gap longer than this since the last timing's GPU work (the gates, the host's work between two
+ * slots) lets the GPU cool: the next timing warms it up again. */
+#define TUNE_IDLE_S 0.05
 #define TUNE_BURST_MS 1.0
 /* Calls shorter than this (ms) are timed as replays of a captured graph of the burst: back-to-back
  * launches of a few-microsecond kernel measure the host's launch rate, not the kernel. */
@@ -173,12 +173,22 @@ double tune_attn_ref_work(const tune_attn_case *c);
  * Tolerances: check_tol(dtype) on ||o - ref|| / ||ref||, CHECK_LSE_TOL max-abs on lse
  * (looser against the naive kernel: its own rounding adds in). timing != NULL: also
  * times the launches (samples >= 20; 0 asks for 30), see tune_attn_time.
+ * With c->seed given and no timing, the host inputs and the reference are kept for the next
+ * call of the same case (inputs, seed, scale, same reference): the gates of a shape's variants
+ * fill them and compute the reference once. Each call still uploads the inputs into fresh
+ * buffers and poisons fresh outputs; a kept GPU naive reference is taken on inputs uploaded
+ * again after the variant ran (whatever it wrote). c->seed 0: fresh inputs, nothing kept.
  * Returns 0 when the variant ran (r->pass says the verdict), -1 on an error of the
  * harness or the driver (r->msg says which; r->pass = 0).
  */
 int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c,
                     const tune_attn_variant *naive, int samples, tune_attn_result *r,
                     tune_attn_timing *timing);
+
+/* Whether two cases have the same inputs (dtype, geometry, causal flag, layout, padding, lengths
+ * and seed): what the kept inputs of tune_attn_check and tune_attn_time are keyed on; splits,
+ * scale and keep_outputs do not change the inputs. */
+int tune_attn_same_inputs(const tune_attn_case *a, const tune_attn_case *b);
 
 /* Timing alone, on inputs filled once per case (N(0,1) q, k, v, never zero) and kept on the
  * device for the next variant of the same case: `samples` (1 or more; 0: 30) samples in the

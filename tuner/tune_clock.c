@@ -52,25 +52,64 @@ void tune_clock_merge(tune_clock *to, const tune_clock *f)
     }
 }
 
-/* Whether the last w values of field f are within rel of each other (NaN anywhere: not tested). */
-static int within(const rt_nvml_reading *h, int n, int w, int f, double rel)
+/* Mean of field f (0: SM clock, 1: power) over h[lo..hi), NaN readings skipped (NaN: none). */
+static double field_mean(const rt_nvml_reading *h, int lo, int hi, int f, int *cnt)
 {
-    double lo = INFINITY, hi = -INFINITY;
-    for (int i = n - w; i < n; i++) {
+    double sum = 0;
+    int k = 0;
+    for (int i = lo; i < hi; i++) {
         double v = f == 0 ? h[i].sm_mhz : h[i].power_w;
-        if (isnan(v))
-            return 1;
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
+        if (!isnan(v))
+            sum += v, k++;
     }
-    return lo > 0 && (hi - lo) / lo <= rel;
+    *cnt = k;
+    return k ? sum / k : NAN;
 }
 
-int tune_clock_settled(const rt_nvml_reading *hist, int n, int w)
+int tune_warm_settled(const double *t_ms, const rt_nvml_reading *h, int n, double window_ms, double sm_rel,
+                      double pw_rel)
 {
-    if (w < 1 || n < w)
+    if (n < 4 || !(window_ms > 0))
         return 0;
-    return within(hist, n, w, 0, 0.01) && within(hist, n, w, 1, 0.03);
+    double T = t_ms[n - 1];
+    if (t_ms[0] > T - 1.75 * window_ms)
+        return 0;                                   /* not two windows of readings yet */
+    int a = n, b;                                   /* last window h[a..n), the one before h[b..a) */
+    while (a > 0 && t_ms[a - 1] > T - window_ms)
+        a--;
+    b = a;
+    while (b > 0 && t_ms[b - 1] > T - 2 * window_ms)
+        b--;
+    if (n - a < 2 || a - b < 2)
+        return 0;
+    int tested = 0;
+    const double rel[2] = {sm_rel, pw_rel};
+    for (int f = 0; f < 2; f++) {
+        int ka, kb;
+        double ma = field_mean(h, a, n, f, &ka), mb = field_mean(h, b, a, f, &kb);
+        if (!ka || !kb)
+            continue;
+        if (!(mb > 0) || fabs(ma - mb) / mb >= rel[f])
+            return 0;
+        tested = 1;
+    }
+    return tested;
+}
+
+int tune_warm_done(double done_ms, double call_ms, const double *t_ms, const rt_nvml_reading *h, int n)
+{
+    if (done_ms >= TUNE_WARM_MAX_MS)
+        return 1;
+    int known = 0;
+    for (int i = 0; i < n && !known; i++)
+        known = !isnan(h[i].sm_mhz) || !isnan(h[i].power_w);
+    if (!known) {
+        double want = TUNE_WARM_CALLS * call_ms;
+        want = want > TUNE_WARM_MS ? want : TUNE_WARM_MS;
+        return done_ms >= (want < TUNE_WARM_MAX_MS ? want : TUNE_WARM_MAX_MS);
+    }
+    return done_ms >= TUNE_WARM_MS &&
+           tune_warm_settled(t_ms, h, n, TUNE_WARM_WINDOW_MS, TUNE_WARM_SM_REL, TUNE_WARM_PW_REL);
 }
 
 static void *sampler_main(void *arg)

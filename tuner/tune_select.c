@@ -2,7 +2,10 @@
 #include "tuner/tune_select.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "tuner/tune_enum.h"
 
 int tune_status_parse(const char *s)
 {
@@ -134,6 +137,73 @@ int tune_resume_state(const tune_meas *m, int n, const char *variant_key, int is
     if (passed)
         return bn >= samples ? TUNE_DONE : TUNE_SCREENED;
     return TUNE_TODO;
+}
+
+double tune_screen_figure(const tune_meas *m, int n, const char *key)
+{
+    int scr = -1, full = -1;
+    for (int i = 0; i < n; i++) {
+        if (m[i].is_control || strcmp(m[i].variant_key, key) || m[i].status != TUNE_OK ||
+            !(m[i].median_ms > 0) || isinf(m[i].median_ms))
+            continue;
+        if (m[i].n_samples < TUNE_MIN_SAMPLES) {
+            if (scr < 0 || m[i].id > m[scr].id)
+                scr = i;
+        } else if (full < 0 || m[i].n_samples > m[full].n_samples) {
+            full = i;
+        }
+    }
+    return scr >= 0 ? m[scr].median_ms : full >= 0 ? m[full].median_ms : NAN;
+}
+
+void tune_ilv_resume_plan(const tune_meas *m, int n, const char *const *keys, int nk, int idefault,
+                          const unsigned char *passed, int samples, int retry_errors, int finalists,
+                          int has_winner, int *state, int *final, tune_ilv_resume *out)
+{
+    memset(out, 0, sizeof *out);
+    int *cand = malloc(sizeof(int) * (size_t)(nk + 1));
+    double *fig = malloc(sizeof(double) * (size_t)(nk + 1));
+    int *keep = malloc(sizeof(int) * (size_t)(nk + 1));
+    if (!cand || !fig || !keep) {              /* out of memory: everything to do, nothing kept */
+        for (int k = 0; k < nk; k++)
+            state[k] = TUNE_TODO, final[k] = k;
+        out->n_gate = out->n_cand = out->n_final = out->n_time = nk;
+        free(cand), free(fig), free(keep);
+        return;
+    }
+    for (int k = 0; k < nk; k++) {
+        int s = tune_resume_state(m, n, keys[k], 0, samples, retry_errors, NULL, NULL);
+        if (s == TUNE_TODO && passed && passed[k])
+            s = TUNE_SCREENED;
+        state[k] = s;
+        out->n_gate += s == TUNE_TODO;
+        out->n_rejected += s == TUNE_REJECTED;
+        if (s == TUNE_REJECTED)
+            continue;
+        if (k == idefault)
+            out->dflt = 1;
+        else
+            cand[out->n_cand++] = k;
+    }
+    int screening = out->dflt && out->n_cand > finalists;
+    for (int c = 0; c < out->n_cand; c++) {
+        fig[c] = tune_screen_figure(m, n, keys[cand[c]]);
+        out->n_screen += screening && isnan(fig[c]);
+    }
+    if (!screening) {
+        for (int c = 0; c < out->n_cand; c++)
+            final[out->n_final++] = cand[c];
+    } else if (!out->n_screen) {
+        out->n_final = tune_halving_keep(fig, out->n_cand, finalists, keep);
+        for (int i = 0; i < out->n_final; i++)
+            final[i] = cand[keep[i]];
+    }
+    if (out->dflt)
+        out->n_time += state[idefault] != TUNE_DONE;
+    for (int i = 0; i < out->n_final; i++)
+        out->n_time += state[final[i]] != TUNE_DONE;
+    out->keep = has_winner && !out->n_gate && !out->n_screen && !out->n_time && (out->dflt || out->n_final);
+    free(cand), free(fig), free(keep);
 }
 
 static double rel_spread(const tune_merge_side *s)

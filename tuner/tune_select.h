@@ -67,6 +67,40 @@ enum {
 int tune_resume_state(const tune_meas *m, int n, const char *variant_key, int is_control,
                       int samples, int retry_errors, double *best_ms, int *best_n);
 
+/* What a sustained (interleaved) shape still has to do, from its current measurements: the one
+ * rule run_interleaved follows, so that a re-run of a finished shape times nothing and keeps its
+ * stored winner. */
+typedef struct tune_ilv_resume {
+    int n_gate;            /* variants never measured and not gated in this run: gate them */
+    int n_rejected;        /* recorded wrong (or error, unless retry_errors): skipped */
+    int dflt;              /* the default is among the variants and not rejected */
+    int n_cand;            /* candidates left: not the default, not rejected */
+    int n_screen;          /* of them, to screen first (more than `finalists` and no figure stored) */
+    int n_final;           /* candidates for the rounds (in final[]); 0 while some are to screen */
+    int n_time;            /* of the default and the finalists, those without a full timing */
+    int keep;              /* nothing to gate, screen or time and a winner stored: keep the winner */
+} tune_ilv_resume;
+
+/* A candidate's screening figure: its latest passing timing of fewer than TUNE_MIN_SAMPLES samples,
+ * else its passing timing with the most samples; NaN when none. A finalist's full timing is not its
+ * screening figure, so a re-run ranks the candidates as the first run did. */
+double tune_screen_figure(const tune_meas *m, int n, const char *variant_key);
+
+/*
+ * The plan over nk variants (keys[k]; idefault: the default's index, -1 when it is not planned);
+ * passed[k] (may be NULL): the variant passed its gate in this run (gates store nothing).
+ * state[k] gets tune_resume_state's answer for `samples` samples (TUNE_SCREENED for a TODO that
+ * passed). Candidates are the others, not rejected, in key order; with a default and more than
+ * `finalists` of them, each needs a screening figure (its passing timing of fewer than
+ * TUNE_MIN_SAMPLES samples, else its full one); once all have one, final[] gets the `finalists`
+ * fastest (tune_halving_keep), else every candidate (indices into keys). A shape is kept when
+ * nothing is to gate or screen, the default and the finalists have full timings (or, without a
+ * default, every candidate has) and has_winner. state and final have nk entries.
+ */
+void tune_ilv_resume_plan(const tune_meas *m, int n, const char *const *keys, int nk, int idefault,
+                          const unsigned char *passed, int samples, int retry_errors, int finalists,
+                          int has_winner, int *state, int *final, tune_ilv_resume *out);
+
 /* Merge of two winners for the same (gpu, family, shape): the better-measured one,
  * i.e. more samples, then the smaller relative spread (spread / median), then a.
  * Returns 0 for a, 1 for b. */

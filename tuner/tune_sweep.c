@@ -103,6 +103,7 @@ typedef struct plan {
     tune_attn_case time_case;
     int use_naive, naive_job;    /* gate against the GPU naive kernel (large cases) */
     int naive_checked;           /* the naive kernel was checked against fp64 in this run */
+    uint64_t gate_seed;          /* the gates' inputs in this run: fresh, drawn at the shape's first gate */
     const runner_ops *run;       /* KDA, split-score: the family's runner (time_case unused) */
     void *run_st;                /* its per-shape state */
     tune_work work;
@@ -573,8 +574,13 @@ static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant
     naive_selfcheck(w, p);
     int *kvl = malloc(sizeof(int) * (size_t)(p->time_case.b + 1));
     tune_attn_case gc;
-    int reduced = tune_gate_case(p->shape, check_fresh_seed(), &gc, kvl);
-    gc.seed = 0;                                        /* fresh inputs */
+    /* fresh inputs, one draw per shape and run: every variant of the shape is gated on them, so
+     * they are filled and the reference computed once (tune_attn_check keeps both); each gate
+     * uploads them into fresh buffers and poisons fresh outputs */
+    if (!p->gate_seed)
+        p->gate_seed = check_fresh_seed();
+    int reduced = tune_gate_case(p->shape, p->gate_seed, &gc, kvl);
+    gc.seed = p->gate_seed;
     tune_attn_variant nv;
     tune_attn_result r;
     memset(&r, 0, sizeof r);
@@ -903,73 +909,127 @@ static int time_each(sweep *w, plan *p, meas_list *l, const int *cand, const int
     return rc;
 }
 
+/* The shape's stored winner, when it is the default or one of the nf finalists (final: indices into
+ * p->todo) with the binary this run built: a re-run keeps it. 1 with *dw filled (strings in buf). */
+static int stored_winner(sweep *w, plan *p, const int *final, int nf, db_winner *dw, char *buf, size_t n)
+{
+    if (db_winner_get(w->db, w->info.name, p->family, p->shape_key, dw, buf, n) != DB_OK || !dw->variant_key)
+        return 0;
+    int vi = find_variant(p, dw->variant_key);
+    if (vi < 0 || !dw->cache_key || strcmp(dw->cache_key, w->jobs[p->sp.v[vi].job].cache_key))
+        return 0;
+    if (vi == p->sp.idefault)
+        return 1;
+    for (int i = 0; i < nf; i++)
+        if (p->todo[final[i]] == vi)
+            return 1;
+    return 0;
+}
+
+/* A shape resumed whole: its stored winner kept, counted and reported like a new one. */
+static void report_kept(sweep *w, plan *p, int pi, const db_winner *dw, int resumed)
+{
+    int is_default = !strcmp(dw->variant_key, p->sp.v[p->sp.idefault].key);
+    w->st->winners++;
+    w->st->improved += !is_default && dw->speedup > 1;
+    char tail[900];
+    if (is_default)
+        snprintf(tail, sizeof tail, "resumed: default kept (band %.1f%%), nothing timed again", 100 * dw->band);
+    else
+        snprintf(tail, sizeof tail, "resumed: winner kept (x%.3f over the default, band %.1f%%), nothing timed"
+                 " again", dw->speedup, 100 * dw->band);
+    phase_tail(p, tail, sizeof tail);
+    meas_list one = {0};
+    meas_add(&one, dw->variant_key, TUNE_OK, 0, 0, dw->median_ms, NAN, dw->measurement_id);
+    progress(w, pi, &one, p->n_todo, p->n_todo, 1, tail);
+    if (w->o->json && one.n) {
+        tune_choice ch;
+        memset(&ch, 0, sizeof ch);
+        ch.default_kept = is_default;
+        ch.default_ok = 1;
+        ch.speedup = dw->speedup;
+        ch.band = dw->band;
+        json_line(w, p, &ch, &one.m[0], resumed, NULL);
+    }
+    meas_free(&one);
+}
+
+/* tune_ilv_resume_plan over the shape's planned variants (p->todo) and current measurements. */
+static void resume_plan(sweep *w, plan *p, const meas_list *l, const char **keys, const unsigned char *passed,
+                        int has_winner, int *state, int *final, tune_ilv_resume *r)
+{
+    int idef = -1;
+    for (int k = 0; k < p->n_todo; k++) {
+        keys[k] = p->sp.v[p->todo[k]].key;
+        if (p->todo[k] == p->sp.idefault)
+            idef = k;
+    }
+    tune_ilv_resume_plan(l->m, l->n, keys, p->n_todo, idef, passed, w->o->samples, w->o->retry_errors,
+                         TUNE_ILV_FINALISTS, has_winner, state, final, r);
+}
+
 /*
  * Sustained timing of a shape: every planned variant gated first (resumed verdicts reused),
  * then the passing ones timed in interleaved rounds with the default (tuner/tune_ilv.h), the
  * decision paired, every variant's slots stored as one measurement with the paired default
  * time, the winner stored. Without a passing default the candidates are timed one by one
- * and pick() chooses (M_OK). A shape whose variants are all resumed and that has a winner
- * keeps it (M_PICKED).
+ * and pick() chooses (M_OK). What is measured and what is reused follows tune_ilv_resume_plan:
+ * a shape with nothing left to measure keeps its stored winner (M_PICKED), timing nothing.
  */
 static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed)
 {
     const tune_opts *o = w->o;
     int rounds, slot_n;
     tune_ilv_plan(o->samples, &rounds, &slot_n);
-    int *cand = malloc(sizeof(int) * (size_t)(p->n_todo + 1));
-    int nc = 0, dflt = 0, need = 0, rc = M_OK;
+    int nt = p->n_todo;
+    int *cand = malloc(sizeof(int) * (size_t)(nt + 1));
+    int *state = malloc(sizeof(int) * (size_t)(nt + 1));
+    int *final = malloc(sizeof(int) * (size_t)(nt + 1));
+    const char **keys = malloc(sizeof *keys * (size_t)(nt + 1));
+    unsigned char *passed = calloc((size_t)nt + 1, 1);
+    int nc = 0, dflt = 0, rc = M_OK;
     int *who = NULL, *ns = NULL, *failed = NULL, n_slots = 0;
     tune_attn_timing *tt = NULL;
     const double **sp = NULL;
     tune_ilv_cand *cr = NULL;
-    if (!cand)
+    tune_ilv_resume rp;
+    if (!cand || !state || !final || !keys || !passed) {
+        free(cand), free(state), free(final), free(keys), free(passed);
         return M_DBERR;
-    /* gates, the default first */
-    for (int k = 0; k < p->n_todo && rc == M_OK; k++) {
+    }
+    /* gates, the default first (p->todo[0]); verdicts in the database are reused */
+    resume_plan(w, p, l, keys, passed, 0, state, final, &rp);
+    for (int k = 0; k < nt && rc == M_OK; k++) {
         int vi = p->todo[k];
-        if (stopped(w)) {
-            rc = M_STOP;
-            break;
-        }
-        int s = tune_resume_state(l->m, l->n, p->sp.v[vi].key, 0, o->samples, o->retry_errors, NULL, NULL);
-        if (s == TUNE_REJECTED) {
+        if (state[k] == TUNE_REJECTED) {
             (*resumed)++;
             w->st->resumed++;
             continue;
         }
-        need |= s != TUNE_DONE;
-        if (s == TUNE_TODO) {
-            tune_attn_variant tv;
-            int g;
-            if (variant_of(w, p, l, vi, 0, &tv, &g) == 0)
-                g = gate(w, p, l, vi, &tv);
-            if (g == M_REJECTED) {
-                w->units_done++;
-                continue;
-            }
-            if (g != M_OK) {
-                rc = g;
-                break;
-            }
+        if (state[k] != TUNE_TODO)
+            continue;
+        if (stopped(w)) {
+            rc = M_STOP;
+            break;
         }
-        if (vi == p->sp.idefault)
-            dflt = 1;
+        tune_attn_variant tv;
+        int g;
+        if (variant_of(w, p, l, vi, 0, &tv, &g) == 0)
+            g = gate(w, p, l, vi, &tv);
+        if (g == M_OK)
+            passed[k] = 1;
+        else if (g == M_REJECTED)
+            w->units_done++;
         else
-            cand[nc++] = vi;
-        progress(w, pi, l, k + 1, p->n_todo, 0, "gates");
+            rc = g;
+        progress(w, pi, l, k + 1, nt, 0, "gates");
     }
     if (rc != M_OK)
         goto out;
+    resume_plan(w, p, l, keys, passed, 0, state, final, &rp);
     /* many candidates: each screened once (a short sustained timing, stored as a screening figure
      * that never wins; one already in the database is reused), the fastest go to the rounds */
-    if (dflt && nc > TUNE_ILV_FINALISTS) {
-        double *scr = malloc(sizeof(double) * (size_t)nc);
-        int *keep = malloc(sizeof(int) * (size_t)nc);
-        if (!scr || !keep) {
-            free(scr), free(keep);
-            rc = M_DBERR;
-            goto out;
-        }
+    if (rp.n_screen) {
         /* the GPU brought to its steady state by the default (after the gates it is idle) */
         tune_attn_variant dv;
         int drc;
@@ -979,50 +1039,44 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             if (time_variant(w, p, &dv, 2, &wt, err, sizeof err) == 0)
                 tune_attn_timing_free(&wt);
         }
-        for (int c = 0; c < nc && rc == M_OK; c++) {
-            double best;
-            int bn;
-            tune_resume_state(l->m, l->n, p->sp.v[cand[c]].key, 0, 1, o->retry_errors, &best, &bn);
-            scr[c] = best;
-            if (bn > 0)
+        for (int k = 0, c = 0; k < nt && rc == M_OK; k++) {
+            if (state[k] == TUNE_REJECTED || p->todo[k] == p->sp.idefault)
+                continue;
+            c++;
+            if (!isnan(tune_screen_figure(l->m, l->n, keys[k])))
                 continue;
             if (stopped(w)) {
                 rc = M_STOP;
                 break;
             }
-            int n0 = l->n;
-            rc = measure(w, p, l, cand[c], TUNE_ILV_SCREEN, 0, 0, "screening before the interleaved rounds");
-            scr[c] = rc == M_OK && l->n > n0 && l->m[l->n - 1].status == TUNE_OK ? l->m[l->n - 1].median_ms : NAN;
+            rc = measure(w, p, l, p->todo[k], TUNE_ILV_SCREEN, 0, 0, "screening before the interleaved rounds");
             rc = rc == M_REJECTED ? M_OK : rc;
-            progress(w, pi, l, c + 1, nc, 0, "screening");
+            progress(w, pi, l, c, rp.n_cand, 0, "screening");
         }
-        int m = rc == M_OK ? tune_halving_keep(scr, nc, TUNE_ILV_FINALISTS, keep) : 0;
-        for (int i = 0; i < m; i++)
-            keep[i] = cand[keep[i]];
-        memcpy(cand, keep, sizeof(int) * (size_t)m);
-        w->units_done += nc - m;
-        nc = m;
-        free(scr), free(keep);
         if (rc != M_OK)
             goto out;
-        need = tune_resume_state(l->m, l->n, p->sp.v[p->sp.idefault].key, 0, o->samples, o->retry_errors, NULL,
-                                 NULL) != TUNE_DONE;
-        for (int c = 0; c < nc; c++)
-            need |= tune_resume_state(l->m, l->n, p->sp.v[cand[c]].key, 0, o->samples, o->retry_errors, NULL,
-                                      NULL) != TUNE_DONE;
+        int before = rp.n_cand;
+        resume_plan(w, p, l, keys, passed, 0, state, final, &rp);
+        w->units_done += before - rp.n_final;
     }
-    if (!need) {
-        char buf[4096];
-        db_winner dw;
-        if (db_winner_get(w->db, w->info.name, p->family, p->shape_key, &dw, buf, sizeof buf) == DB_OK) {
-            *resumed += nc + dflt;
-            w->st->resumed += nc + dflt;
-            rc = M_PICKED;
-            goto out;
-        }
+    char wbuf[4096];
+    db_winner dw;
+    int has_winner = stored_winner(w, p, final, rp.n_final, &dw, wbuf, sizeof wbuf);
+    resume_plan(w, p, l, keys, passed, has_winner, state, final, &rp);
+    dflt = rp.dflt;
+    for (int i = 0; i < rp.n_final; i++)
+        cand[nc++] = p->todo[final[i]];
+    if (rp.keep) {
+        *resumed += rp.n_cand + dflt;
+        w->st->resumed += rp.n_cand + dflt;
+        report_kept(w, p, pi, &dw, *resumed);
+        rc = M_PICKED;
+        goto out;
     }
     if (!dflt) {
-        rc = time_each(w, p, l, cand, NULL, nc);
+        for (int c = 0; c < nc; c++)          /* full timings already stored are reused */
+            final[c] = state[final[c]] == TUNE_DONE;
+        rc = time_each(w, p, l, cand, final, nc);
         goto out;
     }
     if (nc == 0)
@@ -1178,6 +1232,7 @@ out:
     for (int k = 0; k < n_slots && tt; k++)
         tune_attn_timing_free(&tt[k]);
     free(tt), free(sp), free(who), free(ns), free(failed), free(cr), free(cand);
+    free(state), free(final), free(keys), free(passed);
     return rc;
 }
 

@@ -92,6 +92,45 @@ class TestFixture(unittest.TestCase):
         self.assertIn("kforge tuned vs the best peer: 1 win, 1 tie, 1 loss", md)
         self.assertIn("| decode B32 32/8 D128 Sq1 Skv8K (band ±1.0%) | kforge tuned |", md)
 
+    def test_burst_legend_and_no_clock_columns(self):
+        """The fixture is a burst run (no timing_mode, no clocks): L2 flushed, the old columns."""
+        md = report.markdown(report.load(FIXTURE))
+        self.assertIn("L2 flushed (128 MiB write) before each sample", md)
+        self.assertNotIn("sustained", md)
+        self.assertNotIn("SM MHz", md)
+
+    def test_sustained_legend_and_clocks_per_contender(self):
+        """A sustained run: the legend says back to back over rotating inputs, not L2 flushed, and
+        every contender's SM clock and power (mean over its rounds, min / max) are in the table."""
+        res = report.load(FIXTURE)
+        res["config"]["timing_mode"] = "sustained"
+        for sh in res["shapes"]:
+            for k, c in enumerate(sh["contenders"]):
+                c["calls"], c["sets"] = 4, 3
+                c["clocks"] = [{"sm_mhz_mean": 1700.0 + k, "sm_mhz_min": 1695.0, "power_w_mean": 680.0,
+                                "power_w_max": 699.0, "temp_c_max": 61.0, "readings": 12},
+                               {"sm_mhz_mean": 1720.0 + k, "sm_mhz_min": 1700.0, "power_w_mean": 690.0,
+                                "power_w_max": 695.0, "temp_c_max": 62.0, "readings": 12}]
+        res["shapes"][0]["contenders"][1]["clocks"] = [None, None]   # NVML gave nothing for this one
+        md = report.markdown(res)
+        method = next(line for line in md.splitlines() if line.startswith("- method:"))
+        self.assertIn("sustained", method)
+        self.assertIn("back-to-back calls over rotating input copies", method)
+        self.assertNotIn("L2 flushed", method)
+        self.assertIn("| shape | contender | median ms | throughput | % ceiling | SM MHz | power W | time / best peer |"
+                      " verdict |", md)
+        t = rows_by_shape(md)
+        d8 = t["decode B32 32/8 D128 Sq1 Skv8K"]
+        self.assertEqual(d8["kforge tuned"][2:], ["0.2500", "4.29 TB/s", "100%", "1710 (min 1695)", "685 (max 699)",
+                                                  "0.926", "win"])
+        second = res["shapes"][0]["contenders"][1]["label"]
+        self.assertEqual(d8[second][5:7], ["—", "—"])
+        ceil, shapes = report.analyze(res)
+        r = shapes[0]["rows"][0]
+        self.assertEqual((r["sm_mhz"], r["sm_mhz_min"], r["power_w"], r["power_w_max"], r["temp_c_max"]),
+                         (1710.0, 1695.0, 685.0, 699.0, 62.0))
+        self.assertEqual((r["calls"], r["sets"]), (4, 3))
+
     def test_cli_markdown_from(self):
         with tempfile.TemporaryDirectory() as d:
             md_path = os.path.join(d, "RESULTS.md")

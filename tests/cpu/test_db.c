@@ -1050,6 +1050,48 @@ static void test_db__merge_checks_image_sizes(void **state)
     db_close(s);
 }
 
+/* Schema 3's figures of a measurement (how it was timed, clocks, power, temperature, the paired
+ * default) came through `db merge` as NULL: they are copied with the measurement. */
+static void test_db__merge_keeps_the_clocks_of_measurements(void **state)
+{
+    fx *f = *state;
+    char src[320];
+    snprintf(src, sizeof src, "%s/src.db", f->dir);
+    db_store *s = open_ok(src, DB_CREATE);
+    put_binary(s, "src1", "attn_decode", "h1");
+    long long run = begin_run(s, "NVIDIA H200", "GPU-1");
+    db_measurement m = measurement(run, "src1", 0.25);
+    m.timing = "sustained-graph";
+    m.launches = 40, m.sets = 3;
+    m.sm_clock_min = 1695, m.sm_clock_mean = 1710, m.power_mean = 684, m.power_max = 699;
+    m.temp_max = 61, m.ref_ms = 0.26;
+    assert_int_equal(db_measure_put(s, &m, NULL), DB_OK);
+    db_measurement old = measurement(run, "src2", 0.30);   /* an older one: its figures unknown */
+    assert_int_equal(db_measure_put(s, &old, NULL), DB_OK);
+    db_close(s);
+    s = open_ok(f->path, DB_CREATE);
+    long long mine = begin_run(s, "NVIDIA H200", "GPU-1");   /* ids in the output move up */
+    db_measurement pre = measurement(mine, "mine", 0.5);
+    assert_int_equal(db_measure_put(s, &pre, NULL), DB_OK);
+    db_tune_merge_stats st;
+    assert_int_equal(db_tune_merge(s, src, NULL, NULL, &st), DB_OK);
+    assert_int_equal(st.measurements, 2);
+    long long id = raw_int(f->path, "SELECT id FROM measurements WHERE variant_key = 'src1'");
+    db_clocks k;
+    assert_int_equal(db_measure_clocks(s, id, &k), DB_OK);
+    assert_string_equal(k.timing, "sustained-graph");
+    assert_int_equal(k.launches, 40);
+    assert_int_equal(k.sets, 3);
+    assert_true(k.sm_clock_min == 1695 && k.sm_clock_mean == 1710);
+    assert_true(k.power_mean == 684 && k.power_max == 699);
+    assert_true(k.temp_max == 61 && k.ref_ms == 0.26);
+    id = raw_int(f->path, "SELECT id FROM measurements WHERE variant_key = 'src2'");
+    assert_int_equal(db_measure_clocks(s, id, &k), DB_OK);
+    assert_true(isnan(k.sm_clock_mean) && isnan(k.ref_ms));
+    assert_int_equal(k.launches, 0);
+    db_close(s);
+}
+
 /* A write failing midway (a trigger raising at the 2nd binary, or at the winner after the
  * binaries, runs and measurements are in) leaves the output as it was. */
 static void test_db__merge_failing_midway_leaves_nothing(void **state)
@@ -1138,6 +1180,7 @@ int main(void)
         T(test_db__migration_2_keeps_ceilings_and_allows_read),
         T(test_db__two_processes_write_at_once),
         T(test_db__merge_checks_image_sizes),
+        T(test_db__merge_keeps_the_clocks_of_measurements),
         T(test_db__merge_failing_midway_leaves_nothing),
         T(test_db__cli_merge_checks_every_input_first),
     };

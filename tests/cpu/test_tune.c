@@ -21,6 +21,7 @@
 #include "gen/template.h"
 #include "runtime/cuda.h"
 #include "runtime/nvml.h"
+#include "tuner/attn_run.h"
 #include "tuner/ceil_read.h"
 #include "tuner/tune_clock.h"
 #include "tuner/tune_ilv.h"
@@ -347,6 +348,113 @@ static int collect_cb(const db_tune_meas *m, void *arg)
                              m->median_ms, m->spread_ms, m->id};
     c->n++;
     return 0;
+}
+
+/* The first run of test_tune_gpu's small sweep as stored: the default's 11 interleaved slots of 10
+ * samples joined into one timing (2 rounds x 5 candidates + 1), each candidate's 2 slots into one. */
+static void test_tune__ilv_resume_of_a_finished_shape_times_nothing(void **state)
+{
+    const char *keys[] = {"dflt", "a", "b", "c", "d", "e"};
+    tune_meas m[] = {
+        M("dflt", TUNE_OK, 0, 110, 1.00, 6), M("a", TUNE_OK, 0, 20, 1.05, 1), M("b", TUNE_OK, 0, 20, 0.90, 2),
+        M("c", TUNE_OK, 0, 20, 1.20, 3),     M("d", TUNE_OK, 0, 20, 1.01, 4), M("e", TUNE_OK, 0, 20, 1.30, 5),
+    };
+    int st[6], fin[6];
+    tune_ilv_resume r;
+    tune_ilv_resume_plan(m, 6, keys, 6, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_true(r.keep);
+    assert_int_equal(r.n_gate, 0);
+    assert_int_equal(r.n_screen, 0);
+    assert_int_equal(r.n_time, 0);
+    assert_int_equal(r.n_cand, 5);
+    assert_int_equal(r.n_final, 5);
+    assert_true(r.dflt);
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(st[k], TUNE_DONE);
+    /* the winner was not stored (interrupted after the timings): the rounds run again */
+    tune_ilv_resume_plan(m, 6, keys, 6, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_false(r.keep);
+    assert_int_equal(r.n_time, 0);
+    /* more samples asked for than stored: every candidate is timed again */
+    tune_ilv_resume_plan(m, 6, keys, 6, 0, NULL, 30, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_false(r.keep);
+    assert_int_equal(r.n_time, 5);                  /* the default's 110 samples still count */
+}
+
+static void test_tune__ilv_resume_gates_then_times(void **state)
+{
+    const char *keys[] = {"dflt", "a", "bad", "err"};
+    tune_meas m[] = {M("bad", TUNE_WRONG, 0, 0, NAN, 1), M("err", TUNE_ERROR, 0, 0, NAN, 2)};
+    int st[4], fin[4];
+    tune_ilv_resume r;
+    tune_ilv_resume_plan(m, 2, keys, 4, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_int_equal(r.n_gate, 2);                  /* dflt and a */
+    assert_int_equal(r.n_rejected, 2);
+    assert_int_equal(st[2], TUNE_REJECTED);
+    assert_false(r.keep);
+    unsigned char passed[4] = {1, 1, 0, 0};         /* both passed their gates in this run */
+    tune_ilv_resume_plan(m, 2, keys, 4, 0, passed, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_int_equal(r.n_gate, 0);
+    assert_int_equal(st[0], TUNE_SCREENED);
+    assert_int_equal(r.n_cand, 1);
+    assert_int_equal(r.n_final, 1);
+    assert_int_equal(fin[0], 1);
+    assert_int_equal(r.n_time, 2);
+    assert_false(r.keep);
+    /* --retry-errors: the error is gated again */
+    tune_ilv_resume_plan(m, 2, keys, 4, 0, passed, 20, 1, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_int_equal(r.n_gate, 1);
+    assert_int_equal(st[3], TUNE_TODO);
+    /* only the default passed (1f46f24): its one full timing is all a resume needs */
+    const char *one[] = {"dflt", "bad"};
+    tune_meas d[] = {M("dflt", TUNE_OK, 0, 20, 1.0, 3), M("bad", TUNE_WRONG, 0, 0, NAN, 1)};
+    tune_ilv_resume_plan(d, 2, one, 2, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_true(r.keep);
+    assert_int_equal(r.n_final, 0);
+    /* a default that failed: the candidates are timed one by one, the timed ones reused */
+    tune_meas f[] = {M("dflt", TUNE_WRONG, 0, 0, NAN, 1), M("a", TUNE_OK, 0, 20, 1.0, 2)};
+    tune_ilv_resume_plan(f, 2, keys, 2, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_false(r.dflt);
+    assert_true(r.keep);
+    assert_int_equal(r.n_final, 1);
+}
+
+/* Ten candidates: screened (5 samples), the 8 fastest timed in the rounds. In the rounds the two
+ * slowest finalists came out slower than the screening figures of the two left out; a re-run that
+ * ranked by the full timings would swap those in and time the rounds again. */
+static void test_tune__ilv_resume_ranks_by_screening_figures(void **state)
+{
+    const char *keys[] = {"dflt", "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"};
+    tune_meas m[32];
+    int n = 0;
+    m[n++] = M("dflt", TUNE_OK, 0, 170, 1.0, 100);
+    for (int c = 0; c < 10; c++) {
+        m[n++] = M(keys[c + 1], TUNE_OK, 0, TUNE_ILV_SCREEN, 1.0 + 0.01 * c, 1 + c);  /* c0 fastest */
+        if (c < 8)
+            m[n++] = M(keys[c + 1], TUNE_OK, 0, 20, c >= 6 ? 1.5 : 1.0 + 0.01 * c, 50 + c);
+    }
+    int st[11], fin[11];
+    tune_ilv_resume r;
+    tune_ilv_resume_plan(m, n, keys, 11, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_int_equal(r.n_cand, 10);
+    assert_int_equal(r.n_screen, 0);
+    assert_int_equal(r.n_final, TUNE_ILV_FINALISTS);
+    for (int i = 0; i < r.n_final; i++)
+        assert_int_equal(fin[i], i + 1);            /* c0..c7, fastest first */
+    assert_int_equal(r.n_time, 0);
+    assert_true(r.keep);
+    /* before any screening: every candidate to screen, no finalists yet */
+    tune_meas d[] = {M("dflt", TUNE_OK, 0, 20, 1.0, 1)};
+    tune_ilv_resume_plan(d, 1, keys, 11, 0, NULL, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_int_equal(r.n_gate, 10);
+    unsigned char passed[11];
+    memset(passed, 1, sizeof passed);
+    tune_ilv_resume_plan(d, 1, keys, 11, 0, passed, 20, 0, TUNE_ILV_FINALISTS, 0, st, fin, &r);
+    assert_int_equal(r.n_screen, 10);
+    assert_int_equal(r.n_final, 0);
+    assert_false(r.keep);
+    assert_true(isnan(tune_screen_figure(d, 1, "c0")));
+    assert_true(tune_screen_figure(m, n, "c7") == 1.0 + 0.01 * 7);
 }
 
 static void test_tune__resume_reads_the_database(void **state)
@@ -828,6 +936,37 @@ static void test_tune__gate_case_is_bounded(void **state)
 }
 
 /* The parallel input fill seeds each part by skipping draws: skip(n) must be n draws. */
+/* The gates of a shape's variants share one fill of the inputs and one reference (tune_attn_check
+ * keeps them for the same case): the key must tell apart everything that changes the inputs,
+ * and only that. */
+static void test_tune__gate_inputs_are_kept_per_case(void **state)
+{
+    (void)state;
+    int kv[2] = {4000, 17}, kv2[2] = {4000, 18};
+    tune_attn_case a = {.dtype = CHECK_BF16, .b = 2, .sq = 1, .skv = 4096, .hq = 32, .hkv = 8, .d = 128,
+                        .kv_len = kv, .seed = 77};
+    tune_attn_case b = a;
+    b.splits = 8, b.keep_outputs = 1;               /* another variant's splits: the same inputs */
+    assert_true(tune_attn_same_inputs(&a, &b));
+    int copy[2] = {4000, 17};
+    b.kv_len = copy;                                /* lengths compared by value */
+    assert_true(tune_attn_same_inputs(&a, &b));
+    b.kv_len = kv2;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.seed = 78;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.kv_len = NULL;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.causal = 1;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.dtype = CHECK_FP16;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.row_pad = 2;
+    assert_false(tune_attn_same_inputs(&a, &b));
+    b = a, b.hkv = 4;
+    assert_false(tune_attn_same_inputs(&a, &b));
+}
+
 static void test_tune__rng_skip_is_n_draws(void **state)
 {
     (void)state;
@@ -1064,13 +1203,62 @@ static void test_tune__clock_summary(void **state)
     tune_clock_merge(&d, &c);
     tune_clock_merge(&d, &c);
     assert_true(d.n == 4 && d.sm_min == 1700 && d.sm_mean == 1840 && d.power_max == 690);
-    /* steady state: the last 3 clocks within 1%, powers within 3% */
-    rt_nvml_reading h[5] = {{1980, 300, 40}, {1800, 650, 50}, {1710, 688, 55}, {1705, 690, 56}, {1700, 686, 56}};
-    assert_false(tune_clock_settled(h, 2, 3));
-    assert_false(tune_clock_settled(h, 4, 3));
-    assert_true(tune_clock_settled(h, 5, 3));
-    rt_nvml_reading none[3] = {{NAN, NAN, NAN}, {NAN, NAN, NAN}, {NAN, NAN, NAN}};
-    assert_true(tune_clock_settled(none, 3, 3));        /* nothing to wait for */
+}
+
+/* A series of warm-up readings every 50 ms: the clock falls from 1980 MHz as the power climbs to
+ * the limit, with (tau_ms) the time constant, then stays; noise of +-0.3% alternating. */
+static int warm_series(double *t, rt_nvml_reading *h, int n, double tau_ms, int nvml)
+{
+    for (int i = 0; i < n; i++) {
+        t[i] = 50.0 * (i + 1);
+        double e = exp(-t[i] / tau_ms), z = i % 2 ? 1.003 : 0.997;
+        h[i].sm_mhz = nvml ? (1700 + 280 * e) * z : NAN;
+        h[i].power_w = nvml ? (700 - 500 * e) * z : NAN;
+        h[i].temp_c = nvml ? 38 + 16 * (1 - e) : NAN;
+    }
+    /* the first n where a warm-up that read these would stop */
+    for (int i = 1; i <= n; i++)
+        if (tune_warm_done(t[i - 1], 3.9, t, h, i))
+            return i;
+    return -1;
+}
+
+static void test_tune__warm_up_settles_over_windows(void **state)
+{
+    (void)state;
+    enum { N = 110 };
+    double t[N];
+    rt_nvml_reading h[N];
+    /* a fast settle (decode: 40 ms): two 300 ms windows of readings, then steady */
+    int k = warm_series(t, h, N, 40, 1);
+    assert_true(k >= 12 && k <= 14);                /* 600-700 ms: the floor is passed, both windows full */
+    assert_true(tune_warm_settled(t, h, k, TUNE_WARM_WINDOW_MS, TUNE_WARM_SM_REL, TUNE_WARM_PW_REL));
+    assert_false(tune_warm_settled(t, h, 4, TUNE_WARM_WINDOW_MS, TUNE_WARM_SM_REL, TUNE_WARM_PW_REL));
+    /* a heating prefill (tau 1.2 s): the 210 ms the old rule took is far too short; it stops only
+     * once a window's means moved < 1% (clock) and < 2% (power) */
+    k = warm_series(t, h, N, 1200, 1);
+    assert_true(k > 40);
+    double e = exp(-t[k - 1] / 1200);
+    assert_true(280 * e / 1700 < 0.05);             /* within 5% of the steady clock by then */
+    /* a series that never settles (the clock still falling 1.5% a window): the cap */
+    for (int i = 0; i < N; i++)
+        h[i].sm_mhz = 1980 * (1 - 0.05 * t[i] / 1000), h[i].power_w = 690;
+    k = -1;
+    for (int i = 1; i <= N && k < 0; i++)
+        if (tune_warm_done(t[i - 1], 3.9, t, h, i))
+            k = i;
+    assert_int_equal(k, (int)(TUNE_WARM_MAX_MS / 50));
+    /* without NVML: max(200 ms, 100 calls) */
+    k = warm_series(t, h, N, 40, 0);
+    assert_int_equal(k, 8);                         /* 100 x 3.9 ms = 390 ms: the 8th reading, 400 ms */
+    assert_true(tune_warm_done(200, 0.02, t, h, 0));
+    assert_false(tune_warm_done(150, 0.02, t, h, 0));
+    assert_true(tune_warm_done(TUNE_WARM_MAX_MS, 1000, t, h, 0));   /* 100 s-calls: the cap */
+    /* power alone (a board without a clock figure) is enough to test */
+    rt_nvml_reading p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = (rt_nvml_reading){NAN, 690, NAN};
+    assert_true(tune_warm_settled(t, p, 14, TUNE_WARM_WINDOW_MS, TUNE_WARM_SM_REL, TUNE_WARM_PW_REL));
 }
 
 static void test_tune__nvml_absent_is_unknown(void **state)
@@ -1279,6 +1467,9 @@ int main(void)
         cmocka_unit_test(test_tune__wrong_variant_never_wins),
         cmocka_unit_test(test_tune__more_samples_of_one_variant_count),
         cmocka_unit_test(test_tune__resume_state),
+        cmocka_unit_test(test_tune__ilv_resume_of_a_finished_shape_times_nothing),
+        cmocka_unit_test(test_tune__ilv_resume_gates_then_times),
+        cmocka_unit_test(test_tune__ilv_resume_ranks_by_screening_figures),
         cmocka_unit_test_setup_teardown(test_tune__resume_reads_the_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tune__merge_prefers_better_measured, setup, teardown),
         cmocka_unit_test(test_tune__merge_prefer_rule),
@@ -1290,6 +1481,7 @@ int main(void)
         cmocka_unit_test(test_tune__read_ceiling_without_device_fails_cleanly),
         cmocka_unit_test_setup_teardown(test_tune__report_picks_read_then_copy, setup, teardown),
         cmocka_unit_test(test_tune__gate_case_is_bounded),
+        cmocka_unit_test(test_tune__gate_inputs_are_kept_per_case),
         cmocka_unit_test(test_tune__rng_skip_is_n_draws),
         cmocka_unit_test(test_tune__phases_add_and_print),
         cmocka_unit_test(test_tune__timing_option_is_checked),
@@ -1302,6 +1494,7 @@ int main(void)
         cmocka_unit_test(test_tune__ilv_drift_moves_no_candidate),
         cmocka_unit_test(test_tune__ilv_failed_slots),
         cmocka_unit_test(test_tune__clock_summary),
+        cmocka_unit_test(test_tune__warm_up_settles_over_windows),
         cmocka_unit_test(test_tune__nvml_absent_is_unknown),
         cmocka_unit_test_setup_teardown(test_tune__measurement_keeps_clocks_and_unknowns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tune__schema_2_database_migrates_with_its_measurements, setup, teardown),

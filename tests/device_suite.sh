@@ -6,6 +6,9 @@
 # usage: KF_BUILD=.devbuild BUDGET_S=360 bash tests/device_suite.sh
 set -u
 OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
+# the device tool brings back at most 8 files: logs gather in $L, packed into $OUT/logs.tgz after each stage
+RET=$OUT; OUT=/tmp/kf_suite_logs; rm -rf "$OUT"; mkdir -p "$OUT"
+pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
 export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -14,7 +17,7 @@ K=$B/kforge
 T0=$(date +%s); END=$((T0 + ${BUDGET_S:-360}))
 left() { local l=$((END - $(date +%s) - $1)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
 SUM=$OUT/summary.txt; : > "$SUM"
-say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; }
+say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
 say "env: $(cat "$OUT/env.txt")"
 result() {  # result NAME: the test's closing lines
@@ -23,20 +26,33 @@ result() {  # result NAME: the test's closing lines
 # 1. correctness, side by side
 cd "$B/tests"
 par="${TESTS:-test_attn_gpu test_api_gpu test_parts_gpu test_kda_gpu test_kda_api_gpu test_mutants test_kda_mutants}"
-lim=$(left 110)
+lim=$(left 150); [ "$lim" -gt 220 ] && lim=220
 for t in $par; do ( timeout "$lim" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
+# the Python GPU tests check results only: they run beside the C tests (the binding, and the engine path:
+# torch ops, compat, MLA, graphs)
+for m in test_gpu test_gpu_engine; do
+  [ -f "$ROOT/python/tests/$m.py" ] || continue
+  ( cd "$ROOT/python/tests" && KFORGE_DB=/tmp/kf_py_$m.db PYTHONPATH=$ROOT/python:$ROOT/python/tests \
+      timeout "$lim" python3 -m unittest -v $m > "$OUT/py_$m.log" 2>&1; echo $? > "$OUT/py_$m.rc" ) &
+done
 wait
 for t in $par; do say "$t: exit $(cat "$OUT/$t.rc"); $(result $t)"; done
+for m in test_gpu test_gpu_engine; do
+  [ -f "$OUT/py_$m.rc" ] && say "python $m: exit $(cat "$OUT/py_$m.rc"); $(grep -E '^(OK|FAILED|Ran )' "$OUT/py_$m.log" | tr '\n' ' ')"
+done
 # 2. the tuner's GPU test alone (it times)
 timeout "$(left 70)" ./test_tune_gpu > "$OUT/test_tune_gpu.log" 2>&1
 say "test_tune_gpu: exit $?; $(result test_tune_gpu)"
-# 3. Python: the binding and the engine path (torch ops, compat, MLA, graphs)
-cd "$ROOT/python/tests"
-for m in test_gpu test_gpu_engine; do
-  [ -f "$m.py" ] || continue
-  PYTHONPATH=$ROOT/python:$ROOT/python/tests timeout "$(left 30)" python3 -m unittest -v $m > "$OUT/py_$m.log" 2>&1
-  say "python $m: exit $?; $(grep -E '^(OK|FAILED|Ran )' "$OUT/py_$m.log" | tr '\n' ' ')"
-done
+# 3a. the exhaustive default sweep, sustained and interleaved (issue 15: band, wall time), then once more (a resume)
+if [ "$(left 90)" -gt 60 ]; then
+  D=/tmp/kf_suite_tune.db; rm -f "$D"*
+  timeout "$(left 90)" "$K" tune --sweep default --db "$D" > "$OUT/tune.out" 2> "$OUT/tune.err"
+  say "tune --sweep default (exhaustive, sustained): exit $?"
+  grep -E "^\[[0-9]+/[0-9]+\]" "$OUT/tune.err" | sed -E 's/attn_(decode|prefill) //; s/ (ETA|best) [^ ]+( ms [^ ]+)?//g' | cut -c1-400 | tee -a "$SUM"
+  tail -n 3 "$OUT/tune.out" | tee -a "$SUM"
+  timeout "$(left 80)" "$K" tune --sweep default --db "$D" > "$OUT/tune2.out" 2> "$OUT/tune2.err"
+  say "tune again (resume): exit $?; $(tail -n 2 "$OUT/tune2.err" | tr '\n' ' ' | cut -c1-300)"
+fi
 # 3b. the prefill rows of the README, sustained, kforge's default against SDPA in the same process
 if [ "$(left 60)" -gt 30 ]; then
   ( cd "$ROOT" && KFORGE_DB=/tmp/kf_bench.db PYTHONPATH=$ROOT/python timeout "$(left 60)" python3 -m bench run --set gqa-prefill \
@@ -76,3 +92,4 @@ else
   say "shards: skipped (no time left)"
 fi
 say "done"
+pack

@@ -12,7 +12,7 @@ Ops (schemas in torch.ops.kforge.<name>.default._schema):
       -> (out, lse)          v None: k is vLLM's [2, blocks, block_size, Hkv, D] cache
   kforge::mla_decode(q, kv_cache, block_table, cache_seqlens, softmax_scale?, causal, return_lse) -> (out, lse)
   kforge::kda(q, k, v, g, beta, initial_state?, cu_seqlens?, A_log?, dt_bias?, scale?, gate, lower_bound,
-      l2norm, beta_sigmoid, state_layout, output_final_state, mode) -> (out, final_state)
+      l2norm, beta_sigmoid, state_layout, output_final_state, kda_mode) -> (out, final_state)
   kforge::kda_inplace(..., Tensor(a!) state, ...) -> out      the one op that mutates an argument
 lse / final_state are empty (shape [0]) when not asked for. Every op has a fake (meta) implementation
 giving the shapes and dtypes, so torch.compile traces a model through them.
@@ -146,18 +146,18 @@ def _kda_mode(mode):
 def _kda_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial_state: Optional[Tensor],
             cu_seqlens: Optional[Tensor], A_log: Optional[Tensor], dt_bias: Optional[Tensor], scale: Optional[float],
             gate: str, lower_bound: float, l2norm: bool, beta_sigmoid: bool, state_layout: str,
-            output_final_state: bool, mode: str) -> Tuple[Tensor, Tensor]:
+            output_final_state: bool, kda_mode: str) -> Tuple[Tensor, Tensor]:
     call = _kda.prepare_kda(q, k, v, g, beta, initial_state=initial_state, final_state=bool(output_final_state),
                             cu_seqlens=cu_seqlens, scale=scale, gate=gate, A_log=A_log, dt_bias=dt_bias,
                             lower_bound=lower_bound, l2norm=l2norm, beta_sigmoid=beta_sigmoid,
-                            state_layout=state_layout, mode=_kda_mode(mode))
+                            state_layout=state_layout, mode=_kda_mode(kda_mode))
     res = _run("kforge::kda", call)
     return (res[0], res[1]) if output_final_state else (res, _empty_lse(v))
 
 
 @_kda_op.register_fake
 def _kda_fake(q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, scale, gate, lower_bound, l2norm,
-              beta_sigmoid, state_layout, output_final_state, mode):
+              beta_sigmoid, state_layout, output_final_state, kda_mode):
     out = v.new_empty(v.shape)
     if not output_final_state:
         return out, _empty_lse(v)
@@ -168,17 +168,17 @@ def _kda_fake(q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, scale
 def _kda_inplace(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor,
                  cu_seqlens: Optional[Tensor], A_log: Optional[Tensor], dt_bias: Optional[Tensor],
                  scale: Optional[float], gate: str, lower_bound: float, l2norm: bool, beta_sigmoid: bool,
-                 state_layout: str, mode: str) -> Tensor:
+                 state_layout: str, kda_mode: str) -> Tensor:
     call = _kda.prepare_kda(q, k, v, g, beta, initial_state=state, final_state=state, cu_seqlens=cu_seqlens,
                             scale=scale, gate=gate, A_log=A_log, dt_bias=dt_bias, lower_bound=lower_bound,
                             l2norm=l2norm, beta_sigmoid=beta_sigmoid, state_layout=state_layout,
-                            mode=_kda_mode(mode))
+                            mode=_kda_mode(kda_mode))
     return _run("kforge::kda_inplace", call)[0]
 
 
 @_kda_inplace.register_fake
 def _kda_inplace_fake(q, k, v, g, beta, state, cu_seqlens, A_log, dt_bias, scale, gate, lower_bound, l2norm,
-                      beta_sigmoid, state_layout, mode):
+                      beta_sigmoid, state_layout, kda_mode):
     return v.new_empty(v.shape)
 
 

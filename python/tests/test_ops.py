@@ -124,6 +124,20 @@ class TestCompile(unittest.TestCase):
             self.assertEqual(code.count(op), 1, f"{op} in\n{code}")
 
 
+    def test_inplace_op_functionalizes(self):
+        """The mutating op through AOT autograd's functionalization (what inductor runs; the custom backend
+        above skips it): a schema argument named like one of auto_functionalized's own ('mode') made it
+        fail there ("auto_functionalized_v2_fake() got multiple values for argument 'mode'")."""
+        def f(kq, kv, g, beta, state):
+            return ops.kda_inplace(kq, kq, kv, g, beta, state).float().sum()
+
+        args = (meta(2, 1, 2, 128), meta(2, 1, 4, 128), meta(2, 1, 4, 128, dtype=torch.float32),
+                meta(2, 1, 4, dtype=torch.float32), meta(2, 4, 128, 128, dtype=torch.float32))
+        torch._dynamo.reset()
+        out = torch.compile(f, fullgraph=True, backend="aot_eager")(*args)
+        self.assertEqual(out.shape, ())
+
+
 @needs_torch
 class TestCapture(unittest.TestCase):
     """Inside a capture the op refuses a call whose plan does not exist yet; a warmed plan runs."""

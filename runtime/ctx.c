@@ -51,27 +51,12 @@ const char *kf_errmsg(const kf_ctx *ctx) { return ctx ? ctx->err : "out of memor
 static int winner_of(const char *family, const char *shape_key, const char *params, const char *variant,
                      const char *cache_key, int from_bundle, rt_winner *r)
 {
-    char err[128], shape[512], conv[1024] = "";
+    char err[256];
     memset(r, 0, sizeof *r);
     if (gen_kv_parse(&r->vp, params, err, sizeof err) || gen_kv_set_str(&r->vp, "family", family))
         return -1;
-    snprintf(shape, sizeof shape, "%s", shape_key);
-    size_t n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(shape, ".", &save); tok; tok = strtok_r(NULL, ".", &save)) {
-        char *dash = strchr(tok, '-');
-        size_t k = 0;
-        if (dash)
-            k = (size_t)(dash - tok);
-        else
-            while (tok[k] && (tok[k] < '0' || tok[k] > '9'))
-                k++;
-        n += (size_t)snprintf(conv + n, sizeof conv - n, "%s%.*s=%s", n ? "," : "", (int)k, tok,
-                              tok + k + (dash ? 1 : 0));
-        if (n >= sizeof conv)
-            return -1;
-    }
-    if (gen_kv_parse(&r->shape, conv, err, sizeof err) || gen_kv_set_str(&r->shape, "family", family))
+    /* the key's "name<value>" / "name-value" fields back into a shape: the parse the bundle loader checks */
+    if (db_bundle_shape_parse(shape_key, &r->shape, err, sizeof err) || gen_kv_set_str(&r->shape, "family", family))
         return -1;
     snprintf(r->variant, sizeof r->variant, "%s", variant);
     snprintf(r->cache_key, sizeof r->cache_key, "%s", cache_key ? cache_key : "");

@@ -2,19 +2,7 @@
 # tests/cpu/test_cli.sh: the kforge CLI's exit codes, messages and the compile cache, without a GPU
 set -u
 KF=${1:?usage: test_cli.sh path/to/kforge}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-check() {  # check NAME EXPECTED_RC PATTERN -- command...
-  local name=$1 want=$2 pat=$3; shift 4
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$want" ] && printf '%s' "$out" | grep -qE -- "$pat"; then
-    pass=$((pass+1)); echo "ok   $name"
-  else
-    fail=$((fail+1)); echo "FAIL $name (rc $rc, want $want; pattern '$pat')"; printf '%s\n' "$out" | head -20
-  fi
-}
+. "$(dirname "$0")/check.sh"
 json_stdout() {  # json_stdout command...: prints the command's stdout, which must be one JSON document (else rc 99)
   local out rc
   out=$("$@" 2>/dev/null); rc=$?

@@ -2,19 +2,7 @@
 # tests/cpu/test_shapes.sh: kforge gen and compile refuse the shapes the C API refuses, naming the key and the value (issue 14)
 set -u
 KF=${1:?usage: test_shapes.sh path/to/kforge}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-check() {  # check NAME EXPECTED_RC PATTERN -- command...
-  local name=$1 want=$2 pat=$3; shift 4
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$want" ] && printf '%s' "$out" | grep -qE -- "$pat"; then
-    pass=$((pass+1)); echo "ok   $name"
-  else
-    fail=$((fail+1)); echo "FAIL $name (rc $rc, want $want; pattern '$pat')"; printf '%s\n' "$out" | head -20
-  fi
-}
+. "$(dirname "$0")/check.sh"
 export KFORGE_DB="$T/k.db" KFORGE_NO_GPU=1
 dec() { echo "dtype=bf16,b=${b:-1},sq=${sq:-1},skv=${skv:-4096},hq=${hq:-32},hkv=${hkv:-8},d=128,causal=0$*"; }
 for cmd in gen compile; do

@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYDIR = os.path.dirname(HERE)
@@ -35,6 +36,13 @@ def build_stub():
     _stub = out
     return out
 
+
+def stub_or_skip():
+    """build_stub(), or unittest.SkipTest when no C compiler is there to build it."""
+    stub = build_stub()
+    if stub is None:
+        raise unittest.SkipTest("skipped: no C compiler to build the stub library")
+    return stub
 
 def real_lib():
     """The real libkforge the tests use: $KFORGE_LIB, else build/libkforge.so; None if absent."""

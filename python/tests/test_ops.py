@@ -144,9 +144,7 @@ class TestCapture(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.stub = _util.build_stub()
-        if cls.stub is None:
-            raise unittest.SkipTest("skipped: no C compiler to build the stub library")
+        cls.stub = _util.stub_or_skip()
 
     def setUp(self):
         from kforge import api
@@ -201,9 +199,7 @@ class TestRealBodiesThroughStub(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.stub = _util.build_stub()
-        if cls.stub is None:
-            raise unittest.SkipTest("skipped: no C compiler to build the stub library")
+        cls.stub = _util.stub_or_skip()
 
     def setUp(self):
         from kforge import api, _tensor

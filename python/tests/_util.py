@@ -84,3 +84,14 @@ class Untouchable:
 
     def __getattr__(self, name):
         raise AssertionError(f"the binding touched the context ({name}) before refusing the arguments")
+
+
+class NoLibrary(unittest.TestCase):
+    """A case whose calls must be refused before any library is loaded: $KFORGE_LIB points nowhere."""
+
+    def setUp(self):
+        from unittest import mock
+        env = mock.patch.dict(os.environ, {"KFORGE_LIB": "/nonexistent/libkforge.so"})
+        env.start()
+        self.addCleanup(env.stop)
+

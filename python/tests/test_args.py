@@ -1,10 +1,8 @@
 """Argument checks of the binding: refused in Python, before any call into libkforge; and the
 description/tensors structs it builds (read back through the stub library when a C compiler
 is present). No torch, no GPU."""
-import os
 import re
 import unittest
-from unittest import mock
 
 import _util
 from _util import FakeArray, Untouchable, contiguous_bytes
@@ -20,15 +18,7 @@ def qkv(b=2, sq=1, hq=8, hkv=2, d=64, skv=100, typestr="<f2"):
             arr((b, skv, hkv, d), typestr, 0x30000), arr((b, sq, hq, d), typestr, 0x40000))
 
 
-class TestRefusedBeforeC(unittest.TestCase):
-    def setUp(self):
-        # ctx=None must not load a library either: point KFORGE_LIB nowhere
-        self.env = mock.patch.dict(os.environ, {"KFORGE_LIB": "/nonexistent/libkforge.so"})
-        self.env.start()
-
-    def tearDown(self):
-        self.env.stop()
-
+class TestRefusedBeforeC(_util.NoLibrary):
     def refused(self, pattern, *args, **kw):
         for ctx in (Untouchable(), None):
             with self.assertRaises(kforge.ArgumentError) as cm:

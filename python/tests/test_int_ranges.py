@@ -1,9 +1,7 @@
 """Integers that go into a ctypes struct field are range-checked: ctypes would truncate them (B = 2**32 + 2
 reached C as 2); the binding raises ArgumentError (a ValueError) naming the field. No torch, no GPU."""
 import ctypes
-import os
 import unittest
-from unittest import mock
 
 import _util
 from _util import FakeArray
@@ -18,14 +16,7 @@ def arr(shape, typestr="<f2", ptr=0x100000, strides=None, **kw):
     return FakeArray(shape, typestr, ptr=ptr, strides=strides, **kw)
 
 
-class TestIntRanges(unittest.TestCase):
-    def setUp(self):
-        self.env = mock.patch.dict(os.environ, {"KFORGE_LIB": "/nonexistent/libkforge.so"})
-        self.env.start()
-
-    def tearDown(self):
-        self.env.stop()
-
+class TestIntRanges(_util.NoLibrary):
     def refused(self, pattern, fn, *args, **kw):
         with self.assertRaises(kforge.ArgumentError) as cm:
             fn(*args, **kw)

@@ -1,10 +1,8 @@
 """Argument checks of kforge.kda(): refused in Python before any call into libkforge; the
 kf_kda_desc / kf_kda_tensors it builds; and what reaches C (through the stub library when a C
 compiler is present). No torch, no GPU."""
-import os
 import re
 import unittest
-from unittest import mock
 
 import _util
 from _util import FakeArray, Untouchable, contiguous_bytes
@@ -36,14 +34,7 @@ def call(p, **kw):
     return q, k, v, g, beta, args
 
 
-class TestKdaRefusedBeforeC(unittest.TestCase):
-    def setUp(self):
-        self.env = mock.patch.dict(os.environ, {"KFORGE_LIB": "/nonexistent/libkforge.so"})
-        self.env.start()
-
-    def tearDown(self):
-        self.env.stop()
-
+class TestKdaRefusedBeforeC(_util.NoLibrary):
     def refused(self, pattern, p, **kw):
         q, k, v, g, beta, rest = call(p, **kw)
         for ctx in (Untouchable(), None):

@@ -1,10 +1,8 @@
 """mla_decode(), parts_decode() and vLLM's combined paged cache: the checks made in Python before any C call,
 and the kf_parts_desc / kf_parts_tensors (views, strides, paging) that reach C, read back through the stub
 library. No torch, no GPU."""
-import os
 import re
 import unittest
-from unittest import mock
 
 import _util
 from _util import FakeArray, Untouchable
@@ -38,14 +36,7 @@ def field(msg, name):
     return m.group(1) if m else None
 
 
-class TestRefusedBeforeC(unittest.TestCase):
-    def setUp(self):
-        self.env = mock.patch.dict(os.environ, {"KFORGE_LIB": "/nonexistent/libkforge.so"})
-        self.env.start()
-
-    def tearDown(self):
-        self.env.stop()
-
+class TestRefusedBeforeC(_util.NoLibrary):
     def refused(self, pattern, fn, *args, **kw):
         for ctx in (Untouchable(), None):
             with self.assertRaises(kforge.ArgumentError) as cm:

@@ -61,6 +61,7 @@ struct tune_attn_ctx {
     double last_busy;          /* host time the last timing's GPU work ended (0: never) */
     int extra_every;           /* tune_attn_set_extra */
     CUstream stream;           /* where the runners launch (tune_ctx_stream): NULL, or a capturing stream */
+    double rewarm_ms;          /* tune_attn_set_rewarm */
 };
 
 /* The phase counter f of ctx, NULL when nobody counts (tune_lap takes NULL). */
@@ -233,6 +234,12 @@ void tune_attn_set_timing(tune_attn_ctx *c, int mode)
 int tune_attn_timing_mode(const tune_attn_ctx *c) { return c ? c->timing : TUNE_TIMING_SUSTAINED; }
 
 rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c) { return c ? c->nvml : NULL; }
+
+void tune_attn_set_rewarm(tune_attn_ctx *c, double ms)
+{
+    if (c)
+        c->rewarm_ms = ms > 0 ? (ms < TUNE_WARM_MAX_MS ? ms : TUNE_WARM_MAX_MS) : 0;
+}
 
 void tune_attn_set_extra(tune_attn_ctx *c, int every)
 {
@@ -1335,7 +1342,9 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
             goto out_graph;
         }
     }
-    while (idle) {
+    /* a re-warm (tune_attn_set_rewarm) of at most TUNE_REWARM_CALLS calls */
+    double rewarm = ctx->rewarm_ms < TUNE_REWARM_CALLS * one ? ctx->rewarm_ms : TUNE_REWARM_CALLS * one;
+    while (idle || rewarm > 0) {
         double per = ge ? one * n : one;                /* ms of one replay, or of one call */
         int m = (int)ceil(TUNE_WARM_POLL_MS / per);
         m = m < 1 ? 1 : m > 100000 ? 100000 : m;
@@ -1367,7 +1376,7 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
         }
         rt_nvml_read(ctx->nvml, &hist[nh]);
         hist_t[nh++] = done;
-        if (tune_warm_done(done, one, hist_t, hist, nh))
+        if (idle ? tune_warm_done(done, one, hist_t, hist, nh) : done >= rewarm)
             break;
     }
     t->warm_ms = done;

@@ -156,6 +156,13 @@ int tune_attn_timing_mode(const tune_attn_ctx *c);
 /* Tests: in sustained timings from now on, every `every`-th call is enqueued twice (bursts a
  * multiple of `every` calls, so each sample holds exactly 1/every more work); 0: off. */
 void tune_attn_set_extra(tune_attn_ctx *c, int every);
+/* From now on every sustained timing first runs its variant back to back for at least ms, or
+ * TUNE_REWARM_CALLS calls where those take less (after other GPU work too, where it would
+ * otherwise start at once): the clock an earlier variant left behind is not the one this variant
+ * settles to; a memory-bound decode call barely moves it (0: off). The interleaved rounds use
+ * TUNE_ILV_REWARM_MS. */
+#define TUNE_REWARM_CALLS 100
+void tune_attn_set_rewarm(tune_attn_ctx *c, double ms);
 /* The session's NVML device (NULL without NVML: clocks unknown). */
 rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c);
 

@@ -86,6 +86,38 @@ static void pool(double *buf, int *len, const double *const *samples, const int 
     }
 }
 
+/* The median of the default slot nearest to slot k in direction dir (-1 or 1) that has samples,
+ * NaN when none. */
+static double neighbour(const int *who, const double *const *samples, const int *ns, int n_slots, int k, int dir)
+{
+    for (int j = k + dir; j >= 0 && j < n_slots; j += dir)
+        if (who[j] < 0 && ns[j] > 0)
+            return tune_median(samples[j], ns[j]);
+    return NAN;
+}
+
+/* The per-slot noise s from the log ratios of consecutive default slots (see tune_ilv_decide);
+ * NaN with no pair. */
+static double slot_noise(const double *dmed, int nd, double *tmp)
+{
+    int nf = 0;
+    for (int i = 1; i < nd; i++)
+        if (dmed[i] > 0 && dmed[i - 1] > 0)
+            tmp[nf++] = log(dmed[i] / dmed[i - 1]);
+    if (nf == 0)
+        return NAN;
+    if (nf < 5) {
+        double q = 0;
+        for (int i = 0; i < nf; i++)
+            q += tmp[i] * tmp[i];
+        return sqrt(q / nf) / sqrt(2.0);
+    }
+    double m = tune_median(tmp, nf);
+    for (int i = 0; i < nf; i++)
+        tmp[i] = fabs(tmp[i] - m);
+    return 1.4826 * tune_median(tmp, nf) / sqrt(2.0);
+}
+
 int tune_ilv_decide(const int *who, const double *const *samples, const int *ns, int n_slots, int n_cand,
                     double floor, tune_ilv_cand *cand, tune_ilv_result *res)
 {
@@ -98,16 +130,17 @@ int tune_ilv_decide(const int *who, const double *const *samples, const int *ns,
         total += ns[k] > 0 ? ns[k] : 0;
     double *buf = malloc(sizeof *buf * (size_t)(total + 1));
     double *dmed = malloc(sizeof *dmed * (size_t)(n_slots + 1));
-    double *diff = malloc(sizeof *diff * (size_t)(n_slots + 1));
+    double *tmp = malloc(sizeof *tmp * (size_t)(n_slots + 1));
     for (int c = 0; c < n_cand; c++) {
         memset(&cand[c], 0, sizeof cand[c]);
         cand[c].ms = cand[c].ref_ms = cand[c].ratio = NAN;
+        cand[c].band = floor;
     }
-    int len = 0, nd = 0, nf = 0;
-    if (!buf || !dmed || !diff)
+    int len = 0, nd = 0;
+    if (!buf || !dmed || !tmp)
         goto out;
     buf[0] = 0;
-    /* the default: every sample, each slot's median, the band from consecutive slots */
+    /* the default: every sample, each slot's median, the drift over them */
     for (int k = 0; k < n_slots; k++)
         if (who[k] < 0 && ns[k] > 0) {
             pool(buf, &len, samples, ns, k);
@@ -120,33 +153,33 @@ int tune_ilv_decide(const int *who, const double *const *samples, const int *ns,
         for (int i = 1; i < nd; i++) {
             lo = dmed[i] < lo ? dmed[i] : lo;
             hi = dmed[i] > hi ? dmed[i] : hi;
-            double m = dmed[i] < dmed[i - 1] ? dmed[i] : dmed[i - 1];
-            diff[nf++] = m > 0 ? fabs(dmed[i] - dmed[i - 1]) / m : INFINITY;
         }
         res->drift = lo > 0 ? (hi - lo) / lo : NAN;
-    }
-    if (nf > 0) {
-        qsort(diff, (size_t)nf, sizeof *diff, cmp_dbl);
-        int rank = (int)ceil(0.9 * nf) - 1;
-        double b = diff[rank < 0 ? 0 : rank];
-        res->band = b > floor ? b : floor;
     }
     if (!(res->default_ms > 0)) {
         res->speedup = NAN;
         goto out;
     }
-    res->speedup = 1.0;
-    double best = INFINITY;
+    /* each candidate: its samples pooled (reported), its neighbours pooled (reported), and the
+     * paired ratio of each of its slots (decided on) */
+    int rounds = 0;
     for (int c = 0; c < n_cand; c++) {
         len = 0;
-        for (int k = 0; k < n_slots; k++)
-            if (who[k] == c)
-                pool(buf, &len, samples, ns, k);
+        int nr = 0;
+        for (int k = 0; k < n_slots; k++) {
+            if (who[k] != c || ns[k] <= 0)
+                continue;
+            pool(buf, &len, samples, ns, k);
+            double a = neighbour(who, samples, ns, n_slots, k, -1), b = neighbour(who, samples, ns, n_slots, k, 1);
+            double ref = isnan(a) ? b : isnan(b) ? a : 0.5 * (a + b);
+            if (ref > 0)
+                tmp[nr++] = tune_median(samples[k], ns[k]) / ref;
+        }
         cand[c].n = len;
+        cand[c].slots = nr;
         cand[c].ms = tune_median(buf, len);
-        if (len == 0)
-            continue;
-        /* the default slots next to each of c's slots (a failed neighbour: the next one out) */
+        cand[c].ratio = tune_median(tmp, nr);
+        rounds = nr > rounds ? nr : rounds;
         len = 0;
         for (int k = 0; k < n_slots; k++) {
             if (who[k] != c || ns[k] <= 0)
@@ -159,8 +192,20 @@ int tune_ilv_decide(const int *who, const double *const *samples, const int *ns,
                     }
         }
         cand[c].ref_ms = tune_median(buf, len);
-        cand[c].ratio = cand[c].ms / cand[c].ref_ms;
-        cand[c].faster = cand[c].ratio > 0 && 1.0 - cand[c].ratio > res->band;
+    }
+    double s = slot_noise(dmed, nd, tmp);
+    if (rounds > 0 && s > 0) {
+        double b = TUNE_ILV_Z * 1.2533 * sqrt(1.5) * s / sqrt((double)rounds);
+        res->band = b > floor ? b : floor;
+    }
+    res->speedup = 1.0;
+    double best = INFINITY;
+    for (int c = 0; c < n_cand; c++) {
+        if (cand[c].slots == 0)
+            continue;
+        double b = res->band * sqrt((double)rounds / cand[c].slots);
+        cand[c].band = b > floor ? b : floor;
+        cand[c].faster = cand[c].ratio > 0 && 1.0 - cand[c].ratio > cand[c].band;
         if (cand[c].faster && cand[c].ratio < best) {
             best = cand[c].ratio;
             res->winner = c;
@@ -171,6 +216,6 @@ int tune_ilv_decide(const int *who, const double *const *samples, const int *ns,
 out:
     free(buf);
     free(dmed);
-    free(diff);
+    free(tmp);
     return res->winner;
 }

@@ -10,8 +10,16 @@
  */
 
 /* Samples of one slot: a full timing of `samples` samples takes ceil(samples / TUNE_ILV_SLOT)
- * rounds (at least 2), so --samples 30 gives 3 rounds of 10 and --samples 20 two. */
-#define TUNE_ILV_SLOT 10
+ * rounds (at least 2), so --samples 30 gives 10 rounds of 3 and --samples 20 seven. Many short
+ * slots rather than a few long ones: on an H200 at its power limit the time of a slot wanders by
+ * 2-4% (the clock follows power with a lag), so the decision rests on the rounds, each paired
+ * with its own neighbours (bench/NOTES.md, session 5). */
+#define TUNE_ILV_SLOT 3
+/* Each slot of the rounds starts with this much of its own variant back to back, untimed
+ * (tune_attn_set_rewarm): without it a slot runs at the clock the previous variant left. */
+#define TUNE_ILV_REWARM_MS 50.0
+/* The band is this many standard errors of the paired decision (one-sided, about 2%). */
+#define TUNE_ILV_Z 2.0
 /* Rounds and samples a slot for a full timing of `samples` samples. */
 void tune_ilv_plan(int samples, int *rounds, int *slot_samples);
 /* Shapes with more candidates than this screen them first (TUNE_ILV_SCREEN samples each, one
@@ -43,9 +51,11 @@ int tune_ilv_order(int n_cand, int rounds, int *slots, int cap);
 /* A candidate's paired comparison. */
 typedef struct tune_ilv_cand {
     int n;                 /* its samples */
+    int slots;             /* its slots with samples (the rounds it was paired in) */
     double ms;             /* median of its samples over every round (NaN: none) */
     double ref_ms;         /* median of the samples of the default slots next to its slots */
-    double ratio;          /* ms / ref_ms */
+    double ratio;          /* median over its slots of slot median / mean of the neighbours' medians */
+    double band;           /* the band for its number of slots (res->band * sqrt(rounds / slots)) */
     int faster;            /* 1 - ratio > band */
 } tune_ilv_cand;
 
@@ -60,11 +70,16 @@ typedef struct tune_ilv_result {
 
 /*
  * The decision over n_slots timed slots (who[k] as tune_ilv_order gives, samples[k] the
- * ns[k] per-launch times of slot k; ns[k] 0 for a slot that failed). The band is the 90th
- * percentile (nearest rank) of |d(k+1) - d(k)| / min(d(k), d(k+1)) over consecutive default
- * slots' medians, at least floor: the noise one paired comparison sees (a slow drift between
- * distant slots is in `drift`, not in the band). A candidate is faster when
- * 1 - ms / ref_ms > band; the fastest such (smallest ratio) wins. cand has n_cand entries.
+ * ns[k] per-launch times of slot k; ns[k] 0 for a slot that failed). Each candidate slot is
+ * paired with the default slots on either side (the next one out where one failed): its ratio
+ * is the median over its slots of slot median / mean of the neighbours' medians, so a drift of
+ * the GPU moves both sides alike. The band is the noise of that ratio when the candidate is no
+ * faster: s, the per-slot noise, from consecutive default slots (1.4826 x the median absolute
+ * deviation of log(d(k+1) / d(k)), / sqrt 2; their RMS / sqrt 2 below 5 pairs), and the band
+ * TUNE_ILV_Z x 1.2533 (a median's efficiency) x sqrt(1.5) (one slot against the mean of two) x
+ * s / sqrt(rounds), at least floor; rounds = the most slots any candidate has, and a candidate
+ * with fewer slots gets a band wider by sqrt(rounds / its slots). A candidate is faster when
+ * 1 - ratio > its band; the fastest such (smallest ratio) wins. cand has n_cand entries.
  * Returns the winner (also in res->winner), -1 when the default stays.
  */
 int tune_ilv_decide(const int *who, const double *const *samples, const int *ns, int n_slots, int n_cand,

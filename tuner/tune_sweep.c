@@ -1094,6 +1094,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     }
     tune_ilv_order(nc, rounds, who, n_slots);
     int per_round = 2 * nc > 0 ? 2 * nc : 1;
+    tune_attn_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS);   /* each slot in its variant's own steady state */
     for (int k = 0; k < n_slots && rc == M_OK; k++) {
         int c = who[k], vi = c < 0 ? p->sp.idefault : cand[c];
         if (c >= 0 && failed[c])
@@ -1142,6 +1143,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, rounds);
         progress(w, pi, l, c < 0 ? 0 : c + 1, nc, 0, note);
     }
+    tune_attn_set_rewarm(w->ctx, 0);
     if (rc == M_OK && !dflt)                  /* the default failed in the rounds */
         rc = time_each(w, p, l, cand, failed, nc);
     if (rc != M_OK || !dflt)

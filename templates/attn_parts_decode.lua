@@ -202,7 +202,12 @@ return {
     -- H200 (mla_decode, 2026-11-29) it won 15 of the 17 shapes where it is valid, x1.09..1.71 over the mma default
     -- (B128 4096 Sq1 Hq128: 0.5441 ms, 268 TFLOP/s vs 0.7356 ms); the two B1 Sq1 32K shapes kept mma with sp 64..128.
     local wg = { impl = "wgmma", tm = 64, wn = 1, bn = 32, stages = 3, sp = 1 }
-    if lo and rows >= 64 and valid(wg, fx, dev) then
+    -- the keys-split kernel (parts/decode_sm90_ks.cuh) first where it is valid: not yet measured on the GPU; predicted
+    -- 1.6-2x over wgmma at 64+ packed rows (bench/NOTES.md, "MLA decode, keys split between the consumers")
+    local ks = { impl = "wgmma_ks", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
+    if lo and rows >= 64 and valid(ks, fx, dev) then
+      p = ks
+    elseif lo and rows >= 64 and valid(wg, fx, dev) then
       p = wg
     else
       -- the first that is valid on the device (a 64-row tile of 576-column MLA rows needs more shared memory than

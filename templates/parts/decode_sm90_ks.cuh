@@ -307,7 +307,7 @@ kf_parts_decode(const kf_parts_params p)
         kf_ks_row(row0, r1, h, qi1, hh);
         const float sl2 = p.scale_log2;
         const kf_u32 sMine = sS0 + c * KF_KS_SLOT, sOther = sS0 + (1 - c) * KF_KS_SLOT;
-        const kf_u32 fMine = bar_f + 8 * 3 * c;
+        const kf_u32 fMine = bar_f + 8 * 3 * c, fOther = bar_f + 8 * 3 * (1 - c);
         const kf_u32 eMine = bar_e + 8 * 3 * c, eOther = bar_e + 8 * 3 * (1 - c);
         /* the exchanged P: this consumer's in its own slot, the other's in the other slot (panel KF_KS_PP) */
         const kf_u32 pMine = sMine + KF_KS_PP * KF_KS_PANEL;
@@ -330,16 +330,22 @@ kf_parts_decode(const kf_parts_params p)
             const int ph = t & 1;
             const int j0 = kbeg + (2 * t + c) * 64;
             /* 1. S_c = Q K^T: own value panels, the other consumer's, then the key-only panels */
+            /* (a commit group per panel group, as FlashMLA's per-tile batches: no wgmma stays uncommitted across
+             * the waits) */
             if (c == 0) {
                 kf_ks_wait_full(fMine + 0, ph);
                 kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, true);
+                kf_wgmma_commit();
                 kf_ks_wait_full(fMine + 8, ph);
                 kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
             } else {
                 kf_ks_wait_full(fMine + 8, ph);
                 kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, true);
+                kf_wgmma_commit();
                 kf_ks_wait_full(fMine + 0, ph);
                 kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
             }
             kf_ks_wait_full(fMine + 16, ph);
             kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, false);
@@ -441,8 +447,12 @@ kf_parts_decode(const kf_parts_params p)
             }
             kf_wgmma_commit();
 
-            /* 5. the other consumer's P, then O_c += P_c' V (other slot) */
+            /* 5. the other consumer's P, then O_c += P_c' V (other slot). The other slot's group of this consumer's
+             * value panels has landed (the other consumer waited for it before its S); this consumer waits for the
+             * phase too (already complete: the slot is refilled only after this consumer's arrival below) so that
+             * its own proxy fence orders the cp.async writes before its wgmma reads. */
             asm volatile("bar.sync 2, 256;\n" ::: "memory");
+            kf_ks_wait_full(fOther + 8 * c, ph);
             kf_wgmma_fence();
             {
                 kf_u32 sp = pOther, sv = sOther + vpanel * KF_KS_PANEL;

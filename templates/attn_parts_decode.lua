@@ -65,8 +65,15 @@ local function shape_wgmma(p, f, lo)
   return { threads = 384, smem = smem }
 end
 
+-- impl "wgmma_ks" (parts/decode_sm90_ks.cuh, sm_90a): 3 warpgroups; Q [64][DQ] | 2 slots x [64 keys][DQ] | row maxima
+-- and sums (1024 bytes) | 13 mbarriers | 1024 bytes of alignment slack
+local function shape_wgmma_ks(p, f, lo)
+  return { threads = 384, smem = 3 * 64 * lo.dq * 2 + 1024 + 8 * 13 + 1024 }
+end
+
 local function shape_of(p, f, lo)
   if p.impl == "wgmma" then return shape_wgmma(p, f, lo) end
+  if p.impl == "wgmma_ks" then return shape_wgmma_ks(p, f, lo) end
   local wm = p.tm // 16
   local threads = 32 * f.layers * wm * p.wn
   local q = f.layers * p.tm * lo.dqp * 2
@@ -97,6 +104,25 @@ local function valid_wgmma(p, f, lo, dev)
   return A.check_smem(shape_wgmma(p, f, lo).smem, dev)
 end
 
+-- The keys-split kernel's scope: absorbed MLA-like (value aliased, a key-only panel after the value for P).
+-- Any head count: rows past g x sq are zero (memory-bound Hq 16 pads 16 rows to the 64 of a wgmma tile).
+local function valid_wgmma_ks(p, f, lo, dev)
+  if dev.arch ~= "sm_90a" then return false, "impl wgmma_ks needs the sm_90a target, got " .. tostring(dev.arch) end
+  if f.layers ~= 1 then return false, "impl wgmma_ks takes layers 1, got " .. f.layers end
+  if f.value == "separate" then return false, "impl wgmma_ks needs value 'alias_" .. lo.parts[1].name .. "', got 'separate'" end
+  if lo.dq % 64 ~= 0 then return false, "impl wgmma_ks needs key columns " .. lo.dq .. " to be a multiple of 64" end
+  if f.dv ~= 256 and f.dv ~= 512 then return false, "impl wgmma_ks needs dv 256 or 512, got " .. f.dv end
+  if lo.dq < f.dv + 64 then
+    return false, "impl wgmma_ks needs a key-only 64-column panel after the value (key columns " .. lo.dq .. " >= dv + 64)"
+  end
+  if p.tm ~= 64 then return false, "impl wgmma_ks takes tm 64, got " .. p.tm end
+  if p.wn ~= 1 then return false, "impl wgmma_ks takes wn 1, got " .. p.wn end
+  if p.bn ~= 64 then return false, "impl wgmma_ks takes bn 64 (one block per consumer), got " .. p.bn end
+  if p.stages ~= 2 then return false, "impl wgmma_ks takes stages 2 (one slot per consumer), got " .. p.stages end
+  if f.ps ~= 0 and f.ps % 64 ~= 0 then return false, "impl wgmma_ks needs page_size 0 or a multiple of 64, got " .. f.ps end
+  return A.check_smem(shape_wgmma_ks(p, f, lo).smem, dev)
+end
+
 local function fixed(shape)
   return { dtype = shape.dtype, g = shape.hq // shape.hkv, parts = shape.parts, value = shape.value, dv = shape.dv,
            layers = shape.layers, ps = shape.page_size, causal = shape.causal }
@@ -118,6 +144,7 @@ local function valid(p, f, dev)
   if lo.dv ~= f.dv then return false, "dv " .. f.dv .. " does not match the value parts (" .. lo.dv .. ")" end
   if f.dv % 16 ~= 0 or f.dv > lo.parts[1].dim and f.value ~= "separate" then return false, "dv " .. f.dv .. " must be a multiple of 16 within the aliased part" end
   if p.impl == "wgmma" then return valid_wgmma(p, f, lo, dev) end
+  if p.impl == "wgmma_ks" then return valid_wgmma_ks(p, f, lo, dev) end
   local s = shape_of(p, f, lo)
   if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/wn = " .. s.kw .. " must be a multiple of 16" end
   if s.dvw % 16 ~= 0 then return false, "value columns per warp dv/wn = " .. s.dvw .. " must be a multiple of 16" end
@@ -146,14 +173,16 @@ return {
   family   = "attn_parts_decode",
   doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
   includes = { "lib/attn.lua", "common/parts_params.h", "common/attn_params.h", "common/types.cuh",
-               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh", "parts/decode_sm90.cuh" },
+               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh", "parts/decode_sm90.cuh",
+               "parts/decode_sm90_ks.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", parts = "string",
                value = "string", dv = "int", layers = "int", page_size = "int", causal = "int" },
   -- impl: "mma" parts/decode.cuh (mma.sync, sm_80+), "wgmma" parts/decode_sm90.cuh (sm_90a, absorbed MLA: layers 1,
   -- value aliased, tm 64, wn 1, bn 32/64, stages >= 2; a producer warpgroup and two consumers splitting the QK
-  -- reduction and the value columns); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
+  -- reduction and the value columns), "wgmma_ks" parts/decode_sm90_ks.cuh (sm_90a, absorbed MLA: bn 64, stages 2; the
+  -- consumers split the keys, one 64-key block each, and exchange the row maxima and P); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
   -- keys for S, value columns for O); bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
-  params   = { impl = { "mma", "wgmma" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
+  params   = { impl = { "mma", "wgmma", "wgmma_ks" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
                sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
   fixed    = fixed,
@@ -173,7 +202,12 @@ return {
     -- H200 (mla_decode, 2026-11-29) it won 15 of the 17 shapes where it is valid, x1.09..1.71 over the mma default
     -- (B128 4096 Sq1 Hq128: 0.5441 ms, 268 TFLOP/s vs 0.7356 ms); the two B1 Sq1 32K shapes kept mma with sp 64..128.
     local wg = { impl = "wgmma", tm = 64, wn = 1, bn = 32, stages = 3, sp = 1 }
-    if lo and rows >= 64 and valid(wg, fx, dev) then
+    -- the keys-split kernel (parts/decode_sm90_ks.cuh) first where it is valid: not yet measured on the GPU; predicted
+    -- 1.6-2x over wgmma at 64+ packed rows (bench/NOTES.md, "MLA decode, keys split between the consumers")
+    local ks = { impl = "wgmma_ks", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
+    if lo and rows >= 64 and valid(ks, fx, dev) then
+      p = ks
+    elseif lo and rows >= 64 and valid(wg, fx, dev) then
       p = wg
     else
       -- the first that is valid on the device (a 64-row tile of 576-column MLA rows needs more shared memory than
@@ -220,6 +254,10 @@ return {
 ]], { bf16 = A.bf16(f), g = f.g, causal = f.causal, layers = f.layers, tm = p.tm, bn = p.bn,
       wn = p.wn, stages = p.stages, ps = f.ps, dq = lo.dq, dqp = lo.dqp, dv = lo.dv, w = lo.w, nparts = #lo.parts,
       caches = table.concat(cl, " "), kparts = table.concat(kl, " ") }) .. A.combine_defines(lo.dv)
+    if p.impl == "wgmma_ks" then
+      return hdr .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
+                                  "common/wgmma.cuh", "parts/decode_sm90_ks.cuh", "attn/combine.cuh" })
+    end
     if p.impl == "wgmma" then
       return hdr .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
                                   "common/wgmma.cuh", "parts/decode_sm90.cuh", "attn/combine.cuh" })

@@ -30,16 +30,22 @@
  * (8/4 and 8/2 heads), layers 1..4 against the reference, and bit for bit (fp16) against the 1-layer
  * variant run on each layer alone. The MLA cases run again with impl=wgmma (parts/decode_sm90.cuh, sm_90a:
  * Hq 32/64/128, Sq 1 and 2 causal, the same lengths, pages, splits and tolerances; skipped with a line
- * on a GPU that is not sm_90a). Mutants (value not aliased, delta not in the softmax, wrong in-page
- * offset; the first and last again on the wgmma cases alone) are planted in the rendered source, each
+ * on a GPU that is not sm_90a), and with impl=wgmma_ks (parts/decode_sm90_ks.cuh: Hq 16/24/32/40/64/128, Sq 1/2/4/16
+ * causal, lengths up to 64K, splits up to more than the blocks). Mutants (value not aliased, delta not in the softmax, wrong in-page
+ * offset; the first and last again on the wgmma and the wgmma_ks cases alone; for wgmma_ks also the exchanged P
+ * read from the wrong slot and the causal bound +-1) are planted in the rendered source, each
  * in its own process: each must fail.
  */
 
 enum { MLA = 0, BD = 1 };
-enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16 };
+enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16, M_KSVALUE = 32, M_KSPAGE = 64, M_KSP = 128,
+       M_KSCAUSAL = 256 };
+#define M_SM90A (M_WVALUE | M_WPAGE | M_KSVALUE | M_KSPAGE | M_KSP | M_KSCAUSAL)   /* mutants of sm_90a-only cases */
 
 /* the wgmma kernel's params (tm 64, wn 1, bn 32: the only bn whose tiles fit 227 KB at 576 key columns) */
 #define WG(st, sp) "impl=wgmma,tm=64,wn=1,bn=32,stages=" #st ",sp=" #sp
+/* the keys-split kernel's params (parts/decode_sm90_ks.cuh: one 64-key block per consumer, two slots) */
+#define KS(sp) "impl=wgmma_ks,tm=64,wn=1,bn=64,stages=2,sp=" #sp
 
 typedef struct pcase {
     int kind;                  /* MLA or BD */
@@ -85,6 +91,24 @@ static const pcase cases[] = {
     {MLA, "bf16", 2, 1, 64, 1, 1, 0, 0, {4097, 63}, WG(3, 1), M_WVALUE},
     {MLA, "fp16", 2, 1, 128, 1, 1, 32, 0, {200, 17}, WG(3, 2), M_WPAGE},
     {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, WG(2, 1), 0},
+    /* absorbed MLA, impl=wgmma_ks (sm_90a): Hq 16..128 (rows past G x Sq padded), Sq 1/2/4/16 causal, lengths 0, 1,
+     * 63, 64, 65, 4097 and 64K (odd block counts: the phantom block), splits 1 .. more than blocks, pages 64/128 and
+     * contiguous */
+    {MLA, "bf16", 4, 1, 64, 1, 1, 64, 0, {1, 63, 64, 65}, KS(1), M_KSVALUE | M_KSPAGE | M_KSP},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 130}, KS(4), M_KSVALUE | M_KSPAGE | M_KSP},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 64}, KS(1), 0},
+    {MLA, "bf16", 2, 1, 16, 1, 1, 64, 0, {4097, 63}, KS(2), M_KSP},
+    {MLA, "bf16", 2, 1, 24, 1, 1, 64, 0, {1000, 65}, KS(3), 0},
+    {MLA, "bf16", 2, 2, 40, 1, 1, 64, 1, {300, 2}, KS(1), M_KSCAUSAL},
+    {MLA, "bf16", 2, 4, 32, 1, 1, 64, 1, {4097, 63}, KS(2), M_KSCAUSAL},
+    {MLA, "bf16", 2, 16, 16, 1, 1, 64, 1, {200, 16}, KS(1), M_KSCAUSAL},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, KS(1), 0},
+    {MLA, "bf16", 1, 1, 64, 1, 1, 64, 0, {65536}, KS(16), 0},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 128, 0, {700, 129}, KS(8), 0},
+    {MLA, "bf16", 2, 1, 64, 1, 1, 0, 0, {4097, 63}, KS(1), M_KSVALUE},
+    {MLA, "fp16", 2, 1, 128, 1, 1, 64, 0, {200, 17}, KS(2), M_KSPAGE},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {4097, 1}, KS(128), 0},
+    {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, KS(1), 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -128,6 +152,10 @@ static const struct tshape {
     {MLA_SHAPE(1, 64, 0), WG(3, 1)},
     {MLA_SHAPE(1, 64, 0), WG(3, 2)},
     {MLA_SHAPE(2, 128, 1), WG(3, 1)},
+    {MLA_SHAPE(1, 128, 0), KS(1)},
+    {MLA_SHAPE(1, 64, 0), KS(1)},
+    {MLA_SHAPE(1, 16, 0), KS(1)},
+    {MLA_SHAPE(2, 128, 1), KS(1)},
 };
 #define N_TIME (int)(sizeof time_shapes / sizeof time_shapes[0])
 
@@ -141,6 +169,12 @@ static const mutant mutants[] = {
     {M_PAGE, "wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
     {M_WVALUE, "wgmma: value not aliased (V one panel to the right)", "KF_MUTANT_VALUE", "OFF8 0", "OFF8 8"},
     {M_WPAGE, "wgmma: wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
+    {M_KSVALUE, "wgmma_ks: value not aliased (V one panel to the right)", "KF_MUTANT_VALUE", "OFF8 0", "OFF8 8"},
+    {M_KSPAGE, "wgmma_ks: wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
+    {M_KSP, "wgmma_ks: P exchange of the wrong half (own P on the other block)", "KF_MUTANT_KSP", "sOther + KF_KS_PP",
+     "sMine + KF_KS_PP"},
+    {M_KSCAUSAL, "wgmma_ks: causal bound +1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j > i + coff + 1"},
+    {M_KSCAUSAL, "wgmma_ks: causal bound -1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j >= i + coff"},
 };
 #define N_MUT (int)(sizeof mutants / sizeof mutants[0])
 
@@ -928,7 +962,7 @@ static int run_mutants(void)
 {
     int killed = 0, planted = N_MUT;
     for (int m = 0; m < N_MUT; m++) {
-        if ((mutants[m].bit & (M_WVALUE | M_WPAGE)) && strcmp(tg.arch, "sm_90a") != 0) {
+        if ((mutants[m].bit & M_SM90A) && strcmp(tg.arch, "sm_90a") != 0) {
             printf("  mutant %-66s skipped: its cases need sm_90a, this GPU is %s\n", mutants[m].name, tg.arch);
             planted--;
             continue;

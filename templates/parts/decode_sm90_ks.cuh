@@ -1,0 +1,525 @@
+/* parts/decode_sm90_ks.cuh: absorbed-MLA decode on Hopper (sm_90a), keys split between two consumer warpgroups (64-key blocks, P exchanged) */
+#ifndef KF_PARTS_DECODE_SM90_KS_CUH
+#define KF_PARTS_DECODE_SM90_KS_CUH
+
+/*
+ * impl "wgmma_ks" of attn_parts_decode (templates/attn_parts_decode.lua). Same contract as parts/decode.cuh
+ * (common/parts_params.h): grid (splits, hkv * cdiv(G * sq, 64), b); the CTA owns packed rows pr = row0 ..
+ * row0+63 (pr = i * G + g: query row i, head h0 + g; rows past G * sq are zero and never written) of one kv
+ * head and the key range of its split; split 1 writes o and lse, splits > 1 the fp32 partials of kf_attn_combine.
+ * Compile-time: KF_L 1, KF_TM 64, KF_WN 1, KF_BN 64, KF_STAGES 2, value = the first KF_DV columns of key part 0
+ * (KF_VALIAS_OFF8: the first 8-column chunk of V, 0), KF_DQ = KF_DQP = KF_W a multiple of 64 with at least one
+ * 64-column panel past the value (MLA: 576 = 512 latent + 64 rope), KF_DV 256 or 512, page size 0 or a multiple
+ * of 64.
+ *
+ * The idea (FlashMLA's Hopper decode kernel, deepseek-ai/FlashMLA csrc/sm90/decode/dense: two warpgroups on
+ * one 64-row tile, each owning its own 64-key block and half of the value columns, P exchanged through shared
+ * memory; written here from that design, not from its code). The previous impl (parts/decode_sm90.cuh) split
+ * the QK reduction of 32-key blocks and re-read Q (72 KB) from shared memory for every 32 keys, which bound it.
+ *
+ * Threads: 3 warpgroups (384). Warpgroup 0, the producer (setmaxnreg 40), copies Q once and then every key
+ * block with cp.async into 128-byte-swizzled panels (one block-table lookup per block: a block lies in one
+ * page), zero-filling keys at or past kstop (NaN tails and unused pages are never read). Consumers 1 and 2
+ * (setmaxnreg 232), c = 0, 1, run pairs of blocks: in pair t consumer c owns block n = 2t + c, held in slot c.
+ * Per pair, consumer c:
+ *   1. S_c = Q K_n^T (64 x 64, fp32; wgmma m64n64k16, A = Q and B = K from shared memory, 36 k16 steps at 576),
+ *      its panels in the order they are refilled (below);
+ *   2. masks S_c (keys >= kend, causal j > i + n_kv - n_q), takes its row max mx_c and exchanges it: both
+ *      consumers then compute m' = max(m, max(mx_0, mx_1)), in the order (mx_0, mx_1) on both sides, so they hold
+ *      the same fp32 m' bit for bit; corr = 2^((m - m') sl2);
+ *   3. P_c = 2^(S_c sl2 - m' sl2) (rows: each consumer's partial sum l_c over its own keys, scaled by corr),
+ *      O_c *= corr, P_c (bf16) to shared memory over the slot's first key-only panel (panel DV/64: MLA's rope
+ *      columns, which only step 1 reads and which step 1 has finished with), fence.proxy.async;
+ *   4. O_c += P_c V_n[c half] (wgmma m64n(DV/2)k16, A = P_c from registers, the accumulator-to-fragment
+ *      conversion of FlashAttention-3; B = V read from the key tile as an MN-major operand);
+ *   5. named barrier (P ready), O_c += P_c' V_n'[c half] (A = P_c' from shared memory, slot c' = 1 - c);
+ *   O_c then holds sum over both blocks of P V for value columns c * DV/2 .. +DV/2 at the common max.
+ * The sum of the row is l_0 + l_1 (each consumer's l_c is over its own keys at the same max), exchanged once
+ * at the end; the empty tail (an odd number of blocks) is a phantom block the producer zero-fills and the
+ * mask removes (all of its keys are >= kstop).
+ *
+ * Pipeline: two slots (Q 72 KB + 2 x 72 KB of 64-key tiles = 216 KB; three do not fit 227 KB), each in three
+ * panel groups with their own full and empty mbarriers (128 arrivals each):
+ *   group c of slot c ("own"): value panels of consumer c; last read by consumer c's step 4 -> freed mid-pair;
+ *   group c' of slot c ("other"): value panels of consumer c'; last read by consumer c' step 5 -> end of pair;
+ *   group 2 ("key-only" panels DV/64 .. DQ/64-1): rope, then P_c; last read by consumer c' step 5.
+ * (Every read of step 1 precedes the creation of P_c, which precedes steps 4-5, so each group's last reader
+ * above is also the last reader of its step-1 data.) The producer refills in the order the groups are freed
+ * (own group of slot 0, own group of slot 1, then the rest), and step 1 of the next pair consumes the own group
+ * first, so the early half of the next tiles streams in while the consumers finish the current pair (FlashMLA
+ * orders its per-panel TMA barriers the same way). Use t of a slot waits full parity t & 1; the producer waits
+ * empty parity (t - 1) & 1 before use t >= 1. The consumers fence the async proxy after each full wait (wgmma
+ * reads what cp.async wrote) and after writing P. Named barriers (256 consumer threads): 1 after the row-max
+ * writes, 2 after the P writes, 3 for the final sums. The max buffer of pair t+1 is written only after barrier 2
+ * of pair t, which the other consumer passes only after reading pair t's maxima: one buffer suffices.
+ *
+ * Shared memory (1024-byte aligned): Q [DQ/64 panels][64][64] | 2 slots x [DQ/64 panels][64 keys][64] |
+ * red: row maxima [2][64] and row sums [2][64] fp32 | mbarriers (q; full [2][3]; empty [2][3]). A panel is 64
+ * columns (128 bytes) of every row, 8-row atoms of 1024 bytes, 16-byte chunk c of row r at c ^ (r & 7).
+ *
+ * Mutation hooks: KF_VALIAS_OFF8 (KF_MUTANT_VALUE: V one panel to the right), KF_MUTANT_PAGE (in-page offset),
+ * KF_MUTANT_KSP (the exchanged P read from the consumer's own slot), KF_MUTANT_KSCAUSAL (the causal bound +1).
+ */
+#define KF_KS_PANEL 8192                              /* bytes of one 64-column panel of 64 rows */
+#define KF_KS_NP (KF_DQ / 64)                         /* panels of a Q row / tile row */
+#define KF_KS_SLOT (KF_KS_NP * KF_KS_PANEL)
+#define KF_KS_DVH (KF_DV / 2)                         /* value columns per consumer */
+#define KF_KS_HP (KF_KS_DVH / 64)                     /* value panels per consumer */
+#define KF_KS_PP (KF_DV / 64)                         /* the panel that receives P (first key-only panel) */
+#define KF_KS_RED_OFF (3 * KF_KS_SLOT)
+#define KF_KS_BAR_OFF (KF_KS_RED_OFF + 1024)
+
+#if KF_L != 1 || KF_TM != 64 || KF_WN != 1 || KF_BN != 64 || KF_STAGES != 2 || KF_DQ % 64 != 0 || KF_DQP != KF_DQ \
+    || KF_W != KF_DQ || (KF_DV != 256 && KF_DV != 512) || KF_DQ < KF_DV + 64 || KF_VALIAS_OFF8 % 8 != 0             \
+    || (KF_PS && KF_PS % 64 != 0)
+#error "kforge parts decode sm90 ks: invalid configuration (see the header of parts/decode_sm90_ks.cuh)"
+#endif
+
+#define KF_KS_SAME_COLUMNS(P, QOFF8, DIM, KOFF8, LS8) static_assert((QOFF8) == (KOFF8), "Q and tile columns differ");
+KF_FOR_KPARTS(KF_KS_SAME_COLUMNS)
+#undef KF_KS_SAME_COLUMNS
+
+/* O (+)= A (64x16 from shared memory, K-major) * B (16x256, MN-major), accumulating: P_c' V */
+__device__ __forceinline__ void kf_ks_wgmma_ss_mn(float (&d)[128], unsigned long long da, unsigned long long db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32." KF_WG_T "." KF_WG_T " "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, "
+        "%128, %129, p, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void kf_ks_wgmma_ss_mn(float (&d)[64], unsigned long long da, unsigned long long db)
+{
+    kf_wgmma_ss_n128<1>(d, da, db, 1);
+}
+
+/* tile row r -> query row i and query head hh (h: first head of the kv head's group) */
+__device__ __forceinline__ void kf_ks_row(int row0, int r, int h, int &i, int &hh)
+{
+    const int pr = row0 + r;
+    i = pr / KF_G;
+    hh = h + pr % KF_G;
+}
+
+/* The producer's copies of tile chunks LO8 .. HI8-1 that cache CI (tile chunks OFF8 .. OFF8 + DIM/8 - 1) holds,
+ * keys j0 .. j0+63, into the slot at stile; zero-fill from kfill on. pg: the block's page (paged caches). */
+template <int CI, int OFF8, int DIM, int LO8, int HI8>
+__device__ __forceinline__ void kf_ks_load_cache(kf_u32 stile, const kf_parts_params &p, int pg, int b, int kvh,
+                                                 int j0, int kfill, int t)
+{
+    constexpr int A8 = OFF8 > LO8 ? OFF8 : LO8;
+    constexpr int B8 = (OFF8 + DIM / 8) < HI8 ? (OFF8 + DIM / 8) : HI8;
+    constexpr int W8 = B8 > A8 ? B8 - A8 : 0, N = 64 * W8, WD = W8 ? W8 : 1;
+    const kf_u16 *base = (const kf_u16 *)p.c[CI].p + (long long)kvh * p.c[CI].sh;
+    const long long ss = p.c[CI].ss;
+#if KF_PS
+    base += (long long)pg * p.c[CI].sb;
+#else
+    base += (long long)b * p.c[CI].sb;
+#endif
+#pragma unroll 4
+    for (int it = 0; it < (N + 127) / 128; ++it) {
+        const int idx = t + it * 128;
+        if (N % 128 == 0 || idx < N) {
+            const int r = idx / WD, c = A8 + idx % WD;     /* key row of the block, tile chunk */
+            const int j = j0 + r;
+            const bool ok = j < kfill;
+#if KF_PS
+            const kf_u16 *src = ok ? base + (long long)(j % KF_PS) * ss + (c - OFF8) * 8 : base; // KF_MUTANT_PAGE
+#else
+            const kf_u16 *src = ok ? base + (long long)j * ss + (c - OFF8) * 8 : base;
+#endif
+            kf_cp_async16(stile + kf_wg_swz(64, r, c), src, ok);
+        }
+    }
+}
+
+/* panel group G of a slot: 0 and 1 the value panels of consumer 0 and 1, 2 the key-only panels */
+template <int G>
+__device__ __forceinline__ void kf_ks_load_group(kf_u32 stile, const kf_parts_params &p, int pg, int b, int kvh, int j0,
+                                                 int kfill, int t)
+{
+    constexpr int LO8 = G == 0 ? 0 : G == 1 ? KF_KS_DVH / 8 : KF_DV / 8;
+    constexpr int HI8 = G == 0 ? KF_KS_DVH / 8 : G == 1 ? KF_DV / 8 : KF_DQ / 8;
+#define KF_KS_LOAD_ONE(CI, OFF8, DIM) kf_ks_load_cache<CI, OFF8, DIM, LO8, HI8>(stile, p, pg, b, kvh, j0, kfill, t);
+    KF_FOR_CACHES(KF_KS_LOAD_ONE)
+#undef KF_KS_LOAD_ONE
+}
+
+/* S (+)= Q K^T over panels P0 .. P1-1 (4 k16 steps each; issue only). first: the step that overwrites S. */
+template <int P0, int P1>
+__device__ __forceinline__ void kf_ks_qk(float (&sc)[32], kf_u32 sQ, kf_u32 sT, bool first)
+{
+    /* Two base descriptors, the k16 steps as additions to their address field (bits 0-13: address / 16; shared
+     * addresses stay below 256 KB, so no carry leaves the field). The bases are opaque to the compiler: hoisted
+     * out of the key loop, the 2 x 36 descriptors of a block took 144 registers and the consumers spilled. */
+    asm volatile("" : "+r"(sQ), "+r"(sT));
+    const unsigned long long dq = kf_gmma_desc(sQ, 16, 1024), dk = kf_gmma_desc(sT, 16, 1024);
+    kf_wgmma_fence();
+#pragma unroll
+    for (int kk = 4 * P0; kk < 4 * P1; ++kk) {
+        const kf_u32 off = (kk >> 2) * KF_KS_PANEL + (kk & 3) * 32;   /* k16 step kk: panel kk/4, byte 32 (kk%4) */
+        kf_wgmma_ss(sc, dq + (off >> 4), dk + (off >> 4), (first && kk == 4 * P0) ? 0 : 1);
+    }
+}
+
+/* Waits for panel group G of the slot (parity ph) and orders the async proxy after the cp.async writes. */
+__device__ __forceinline__ void kf_ks_wait_full(kf_u32 bar, int ph)
+{
+    kf_mbar_wait(bar, ph);
+    kf_fence_proxy_async();
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+kf_parts_decode(const kf_parts_params p)
+{
+    extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
+    const int tid = threadIdx.x;
+    const int b = blockIdx.z;
+
+    const int ntiles = (KF_G * p.sq + 63) / 64;
+    const int tile = blockIdx.y % ntiles;
+    const int kvh = blockIdx.y / ntiles;
+    const int h = kvh * KF_G;
+    const int split = blockIdx.x, nsplit = p.splits;
+    const int n_q = p.sq;
+    const int n_kv = p.kv_len ? p.kv_len[b] : p.skv;
+    const int row0 = tile * 64;
+    if (row0 >= KF_G * n_q)
+        return;
+    const int imin = row0 / KF_G, imax = (min(row0 + 64, KF_G * n_q) - 1) / KF_G;
+    const int coff = n_kv - n_q;
+    const int bps = ((n_kv + 63) / 64 + nsplit - 1) / nsplit;          /* key blocks per split */
+    const int kbeg = split * bps * 64, kend = min(n_kv, kbeg + bps * 64);
+    const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;   /* no row sees a key at or past kstop */
+    const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;   /* every row sees every key below kmask */
+    const int nblk = kstop > kbeg ? (kstop - kbeg + 63) / 64 : 0;
+    const int npair = (nblk + 1) / 2;
+
+    const kf_u32 sraw = kf_smem_u32(kf_smem);
+    const kf_u32 sbase = (sraw + 1023u) & ~1023u;
+    unsigned char *const gbase = kf_smem + (sbase - sraw);
+    const kf_u32 sQ = sbase, sS0 = sbase + KF_KS_SLOT;                /* slot s at sS0 + s * KF_KS_SLOT */
+    float *const red = (float *)(gbase + KF_KS_RED_OFF);              /* [0..127] maxima, [128..255] sums */
+    const kf_u32 bar_q = sbase + KF_KS_BAR_OFF;
+    const kf_u32 bar_f = bar_q + 8, bar_e = bar_f + 8 * 6;            /* full / empty of slot s, group g: +8 (3s + g) */
+
+    if (tid == 0) {
+        kf_mbar_init(bar_q, 128);
+#pragma unroll
+        for (int k = 0; k < 6; ++k) {
+            kf_mbar_init(bar_f + 8 * k, 128);
+            kf_mbar_init(bar_e + 8 * k, 128);
+        }
+    }
+    __syncthreads();
+
+    if (tid < 128) {
+        /* ---------------- producer */
+        kf_setmaxnreg_dec<40>();
+#if KF_PS
+        const int *bt = p.block_table + (long long)b * p.bt_sb;
+#endif
+        if (npair > 0) {   /* Q, rows past n_q zero-filled */
+#define KF_KS_LOAD_Q(P, QOFF8, DIM, KOFF8, LS8)                                                                \
+            {                                                                                                 \
+                const kf_parts_tensor qt = p.q[0][P];                                                         \
+                for (int idx = tid; idx < 64 * (DIM / 8); idx += 128) {                                       \
+                    const int r = idx / (DIM / 8), c = idx % (DIM / 8);                                       \
+                    int i, hh;                                                                                \
+                    kf_ks_row(row0, r, h, i, hh);                                                             \
+                    const bool ok = i < n_q;                                                                  \
+                    const kf_u16 *src = (const kf_u16 *)qt.p + (ok ? (long long)b * qt.sb + (long long)i * qt.ss \
+                                                                     + (long long)hh * qt.sh + c * 8 : 0);     \
+                    kf_cp_async16(sQ + kf_wg_swz(64, r, QOFF8 + c), src, ok);                                 \
+                }                                                                                             \
+            }
+            KF_FOR_KPARTS(KF_KS_LOAD_Q)
+#undef KF_KS_LOAD_Q
+            kf_mbar_arrive_cp_async(bar_q);
+        }
+#pragma unroll 1
+        for (int t = 0; t < npair; ++t) {
+            const int j00 = kbeg + 2 * t * 64, j01 = j00 + 64;
+#if KF_PS
+            /* a block at or past kstop is the phantom of an odd count (or causal-invisible): nothing is read */
+            const int pg0 = j00 < kstop ? bt[j00 / KF_PS] : 0, pg1 = j01 < kstop ? bt[j01 / KF_PS] : 0;
+#else
+            const int pg0 = 0, pg1 = 0;
+#endif
+            const kf_u32 sT0 = sS0, sT1 = sS0 + KF_KS_SLOT;
+            const int pe = (t - 1) & 1;
+            /* the order the groups are freed in: own groups (mid-pair), then the rest (end of pair) */
+            if (t > 0) kf_mbar_wait(bar_e + 8 * 0, pe);
+            kf_ks_load_group<0>(sT0, p, pg0, b, kvh, j00, kstop, tid);
+            kf_mbar_arrive_cp_async(bar_f + 8 * 0);
+            if (t > 0) kf_mbar_wait(bar_e + 8 * 4, pe);
+            kf_ks_load_group<1>(sT1, p, pg1, b, kvh, j01, kstop, tid);
+            kf_mbar_arrive_cp_async(bar_f + 8 * 4);
+            if (t > 0) kf_mbar_wait(bar_e + 8 * 1, pe);
+            kf_ks_load_group<1>(sT0, p, pg0, b, kvh, j00, kstop, tid);
+            kf_mbar_arrive_cp_async(bar_f + 8 * 1);
+            if (t > 0) kf_mbar_wait(bar_e + 8 * 2, pe);
+            kf_ks_load_group<2>(sT0, p, pg0, b, kvh, j00, kstop, tid);
+            kf_mbar_arrive_cp_async(bar_f + 8 * 2);
+            if (t > 0) kf_mbar_wait(bar_e + 8 * 3, pe);
+            kf_ks_load_group<0>(sT1, p, pg1, b, kvh, j01, kstop, tid);
+            kf_mbar_arrive_cp_async(bar_f + 8 * 3);
+            if (t > 0) kf_mbar_wait(bar_e + 8 * 5, pe);
+            kf_ks_load_group<2>(sT1, p, pg1, b, kvh, j01, kstop, tid);
+            kf_mbar_arrive_cp_async(bar_f + 8 * 5);
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        /* ---------------- consumers: c owns block 2t + c of pair t (slot c) and value columns c * DV/2 .. */
+        kf_setmaxnreg_inc<232>();
+        const int ct = tid - 128, c = ct >> 7, lane = tid & 31, w = (ct >> 5) & 3;
+        const int r0 = w * 16 + (lane >> 2), r1 = r0 + 8;          /* tile rows of accumulator halves 0 and 1 */
+        int qi0, qi1, hh;
+        kf_ks_row(row0, r0, h, qi0, hh);
+        kf_ks_row(row0, r1, h, qi1, hh);
+        const float sl2 = p.scale_log2;
+        const kf_u32 sMine = sS0 + c * KF_KS_SLOT, sOther = sS0 + (1 - c) * KF_KS_SLOT;
+        const kf_u32 fMine = bar_f + 8 * 3 * c, fOther = bar_f + 8 * 3 * (1 - c);
+        const kf_u32 eMine = bar_e + 8 * 3 * c, eOther = bar_e + 8 * 3 * (1 - c);
+        /* the exchanged P: this consumer's in its own slot, the other's in the other slot (panel KF_KS_PP) */
+        const kf_u32 pMine = sMine + KF_KS_PP * KF_KS_PANEL;
+        const kf_u32 pOther = sOther + KF_KS_PP * KF_KS_PANEL; // KF_MUTANT_KSP
+        /* this consumer's value panels in a slot (MN-major B: 64-column panels 8 KB apart, 8-key atoms 1 KB) */
+        const int vpanel = KF_VALIAS_OFF8 / 8 + c * KF_KS_HP;
+
+        float o[KF_KS_DVH / 2];
+#pragma unroll
+        for (int e = 0; e < KF_KS_DVH / 2; ++e)
+            o[e] = 0.f;
+        float rmax0 = KF_NEG_INF, rmax1 = KF_NEG_INF, rsum0 = 0.f, rsum1 = 0.f;
+        float sc[32];
+        kf_u32 pa[4][4];
+
+        if (npair > 0)
+            kf_mbar_wait(bar_q, 0);
+#pragma unroll 1
+        for (int t = 0; t < npair; ++t) {
+            const int ph = t & 1;
+            const int j0 = kbeg + (2 * t + c) * 64;
+            /* 1. S_c = Q K^T: own value panels, the other consumer's, then the key-only panels */
+            /* (a commit group per panel group, as FlashMLA's per-tile batches: no wgmma stays uncommitted across
+             * the waits) */
+            if (c == 0) {
+                kf_ks_wait_full(fMine + 0, ph);
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, true);
+                kf_wgmma_commit();
+                kf_ks_wait_full(fMine + 8, ph);
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
+            } else {
+                kf_ks_wait_full(fMine + 8, ph);
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, true);
+                kf_wgmma_commit();
+                kf_ks_wait_full(fMine + 0, ph);
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
+            }
+            kf_ks_wait_full(fMine + 16, ph);
+            kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, false);
+            kf_wgmma_commit();
+            kf_wgmma_wait<0>();
+            kf_wg_fence_regs(sc);
+
+            /* 2. mask, the block's row max, exchanged */
+            if (j0 + 64 > kmask) {
+#pragma unroll
+                for (int k = 0; k < 8; ++k)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int j = j0 + k * 8 + 2 * (lane & 3) + (e & 1);
+                        const int i = (e >> 1) ? qi1 : qi0;
+                        if (j >= kend || (KF_CAUSAL && j > i + coff)) // KF_MUTANT_KSCAUSAL
+                            sc[4 * k + e] = KF_NEG_INF;
+                    }
+            }
+            float mx0 = KF_NEG_INF, mx1 = KF_NEG_INF;
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                mx0 = fmaxf(mx0, fmaxf(sc[4 * k], sc[4 * k + 1]));
+                mx1 = fmaxf(mx1, fmaxf(sc[4 * k + 2], sc[4 * k + 3]));
+            }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            if ((lane & 3) == 0) {
+                red[64 * c + r0] = mx0;
+                red[64 * c + r1] = mx1;
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            {   /* max(m, max(mx_0, mx_1)) in the same order on both consumers: the same m' bit for bit */
+                const float a0 = red[r0], b0 = red[64 + r0], a1 = red[r1], b1 = red[64 + r1];
+                mx0 = fmaxf(rmax0, fmaxf(a0, b0));
+                mx1 = fmaxf(rmax1, fmaxf(a1, b1));
+            }
+            const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;      /* no -inf - -inf */
+            const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
+            const float corr0 = kf_exp2(rmax0 * sl2 - mu0), corr1 = kf_exp2(rmax1 * sl2 - mu1);
+            rmax0 = mx0;
+            rmax1 = mx1;
+
+            /* 3. P_c, the partial sums, O_c *= corr; P_c (bf16) -> registers (A fragments) and the slot's P panel */
+            float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                sc[4 * k] = kf_exp2(sc[4 * k] * sl2 - mu0);
+                sc[4 * k + 1] = kf_exp2(sc[4 * k + 1] * sl2 - mu0);
+                sc[4 * k + 2] = kf_exp2(sc[4 * k + 2] * sl2 - mu1);
+                sc[4 * k + 3] = kf_exp2(sc[4 * k + 3] * sl2 - mu1);
+                ps0 += sc[4 * k] + sc[4 * k + 1];
+                ps1 += sc[4 * k + 2] + sc[4 * k + 3];
+            }
+            rsum0 = rsum0 * corr0 + ps0;
+            rsum1 = rsum1 * corr1 + ps1;
+#pragma unroll
+            for (int k = 0; k < KF_KS_DVH / 8; ++k) {
+                o[4 * k] *= corr0;
+                o[4 * k + 1] *= corr0;
+                o[4 * k + 2] *= corr1;
+                o[4 * k + 3] *= corr1;
+            }
+            /* accumulator block k (8 keys): rows r0 (e 0, 1) and r1 (e 2, 3), keys 8k + 2 (lane % 4) + e % 2; the A
+             * fragment of k16 step kk: {r0 keys 16kk+2q.., r1 same, r0 keys +8, r1 keys +8} = blocks 2kk, 2kk+1 */
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                pa[kk][0] = kf_pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
+                pa[kk][1] = kf_pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
+                pa[kk][2] = kf_pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
+                pa[kk][3] = kf_pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
+            }
+            /* the P panel, K-major swizzled like Q: row r, keys 8k .. 8k+7 in chunk k ^ (r & 7); this thread's two
+             * keys at byte 4 (lane % 4) of the chunk. The 8 rows of a warp's store hit 8 distinct chunks: no conflict. */
+            {
+                unsigned char *pp = gbase + (pMine - sbase);
+#pragma unroll
+                for (int k = 0; k < 8; ++k) {
+                    const kf_u32 v0 = (k & 1) ? pa[k >> 1][2] : pa[k >> 1][0];
+                    const kf_u32 v1 = (k & 1) ? pa[k >> 1][3] : pa[k >> 1][1];
+                    *(kf_u32 *)(pp + r0 * 128 + ((k ^ (r0 & 7)) << 4) + 4 * (lane & 3)) = v0;
+                    *(kf_u32 *)(pp + r1 * 128 + ((k ^ (r1 & 7)) << 4) + 4 * (lane & 3)) = v1;
+                }
+            }
+            kf_fence_proxy_async();
+
+            /* 4. O_c += P_c V (own slot, this consumer's value panels) */
+            kf_wg_fence_regs(o);
+            kf_wgmma_fence();
+            {
+                kf_u32 sv = sMine + vpanel * KF_KS_PANEL;
+                asm volatile("" : "+r"(sv));               /* not hoisted (see kf_ks_qk) */
+                const unsigned long long dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+                    kf_wgmma_rs(o, pa[kk], dv + kk * (2048 >> 4));
+            }
+            kf_wgmma_commit();
+
+            /* 5. the other consumer's P, then O_c += P_c' V (other slot). The other slot's group of this consumer's
+             * value panels has landed (the other consumer waited for it before its S); this consumer waits for the
+             * phase too (already complete: the slot is refilled only after this consumer's arrival below) so that
+             * its own proxy fence orders the cp.async writes before its wgmma reads. */
+            asm volatile("bar.sync 2, 256;\n" ::: "memory");
+            kf_ks_wait_full(fOther + 8 * c, ph);
+            kf_wgmma_fence();
+            {
+                kf_u32 sp = pOther, sv = sOther + vpanel * KF_KS_PANEL;
+                asm volatile("" : "+r"(sp), "+r"(sv));
+                const unsigned long long dp = kf_gmma_desc(sp, 16, 1024), dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+                    kf_ks_wgmma_ss_mn(o, dp + kk * (32 >> 4), dv + kk * (2048 >> 4));
+            }
+            kf_wgmma_commit();
+            kf_wgmma_wait<1>();
+            kf_mbar_arrive(eMine + 8 * c);                 /* own slot, own value panels: step 4 is done */
+            kf_wgmma_wait<0>();
+            kf_wg_fence_regs(o);
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    asm volatile("" : "+r"(pa[kk][e]) :: "memory");   /* pa was read by the wgmma until here */
+            kf_mbar_arrive(eOther + 8 * c);                /* other slot, this consumer's value panels */
+            kf_mbar_arrive(eOther + 16);                   /* other slot's P panel (and key-only panels) */
+        }
+
+        /* ---- row sums: the quad, then l_0 + l_1 (same order on both consumers) */
+        rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 1);
+        rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 2);
+        rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 1);
+        rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 2);
+        if ((lane & 3) == 0) {
+            red[128 + 64 * c + r0] = rsum0;
+            red[128 + 64 * c + r1] = rsum1;
+        }
+        asm volatile("bar.sync 3, 256;\n" ::: "memory");
+        rsum0 = red[128 + r0] + red[192 + r0];
+        rsum1 = red[128 + r1] + red[192 + r1];
+
+        /* ---- epilogue: O_c / l -> o (or the split's fp32 partial), lse = m * scale + log(l) (consumer 0) */
+        const int col0 = c * KF_KS_DVH + 2 * (lane & 3);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            int i;
+            kf_ks_row(row0, hf ? r1 : r0, h, i, hh);
+            if (i >= n_q)
+                continue;
+            const float l = hf ? rsum1 : rsum0, m = hf ? rmax1 : rmax0;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            const float lse = l > 0.f ? m * p.scale + logf(l) : KF_NEG_INF;
+            if (nsplit == 1) {
+                const kf_parts_tensor ot = p.o[0];
+                kf_u16 *og = (kf_u16 *)ot.p + (long long)b * ot.sb + (long long)i * ot.ss + (long long)hh * ot.sh + col0;
+#pragma unroll
+                for (int k = 0; k < KF_KS_DVH / 8; ++k)
+                    *(kf_u32 *)(og + k * 8) = kf_pack2(o[4 * k + 2 * hf] * inv, o[4 * k + 2 * hf + 1] * inv);
+                if (p.lse[0] && c == 0 && (lane & 3) == 0)
+                    p.lse[0][(long long)b * p.lse_sb + (long long)hh * p.lse_sh + i] = lse;
+            } else {
+                const long long rid = ((long long)b * p.sq + i) * (long long)p.hq + hh;
+                const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
+                float *wo = p.ws_o[0] + wrow * KF_DV + col0;
+#pragma unroll
+                for (int k = 0; k < KF_KS_DVH / 8; ++k)
+                    *(float2 *)(wo + k * 8) = make_float2(o[4 * k + 2 * hf] * inv, o[4 * k + 2 * hf + 1] * inv);
+                if (c == 0 && (lane & 3) == 0)
+                    p.ws_lse[0][wrow] = lse;
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tests/device_mla.sh: issue 18 (MLA decode at FlashMLA's level) in one short device call, from a build made
+# elsewhere: the parts GPU suite (every impl's cases, wgmma_ks included, and the mutants), then the figure rows
+# with `kforge run` (sustained: back-to-back over rotating inputs, clock and power beside each), the keys-split
+# kernel against the default. Each stage under a deadline; logs under $OUT (packed, at most 8 files come back).
+# usage: KF_BUILD=.devbuild BUDGET_S=300 bash tests/device_mla.sh
+set -u
+OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
+RET=$OUT; OUT=/tmp/kf_mla_logs; rm -rf "$OUT"; mkdir -p "$OUT"
+pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
+export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export KFORGE_TEMPLATE_DIR=$ROOT/templates
+K=$B/kforge
+T0=$(date +%s); END=$((T0 + ${BUDGET_S:-300}))
+left() { local l=$((END - $(date +%s) - $1)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
+SUM=$OUT/summary.txt; : > "$SUM"
+say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
+say "env: $(cat "$OUT/env.txt"); kforge $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)"
+
+# 1. the figure rows first (a hang or trap in the suite must not cost them): keys-split kernel and the default
+DB=/tmp/kf_mla.db; rm -f "$DB"*
+MLA="dtype=bf16,hkv=1,parts=latent512_rope64,value=alias_latent,dv=512,layers=1,page_size=64"
+KS="impl=wgmma_ks,tm=64,wn=1,bn=64,stages=2"
+row() {  # row NAME SHAPE PARAMS (empty: the template default)
+  local f="$OUT/run_$1.log" pa=()
+  [ -n "$3" ] && pa=(--params "$3")
+  timeout "$(left 150)" "$K" run attn_parts_decode --shape "$MLA,$2" "${pa[@]}" --db "$DB" > "$f" 2>&1
+  say "$1 ($2${3:+ | $3}): exit $?; $(grep -iE 'error|ms|TFLOP|TB/s|clock|MHz' "$f" | tr -s ' ' | tr '\n' ' ' | cut -c1-400)"
+}
+row hq128_4k_ks   "b=128,sq=1,skv=4096,hq=128,causal=0" "$KS,sp=1"
+row hq128_4k_def  "b=128,sq=1,skv=4096,hq=128,causal=0" ""
+row sq2_8k_ks     "b=64,sq=2,skv=8192,hq=128,causal=1" "$KS,sp=1"
+row sq2_8k_def    "b=64,sq=2,skv=8192,hq=128,causal=1" ""
+row hq16_4k_ks    "b=128,sq=1,skv=4096,hq=16,causal=0" "$KS,sp=1"
+row hq16_4k_def   "b=128,sq=1,skv=4096,hq=16,causal=0" ""
+row b1_64k_ks64   "b=1,sq=1,skv=65536,hq=128,causal=0" "$KS,sp=64"
+row b1_64k_ks32   "b=1,sq=1,skv=65536,hq=128,causal=0" "$KS,sp=32"
+row b1_64k_def    "b=1,sq=1,skv=65536,hq=128,causal=0" ""
+
+# 2. the parts GPU suite: every case (wgmma_ks among them), the API, the tuner's runner rows, the mutants
+cd "$B/tests"
+timeout "$(left 10)" ./test_parts_gpu > "$OUT/test_parts_gpu.log" 2>&1
+say "test_parts_gpu: exit $?; $(grep -hE 'FAIL|PASS|mutants killed|SURVIVED|NOT PLANTED' "$OUT/test_parts_gpu.log" | tail -n 12 | tr '\n' ' ')"
+grep -E 'wgmma_ks|impl=wgmma_ks' "$OUT/test_parts_gpu.log" | grep -iE 'fail|error|ms' | head -n 40 >> "$SUM"
+pack

@@ -195,7 +195,11 @@ const suite_case suite_feat[] = {
     /* softcap, large logits */
     {PRE, "bf16", 2, 130, 260, 8, 2, 128, 1, .softcap = 5.0, .scale = 1.0, .mut = MUT_YES},
     {PRE, "fp16", 1, 65, 65, 8, 4, 64, 0, .softcap = 30.0, .scale = 1.0},
-    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 1.0, .params = "sp=1", .mut = MUT_YES},
+    /* scale 8: raw scaled logits ~ N(0, 90), the capped ones within +-5: a max taken before the cap (the mutant)
+     * leaves exp(cap - max) below fp32's range, where at smaller logits the shift would cancel out */
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 8.0, .params = "sp=1", .mut = MUT_YES},
+    {PRE, "fp16", 1, 200, 300, 8, 2, 128, 1, .softcap = 5.0, .scale = 8.0, .params = "impl=mma,bm=128,w=8,bn=128,stages=2",
+     .mut = MUT_YES},
     {DEC, "fp16", 2, 1, 700, 8, 2, 128, 0, KV(700, 17), .softcap = 50.0, .scale = 2.0, .params = "sp=4"},
     /* sinks, empty sequences included */
     {PRE, "bf16", 3, 100, 120, 8, 2, 128, 1, KV(120, 0, 1), .sinks = 1, .mut = MUT_YES},

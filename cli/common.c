@@ -231,7 +231,9 @@ static int project(gen_tmpl *t, const gen_kvset *shape, gen_kvset *out)
     gen_kv_clear(out);
     for (int i = 0; i < fields->n; i++) {
         const gen_kv *f = &fields->kv[i], *v = gen_kv_find(shape, f->name);
-        int is_str = !strcmp(f->s, "string");
+        int is_str = !strncmp(f->s, "string", 6);
+        if (!v && gen_shape_optional(f->s))
+            continue;   /* an optional field (a model feature): left out, off */
         if (v && v->is_str == is_str) {
             had++;
             if (is_str)

@@ -549,16 +549,18 @@ static int read_shape(lua_State *L, gen_host *h, gen_tmpl *t)
     lua_getfield(L, -1, "shape");
     if (!lua_istable(L, -1)) {
         lua_pop(L, 1);
-        return fail(h, "%s: 'shape' must be a table of field = \"int\"|\"string\"", t->path);
+        return fail(h, "%s: 'shape' must be a table of field = \"int\"|\"string\" (\"int?\"|\"string?\": optional)", t->path);
     }
     lua_pushnil(L);
     while (lua_next(L, -2)) {
         const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         const char *type = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-        if (!name || (strcmp(type, "int") && strcmp(type, "string")) ||
-            gen_kv_set_str(&t->shape, name, type)) {
+        /* optional types are kept as "int_opt" / "string_opt" (a kvset's values are [A-Za-z0-9_]) */
+        const char *kept = !strcmp(type, "int?") ? "int_opt" : !strcmp(type, "string?") ? "string_opt" : type;
+        if (!name || (strcmp(type, "int") && strcmp(type, "string") && strcmp(type, "int?") && strcmp(type, "string?")) ||
+            gen_kv_set_str(&t->shape, name, kept)) {
             lua_pop(L, 3);
-            return fail(h, "%s: shape.%s must be \"int\" or \"string\"", t->path, name ? name : "?");
+            return fail(h, "%s: shape.%s must be \"int\", \"string\", \"int?\" or \"string?\"", t->path, name ? name : "?");
         }
         lua_pop(L, 1);
     }
@@ -729,9 +731,11 @@ int gen_tmpl_fixed(gen_tmpl *t, const gen_kvset *shape, gen_kvset *fixed)
     for (int i = 0; i < t->shape.n; i++) {
         const gen_kv *want = &t->shape.kv[i];
         const gen_kv *got = gen_kv_find(shape, want->name);
+        if (!got && gen_shape_optional(want->s))
+            continue;   /* an optional field (a model feature): absent means off */
         if (!got)
             return fail(h, "shape for '%s' lacks '%s'", t->family, want->name);
-        if (got->is_str != (strcmp(want->s, "string") == 0))
+        if (got->is_str != (strncmp(want->s, "string", 6) == 0))
             return fail(h, "shape field '%s' of '%s' must be %s", want->name, t->family,
                         got->is_str ? "an integer" : "a string");
     }

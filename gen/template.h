@@ -63,8 +63,15 @@ const char *gen_tmpl_doc(const gen_tmpl *t);
 const char *gen_tmpl_hash(const gen_tmpl *t);     /* 32 hex digits */
 const char *gen_tmpl_text(const gen_tmpl *t);     /* the .lua source */
 const gen_space *gen_tmpl_space(const gen_tmpl *t);
-/* Shape fields the template declares, as "name:type" pairs in a kvset (value = type). */
+/* Shape fields the template declares, as "name:type" pairs in a kvset (value = type: int, string, int_opt, string_opt). */
 const gen_kvset *gen_tmpl_shape_fields(const gen_tmpl *t);
+/* Whether a declared shape type is optional ("int?" / "string?" in the template, kept as "int_opt" /
+ * "string_opt"): a shape may leave such a field out (a model feature that is off). */
+static inline int gen_shape_optional(const char *type)
+{
+    size_t n = type ? __builtin_strlen(type) : 0;
+    return n > 4 && !__builtin_strcmp(type + n - 4, "_opt");
+}
 /* The fragments (includes that are not .lua files), the only headers a render may
  * #include: up to max (name, text) pairs, valid while the host lives. Returns the count. */
 int gen_tmpl_headers(const gen_tmpl *t, const char **names, const char **texts, int max);

@@ -56,6 +56,8 @@ typedef struct kf_ctx kf_ctx;
 typedef struct kf_plan kf_plan;
 
 typedef enum { KF_BF16 = 1, KF_FP16 = 2 } kf_dtype;
+/* The element type of K and V (kf_attn_desc.kv_dtype): the dtype's, or FP8 e4m3 with fp32 scales. */
+typedef enum { KF_KV_SAME = 0, KF_KV_E4M3 = 1 } kf_kv_dtype;
 typedef enum { KF_JIT_ALLOW = 0, KF_JIT_FORBID = 1 } kf_jit;
 
 /* Library version "0.1.0"; compare KF_VERSION_NUMBER with kf_version_number(). Static text. */
@@ -113,13 +115,29 @@ typedef struct kf_attn_desc {
     int max_batch, max_q, max_kv;  /* the plan serves any batch/lengths up to these */
     int packed_q;                  /* q and o packed [total, Hq, D] with cu_seqlens_q */
     long long q_strides[3], k_strides[3], v_strides[3], o_strides[3];  /* batch, seq, head */
-    /* Paged K/V (decode only): keys per page (> 0), or 0 for contiguous caches. Paged, k and v
+    /* Paged K/V (decode and prefill): keys per page (> 0), or 0 for contiguous caches. Paged, k and v
      * are page pools and k_strides / v_strides give (page, row in page, head) strides (0: a
      * contiguous pool [pages, page_size, Hkv, D]); key j of sequence b is row j % page_size of
-     * page tensors.block_table[b * tensors.bt_stride + j / page_size]. */
+     * page tensors.block_table[b * tensors.bt_stride + j / page_size]. Prefill over pages (chunked
+     * prefill, prefix caching): each sequence's tensors.kv_len[b] keys end with its query rows
+     * (bottom-right causal: query i sits at key position i + kv_len[b] - n_q). */
     int page_size;
+    /* ---- model features (appended; 0 is off, so a description that does not name them is the
+     * plain attention). Each feature is a compile-time value of the kernel: a plan serves the
+     * features of its description, any window_left / softcap value. */
+    int window;                    /* 1: sliding window: the query at key position p sees keys p - window_left .. p;
+                                      needs causal (KF_ERR_UNSUPPORTED otherwise); key blocks wholly before are skipped */
+    int window_left;               /* >= 0 with window (0: each query sees its own key only) */
+    float softcap;                 /* > 0: score <- softcap * tanh(score / softcap) before the softmax (Gemma-2); the
+                                      lse is that of the capped scores. 0: none */
+    int sinks;                     /* 1: tensors.sinks[h] (fp32, one per query head) joins each softmax denominator only
+                                      (gpt-oss); a sequence with no key gives o = 0 and lse = sinks[h] */
+    kf_kv_dtype kv_dtype;          /* KF_KV_E4M3: k and v are FP8 e4m3 (k_strides / v_strides in bytes, multiples of 16),
+                                      value = tensors.k_scale[kv head] * e4m3 (v alike, per-head fp32 scales);
+                                      decode, and prefill on the mma.sync path (on sm_90a too) */
 } kf_attn_desc;
-#define KF_ATTN_DESC_INIT {KF_ATTN_DECODE, KF_BF16, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0}
+#define KF_ATTN_DESC_INIT {KF_ATTN_DECODE, KF_BF16, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0, \
+                           0, 0, 0.0f, 0, KF_KV_SAME}
 
 /* Device pointers of one call. */
 typedef struct kf_attn_tensors {
@@ -135,12 +153,17 @@ typedef struct kf_attn_tensors {
     void *workspace;               /* kf_plan_workspace() bytes, or NULL to use the plan's own */
     const int32_t *block_table;    /* [batch, bt_stride] page indices; required when desc.page_size > 0, else NULL */
     int bt_stride;                 /* row stride of block_table, >= ceil(max_kv / page_size); 0 when not paged */
+    /* model features (appended): required when the plan has the feature, NULL otherwise; 4-byte aligned */
+    const float *sinks;            /* [hq] fp32 sink logits (desc.sinks) */
+    const float *k_scale, *v_scale;   /* [hkv] fp32 dequantisation scales (desc.kv_dtype KF_KV_E4M3) */
 } kf_attn_tensors;
 /* kf_attn_run, kf_kda_run and kf_parts_run refuse (KF_ERR_ARG, naming the field) a field of the tensors
  * that the plan does not read but the caller set, rather than ignore it. */
 
 /* KF_OK when a kernel exists for d on this context's device, else the status and
- * message kf_attn_plan would give. Never compiles. */
+ * message kf_attn_plan would give. Never compiles. A combination of features no kernel serves
+ * (a window without causal, FP8 K/V with softcap on a wgmma-only head dim, ...) is
+ * KF_ERR_UNSUPPORTED naming the features: there is no silent fallback. */
 kf_status kf_attn_supported(kf_ctx *ctx, const kf_attn_desc *d);
 /* Resolves the variant (bundle winner, then database winner for this GPU model,
  * then the template's default), loads its binary (cache, database, bundle, or an

@@ -1,4 +1,5 @@
 /* runtime/plan_attn.c: attention plans (kf_attn_supported, kf_attn_plan) and graph-safe runs (kf_attn_run) */
+#include "runtime/attn_features.h"
 #include "runtime/attn_launch.h"
 #include "runtime/plan.h"
 
@@ -94,6 +95,12 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     if (d->page_size == 0 && t->bt_stride)
         return rt_plan_err(p, KF_ERR_ARG, "tensors.bt_stride = %d is set but the plan's K/V are contiguous "
                            "(desc.page_size 0)", t->bt_stride);
+    {   /* the model features' tensors (runtime/attn_features.c) */
+        char fm[256];
+        kf_status fst = rt_attn_feature_tensors(d, t, fm, sizeof fm);
+        if (fst)
+            return rt_plan_err(p, fst, "%s", fm);
+    }
     if (t->workspace && misaligned(t->workspace))
         return rt_plan_err(p, KF_ERR_UNSUPPORTED, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
     if (t->batch == 0)
@@ -102,6 +109,7 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     a.q = t->q, a.k = t->k, a.v = t->v, a.o = t->o, a.lse = t->lse;
     a.cu_seqlens_q = d->packed_q ? t->cu_seqlens_q : NULL;
     a.kv_len = t->kv_len;
+    rt_attn_feature_bind(d, t, &a);
     a.block_table = d->page_size > 0 ? t->block_table : NULL;
     a.bt_sb = d->page_size > 0 ? t->bt_stride : 0;
     a.b = t->batch;

@@ -1,6 +1,7 @@
 /* runtime/select.c: kernel selection: one pure function of (problem, device, tuned table) */
 #include "runtime/select.h"
 #include "runtime/attn_launch.h"
+#include "runtime/attn_features.h"
 #include "runtime/shape.h"
 
 #include <math.h>
@@ -31,6 +32,7 @@ static void shape_of(const kf_attn_desc *d, gen_kvset *s)
     gen_kv_set_int(s, "hkv", d->hkv);
     gen_kv_set_int(s, "d", d->d);
     gen_kv_set_int(s, "causal", d->causal);
+    rt_attn_feature_shape(d, s);   /* the model features' keys, only those that are on */
 }
 
 /* The elements of a [b, rows, h, dd] tensor (contiguous for the maxima) and the span of its declared
@@ -65,8 +67,11 @@ static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, gen_kv
                KF_ERR_ARG;
     if (d->packed_q != 0 && d->packed_q != 1)
         return rt_say(KF_ERR_ARG, msg, n, "desc.packed_q must be 0 or 1, got %d", d->packed_q);
+    kf_status st = rt_attn_feature_check(d, msg, n);
+    if (st)
+        return st;
     shape_of(d, shape);
-    kf_status st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
+    st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
     if (st)
         return st;
     const long long *sts[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
@@ -84,9 +89,6 @@ static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, gen_kv
         }
     if (d->page_size < 0)
         return rt_say(KF_ERR_ARG, msg, n, "desc.page_size must be >= 0 (0: contiguous K/V), got %d", d->page_size);
-    if (d->page_size > 0 && d->kind != KF_ATTN_DECODE)
-        return snprintf(msg, n, "paged K/V (desc.page_size = %d) is served by decode plans only", d->page_size),
-               KF_ERR_UNSUPPORTED;
     if (d->kind == KF_ATTN_DECODE && d->packed_q)
         return snprintf(msg, n, "decode takes q as [B, Sq, Hq, D]; packed q (desc.packed_q) is for prefill"),
                KF_ERR_UNSUPPORTED;
@@ -108,6 +110,8 @@ static int same_kernel_class(const gen_kvset *a, const gen_kvset *b, const char 
 {
     for (const char *const *k = keys; *k; k++) {
         const gen_kv *x = gen_kv_find(a, *k), *y = gen_kv_find(b, *k);
+        if (!x && !y)
+            continue;   /* an optional key (a model feature) absent from both */
         if (!x || !y || x->is_str != y->is_str || (x->is_str ? strcmp(x->s, y->s) : x->i != y->i))
             return 0;
     }
@@ -171,7 +175,8 @@ kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table
     kf_status st = check_desc(d, dev, &out->shape, msg, msgn);
     if (st)
         return st;
-    static const char *const class_keys[] = {"family", "dtype", "hq", "hkv", "d", "causal", NULL};
+    static const char *const class_keys[] = {"family", "dtype", "hq", "hkv", "d", "causal",
+                                             "window", "softcap", "sinks", "kv_dtype", NULL};   /* features: optional */
     static const char *const dist_keys[] = {"b", "sq", "skv", NULL};
     st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
     if (st)
@@ -221,6 +226,7 @@ void rt_attn_base_params(const kf_attn_desc *d, const gen_kvset *vp, void *param
     float scale = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)d->d);
     p->scale = scale;
     p->scale_log2 = scale * 1.4426950408889634f;
+    rt_attn_feature_params(d, p);
 }
 
 int rt_table_add(rt_table *t, const rt_winner *w)

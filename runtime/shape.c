@@ -12,6 +12,7 @@ typedef struct field {
     const char *key;
     const char *desc;
     int is_str;
+    int optional;              /* may be left out (a model feature that is off) */
 } field;
 
 typedef struct family_rules {
@@ -97,7 +98,30 @@ static kf_status product_fits(const chk *c, const char *a, const char *b, const 
     {"dtype", "desc.dtype", 1}, {"b", "desc.max_batch", 0}, {"sq", "desc.max_q", 0}, {"skv", "desc.max_kv", 0}, \
         {"hq", "desc.hq", 0}, {"hkv", "desc.hkv", 0}, {"d", "desc.d", 0}, {"causal", "desc.causal", 0}
 
-static const field gqa_fields[] = {GQA_FIELDS, {NULL, NULL, 0}};
+/* the model features: optional, absent when off (runtime/attn_features.c sets them from a description) */
+#define GQA_FEATURE_FIELDS                                                                                    \
+    {"window", "desc.window_left", 0, 1}, {"softcap", "desc.softcap", 0, 1}, {"sinks", "desc.sinks", 0, 1},   \
+        {"kv_dtype", "desc.kv_dtype", 1, 1}
+
+static const field gqa_fields[] = {GQA_FIELDS, GQA_FEATURE_FIELDS, {NULL, NULL, 0, 0}};
+
+/* The feature keys a shape has, each within its range. */
+static kf_status gqa_features(const chk *c)
+{
+    const gen_kv *e;
+    if ((e = gen_kv_find(c->s, "window")) && e->i < 0)
+        return say(c, KF_ERR_ARG, "%s must be >= 0, got %lld", nm(c, "window"), e->i);
+    if ((e = gen_kv_find(c->s, "window")) && !iv(c, "causal"))
+        return say(c, KF_ERR_UNSUPPORTED, "a sliding window (%s = %lld) needs causal attention (%s = 0)", nm(c, "window"),
+                   e->i, nm(c, "causal"));
+    if ((e = gen_kv_find(c->s, "softcap")) && e->i < 1)
+        return say(c, KF_ERR_ARG, "%s must be positive (leave it out for none), got %lld", nm(c, "softcap"), e->i);
+    if ((e = gen_kv_find(c->s, "sinks")) && e->i != 0 && e->i != 1)
+        return say(c, KF_ERR_ARG, "%s must be 0 or 1, got %lld", nm(c, "sinks"), e->i);
+    if ((e = gen_kv_find(c->s, "kv_dtype")) && strcmp(e->s, "e4m3") && strcmp(e->s, gen_kv_str(c->s, "dtype")))
+        return say(c, KF_ERR_ARG, "%s = '%s' must be e4m3 or the dtype", nm(c, "kv_dtype"), e->s);
+    return KF_OK;
+}
 
 static kf_status gqa(const family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n)
 {
@@ -106,7 +130,7 @@ static kf_status gqa(const family_rules *r, const gen_kvset *s, rt_names names, 
     if ((st = dtype(&c)) || (st = at_least(&c, "hq", 1)) || (st = at_least(&c, "hkv", 1)) ||
         (st = multiple(&c, "hq", "hkv")) || (st = at_least(&c, "d", 1)) || (st = flag(&c, "causal")) ||
         (st = at_least(&c, "b", 1)) || (st = at_least(&c, "sq", 1)) || (st = at_least(&c, "skv", 0)) ||
-        (st = product_fits(&c, "b", "sq", "query rows")))
+        (st = product_fits(&c, "b", "sq", "query rows")) || (st = gqa_features(&c)))
         return st;
     if (!strcmp(r->family, "attn_naive"))
         return KF_OK;
@@ -120,7 +144,7 @@ static kf_status gqa(const family_rules *r, const gen_kvset *s, rt_names names, 
 }
 
 static const field combine_fields[] = {{"dtype", "dtype", 1}, {"b", "b", 0}, {"sq", "sq", 0}, {"hq", "hq", 0},
-                                       {"dv", "dv", 0}, {NULL, NULL, 0}};
+                                       {"dv", "dv", 0}, {"sinks", "sinks", 0, 1}, {NULL, NULL, 0}};
 
 static kf_status combine(const family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n)
 {
@@ -325,6 +349,8 @@ kf_status rt_shape_check(const char *family, const gen_kvset *shape, const gen_k
     /* every field present, with its type, integers within the C API's int fields */
     for (const field *f = r->fields; f->key; f++) {
         const gen_kv *e = gen_kv_find(shape, f->key);
+        if (!e && f->optional)
+            continue;       /* a model feature that is off */
         if (!e && declared && gen_kv_find(declared, f->key))
             return KF_OK;   /* the template's own check (gen_tmpl_fixed) names the missing field */
         if (!e)

@@ -14,10 +14,14 @@ return {
   family   = "attn_combine",
   doc      = "merge split-KV attention partials: O = sum_s exp(lse_s - LSE) O_s, LSE = logsumexp(lse_s)",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "attn/combine.cuh" },
-  shape    = { dtype = "string", b = "int", sq = "int", hq = "int", dv = "int" },
+  shape    = { dtype = "string", b = "int", sq = "int", hq = "int", dv = "int", sinks = "int?" },
   -- rows: (query row, head) rows per block; vec: columns per thread (dv / vec threads per row)
   params   = { rows = { 1, 2, 4, 8 }, vec = { 2, 4, 8 } },
-  fixed    = function(shape) return { dtype = shape.dtype, dv = shape.dv } end,
+  fixed    = function(shape)
+    local f = { dtype = shape.dtype, dv = shape.dv }
+    if shape.sinks ~= nil and shape.sinks ~= 0 then f.sink = 1 end   -- sink logits join the denominator
+    return f
+  end,
   valid    = valid,
   -- the decode families' rows (A.combine_rows) rounded down to a value of this space (dv 72: 7 -> 4) with vec 4;
   -- where that block is under a warp (dv < 16), the first valid of the rest of the space
@@ -31,7 +35,7 @@ return {
     return A.first_valid(valid, { dtype = shape.dtype, dv = shape.dv }, dev, { rows = r, vec = 4 }, changes)
   end,
   render   = function(p, f)
-    return subst("#define KF_BF16 ${bf16}\n#define KF_CMB_DV ${dv}\n#define KF_CMB_VEC ${vec}\n#define KF_CMB_ROWS ${rows}\n",
+    return ((f.sink == 1) and "#define KF_ATTN_EXT 1\n#define KF_SINK 1\n" or "") .. subst("#define KF_BF16 ${bf16}\n#define KF_CMB_DV ${dv}\n#define KF_CMB_VEC ${vec}\n#define KF_CMB_ROWS ${rows}\n",
                  { bf16 = A.bf16(f), dv = f.dv, vec = p.vec, rows = p.rows })
       .. A.fragments({ "common/attn_params.h", "common/types.cuh", "attn/combine.cuh" })
   end,

@@ -6,6 +6,7 @@ local function shape_of(p, f)
   local wn = p.w // wm
   local qreg = (f.d <= 128) and 1 or 0
   local kv = p.stages * 2 * p.bn * f.d * 2
+  if f.kv then kv = p.stages * 2 * p.bn * f.d + 2 * p.bn * f.d * 2 end   -- fp8 stages + one 16-bit K, V tile
   local merge = (wn > 1) and (p.tm * (f.d + 8) * 4 + 2 * wn * p.tm * 4) or 0
   local smem = p.tm * f.d * 2 + math.max(kv, merge)
   return { wm = wm, wn = wn, kw = p.bn // wn, qreg = qreg, smem = smem, threads = 32 * p.w }
@@ -13,7 +14,7 @@ end
 
 return {
   family   = "attn_decode",
-  doc      = "GQA attention decode (Sq 1..16): packed G x Sq query tile per KV head, split-KV with combine",
+  doc      = "GQA attention decode (Sq 1..16): packed G x Sq query tile per KV head, split-KV with combine; sliding window, softcap, sinks, FP8 K/V",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
                "attn/combine.cuh" },
   shape    = A.gqa_shape(),
@@ -25,6 +26,9 @@ return {
   valid    = function(p, f, dev)
     local ok, why = A.check_fixed(f, true)
     if not ok then return false, why end
+    ok, why = A.check_features(f, true)
+    if not ok then return false, why end
+    if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
     local s = shape_of(p, f)
     if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/" .. s.wn .. " must be a multiple of 16" end
     local mt = p.tm // (16 * s.wm)
@@ -46,12 +50,14 @@ return {
       p.w = (tm == 16) and 4 or 8
       p.bn = 16 * (p.w // math.min(p.w, tm // 16))
     end
-    p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, tm), shape.skv, dev)
+    -- a sliding window: only about window + sq keys are visited, whatever the cache holds
+    local skv = shape.window and math.min(shape.skv, shape.window + shape.sq) or shape.skv
+    p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, tm), skv, dev)
     return p
   end,
   render   = function(p, f)
     local s = shape_of(p, f)
-    local hdr = A.fwd_defines(f, { decode = 1, tm = p.tm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
+    local hdr = A.feature_defines(f) .. A.fwd_defines(f, { decode = 1, tm = p.tm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
                                    qreg = s.qreg, name = "kf_attn_decode" }) .. A.combine_defines(f.d)
     return hdr .. A.fragments({ "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
                                 "attn/combine.cuh" })

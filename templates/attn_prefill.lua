@@ -24,6 +24,7 @@ local function shape_of(p, f)
   local mt = p.bm // (16 * wm)
   local qreg = (mt * f.d <= 128) and 1 or 0
   local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2
+  if f.kv then smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d + 2 * p.bn * f.d * 2 end   -- fp8 stages + one 16-bit K, V
   return { wm = wm, wn = wn, mt = mt, qreg = qreg, smem = smem, threads = 32 * p.w }
 end
 
@@ -43,6 +44,9 @@ end
 local function valid(p, f, dev)
   local ok, why = A.check_fixed(f, true)
   if not ok then return false, why end
+  ok, why = A.check_features(f, not is_wgmma(p.impl))
+  if not ok then return false, why end
+  if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
   if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
   if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
   local s = shape_of(p, f)
@@ -57,7 +61,7 @@ end
 
 return {
   family   = "attn_prefill",
-  doc      = "GQA attention forward for prefill (mma.sync FA2-style, or wgmma on sm_90a), causal bottom-right, varlen, strided K/V (paged K/V: the decode families only)",
+  doc      = "GQA attention forward for prefill (mma.sync FA2-style, or wgmma on sm_90a), causal bottom-right, varlen, strided or paged K/V; sliding window, softcap, sinks, FP8 K/V (mma)",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
                "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
   shape    = A.gqa_shape(),
@@ -69,8 +73,9 @@ return {
     -- measured on H200, causal 32/8 bf16, mma: D128 16K bm128 w8 bn128 st2 336 TFLOP/s (bn64 304);
     -- D64 8K bm128 w4 bn64 268 (w8 bn128 253); D256 4K bm128 w8 bn64 255 (bn32 st3 209). wgmma_pp: D128 585,
     -- D64 403, D256 (bn 64, the only key block whose O + S fit the consumers' registers) 0.529 ms = 519 TFLOP/s
+    local fp8 = shape.kv_dtype ~= nil and shape.kv_dtype ~= shape.dtype
     if WGMMA_DEFAULT and dev.arch == "sm_90a" and (shape.d == 64 or shape.d == 128 or shape.d == 256)
-       and A.dtype_ok(shape.dtype) then
+       and A.dtype_ok(shape.dtype) and not fp8 then
       return { impl = WGMMA_DEFAULT, bm = 128, w = 8, bn = shape.d == 256 and 64 or 128, stages = 2 }
     end
     if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
@@ -81,7 +86,7 @@ return {
   end,
   render   = function(p, f)
     if is_wgmma(p.impl) then
-      local hdr = subst([[
+      local hdr = A.feature_defines(f) .. subst([[
 #define KF_BF16 ${bf16}
 #define KF_D ${d}
 #define KF_G ${g}
@@ -97,7 +102,7 @@ return {
                                   "attn/fwd_sm90.cuh" })
     end
     local s = shape_of(p, f)
-    local hdr = A.fwd_defines(f, { decode = 0, tm = p.bm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
+    local hdr = A.feature_defines(f) .. A.fwd_defines(f, { decode = 0, tm = p.bm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
                                    qreg = s.qreg, name = "kf_attn_prefill" })
     return hdr .. A.fragments({ "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh" })
   end,

@@ -265,6 +265,25 @@ void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
     gen_kv_set_int(shape, "hkv", c->expand_kv ? c->hq : c->hkv);
     gen_kv_set_int(shape, "d", c->d);
     gen_kv_set_int(shape, "causal", c->causal);
+    if (c->window)   /* the model features, only when on (issue 21) */
+        gen_kv_set_int(shape, "window", c->window_left);
+    if (c->softcap > 0)
+        gen_kv_set_int(shape, "softcap", (long long)ceil(c->softcap));
+    if (c->sinks)
+        gen_kv_set_int(shape, "sinks", 1);
+}
+
+double tune_attn_sink(int h) { return -2.0 + 1.5 * (h % 5); }
+
+/* The sink logits of a case (hq of them), or NULL without sinks; malloc'd. */
+static float *case_sinks(const tune_attn_case *c)
+{
+    if (!c->sinks)
+        return NULL;
+    float *s = malloc(sizeof *s * (size_t)c->hq);
+    for (int h = 0; s && h < c->hq; h++)
+        s[h] = (float)tune_attn_sink(h);
+    return s;
 }
 
 int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *tg, gen_job *j)
@@ -315,6 +334,9 @@ typedef struct geom {
     view q, k, o;               /* v like k, o like q */
     int splits;
     double scale;
+    int window, window_left;    /* model features of the case */
+    double softcap;
+    float *sinks;               /* [hq] host, or NULL */
 } geom;
 
 static void geom_free(geom *g)
@@ -323,6 +345,7 @@ static void geom_free(geom *g)
     free(g->n_kv);
     free(g->cu_q);
     free(g->cu_k);
+    free(g->sinks);
 }
 
 static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *v, char *msg, size_t msgn)
@@ -370,6 +393,8 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *
     if (v && v->family && strcmp(v->family, "attn_decode"))
         g->splits = 1;
     g->scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->d);
+    g->window = c->window, g->window_left = c->window_left, g->softcap = c->softcap;
+    g->sinks = case_sinks(c);
     return 0;
 }
 
@@ -543,6 +568,8 @@ static void ref_item(ref_job *J, int item)
     a.d = a.dv = g->d;
     a.causal = J->causal;
     a.scale = g->scale;
+    a.window = g->window, a.window_left = g->window_left, a.softcap = g->softcap;
+    a.sinks = g->sinks ? g->sinks + h : NULL;   /* one head: a.hq = 1 */
     double *o = malloc(sizeof(double) * (size_t)nq * g->d);
     double *l = malloc(sizeof(double) * (size_t)nq);
     ref_attn(&a, o, l);
@@ -595,7 +622,7 @@ double tune_attn_ref_work(const tune_attn_case *c)
 /* ---- device run ------------------------------------------------------------------ */
 
 typedef struct dev_run {
-    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, kv_len, ws, o2, lse2;
+    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, kv_len, ws, o2, lse2, sinks;
     size_t ws_bytes, lse_elems;
     kf_attn_params p;
     rt_module mod, mod_naive;
@@ -603,7 +630,8 @@ typedef struct dev_run {
 
 static void dev_free(tune_attn_ctx *ctx, dev_run *d)
 {
-    CUdeviceptr *all[] = {&d->q, &d->k, &d->v, &d->o, &d->lse, &d->cu_q, &d->cu_k, &d->kv_len, &d->ws, &d->o2, &d->lse2};
+    CUdeviceptr *all[] = {&d->q, &d->k, &d->v, &d->o, &d->lse, &d->cu_q, &d->cu_k, &d->kv_len, &d->ws, &d->o2, &d->lse2,
+                          &d->sinks};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (*all[i]) {
             ctx->cu->MemFree(*all[i]);
@@ -790,6 +818,13 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
     p->ws_rows = (int)g->rows;
     p->scale = (float)g->scale;
     p->scale_log2 = (float)(g->scale * 1.4426950408889634);
+    p->window_left = g->window ? g->window_left : -1;   /* model features (issue 21) */
+    p->softcap = (float)g->softcap;
+    if (g->sinks) {
+        if (upload(ctx, &d->sinks, g->sinks, sizeof(float) * (size_t)g->hq, msg, msgn))
+            return -1;
+        p->sinks = (const float *)(uintptr_t)d->sinks;
+    }
     d->ws_bytes = v ? rt_attn_workspace_bytes(&v->vp, p) : 0;
     if (d->ws_bytes) {
         if (dalloc(ctx, &d->ws, d->ws_bytes, msg, msgn))
@@ -930,6 +965,11 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     r->seed = c->seed ? c->seed : check_fresh_seed();
     r->tol = check_tol(c->dtype);
     snprintf(r->ref, sizeof r->ref, "%s", naive ? "gpu-naive" : "cpu-fp64");
+    if (naive && (c->window || c->softcap > 0 || c->sinks)) {   /* never a reference that ignores a feature */
+        snprintf(msg, msgn, "the GPU naive reference has no window / softcap / sinks: check this case against the "
+                            "CPU fp64 reference");
+        return -1;
+    }
     if (!ctx || ctx->broken) {
         snprintf(msg, msgn, "the CUDA context is unusable after an earlier error");
         return -1;
@@ -953,6 +993,8 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     /* a given seed without a timing: the inputs and the reference of the last such case are reused */
     int cacheable = c->seed != 0 && !timing;
     int hit = cacheable && ctx->gc_valid && tune_attn_same_inputs(&ctx->gc, c) && ctx->gc.scale == c->scale &&
+              ctx->gc.window == c->window && ctx->gc.window_left == c->window_left && ctx->gc.softcap == c->softcap &&
+              ctx->gc.sinks == c->sinks &&
               ctx->gc_naive == (naive ? naive->image : NULL);
     int in_owned = 1, ref_owned = 1;
     if (geom_init(&g, c, v, msg, msgn))
@@ -1589,6 +1631,7 @@ out:
 int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
                             tune_attn_result *r)
 {
+    float *sinks = NULL;   /* sink logits (issue 21): one more term of each denominator, added by the combine */
     memset(r, 0, sizeof *r);
     char *msg = r->msg;
     size_t msgn = sizeof r->msg;
@@ -1634,7 +1677,17 @@ int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, cons
             }
         }
     }
-    ref_attn_combine(S, n, dv, dwo, dwl, ro, rl);
+    if (c->sinks && (sinks = malloc(sizeof *sinks * (size_t)c->hq)))
+        for (int h = 0; h < c->hq; h++)
+            sinks[h] = (float)tune_attn_sink(h);
+    if (c->sinks && !sinks) {
+        snprintf(msg, msgn, "out of host memory");
+        goto out;
+    }
+    if (sinks)
+        ref_attn_combine_sinks(S, n, dv, c->hq, sinks, dwo, dwl, ro, rl);
+    else
+        ref_attn_combine(S, n, dv, dwo, dwl, ro, rl);
     size_t wob = sizeof(float) * (size_t)(S * n * dv);
     if (dalloc(ctx, &d.ws, wob + sizeof(float) * (size_t)(S * n), msg, msgn))
         goto out;
@@ -1662,6 +1715,13 @@ int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, cons
     p->hkv = 1;
     p->splits = S;
     p->ws_rows = c->b * c->sq;
+    if (sinks) {
+        if (upload(ctx, &d.sinks, sinks, sizeof(float) * (size_t)c->hq, msg, msgn))
+            goto out;
+        p->sinks = (const float *)(uintptr_t)d.sinks;
+    }
+    free(sinks);
+    sinks = NULL;
     if (dev_launch(ctx, v, &mod, p, msg, msgn))
         goto out;
     CUresult cr = ctx->cu->CtxSynchronize();
@@ -1687,6 +1747,7 @@ int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, cons
     snprintf(msg, msgn, "o %s; lse %s; seed %llu", a, b2, (unsigned long long)r->seed);
     rc = 0;
 out:
+    free(sinks);
     rt_module_unload(&mod);
     dev_free(ctx, &d);
     free(wo);

@@ -72,7 +72,16 @@ typedef struct tune_attn_case {
     uint64_t seed;                 /* 0: a fresh seed (check_fresh_seed) */
     double scale;                  /* 0: 1/sqrt(d) */
     int keep_outputs;              /* 1: copy o and lse back into the result (dense, see below) */
+    /* model features (appended; 0: off), as kf_attn_desc: the variant must have been built for them (the shape
+     * keys of tune_attn_case_shape); only the CPU fp64 reference knows them (the naive kernel does not) */
+    int window, window_left;       /* sliding window: keys pi - window_left .. pi */
+    double softcap;                /* > 0: score = softcap * tanh(score / softcap) */
+    int sinks;                     /* 1: sink logits tune_attn_sink(h, hq) join the denominators */
 } tune_attn_case;
+
+/* The sink logit of query head h of a case with sinks: spread over [-2, 4] (near the lse of a few hundred keys,
+ * so it weighs in). */
+double tune_attn_sink(int h);
 
 typedef struct tune_attn_result {
     int pass;                      /* every check below passed */
@@ -257,6 +266,7 @@ typedef struct tune_combine_case {
     check_dtype dtype;
     int b, sq, hq, dv, splits;
     uint64_t seed;
+    int sinks;                     /* 1: sink logits tune_attn_sink(h) (the variant built with sinks=1) */
 } tune_combine_case;
 int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
                             tune_attn_result *r);

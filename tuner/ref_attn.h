@@ -36,7 +36,22 @@ typedef struct ref_attn_desc {
     int page_size;              /* used when block_table != NULL */
     int causal;
     double scale;               /* softmax scale, usually 1/sqrt(d) */
+    /* model features, appended (zero: off), as in common/attn_params.h:
+     *   window: query i (key position pi = i + n_kv - n_q) sees keys pi - window_left .. pi (with causal);
+     *   softcap > 0: score = softcap * tanh(scale q.k / softcap);
+     *   sinks: sinks[h] joins the denominator of ref_attn (not of the split partials: ref_attn_combine_sinks
+     *     adds it there); a row with no visible key: o = 0, lse = sinks[h];
+     *   kv_fp8: k and v are e4m3 bytes (strides in bytes), key value = k_scale[kv head] * e4m3 (v alike). */
+    int window;                 /* 1: sliding window of window_left */
+    int window_left;
+    double softcap;
+    const float *sinks;         /* [hq] host, or NULL */
+    int kv_fp8;
+    const float *k_scale, *v_scale;   /* [hkv] host, with kv_fp8 */
 } ref_attn_desc;
+
+/* The value of an e4m3 byte (sign, 4 exponent bits of bias 7, 3 mantissa bits; 0x7f/0xff NaN). */
+double ref_e4m3(unsigned char b);
 
 /*
  * Output layout of the reference (dense, fp64):
@@ -74,5 +89,9 @@ void ref_attn_split(const ref_attn_desc *a, int bn, int splits, double *ws_o, do
  */
 void ref_attn_combine(int splits, long long n, int dv, const double *ws_o, const double *ws_lse,
                       double *o, double *lse);
+/* The same with sink logits: row r (head r % hq) gets sinks[r % hq] as one more term of the denominator:
+ * LSE = log(e^sink + sum_s e^lse_s), O = sum_s e^(lse_s - LSE) O_s; every split empty: O = 0, LSE = sink. */
+void ref_attn_combine_sinks(int splits, long long n, int dv, int hq, const float *sinks, const double *ws_o,
+                            const double *ws_lse, double *o, double *lse);
 
 #endif

@@ -36,6 +36,8 @@ STATUS_NAMES = {
 # ---- enums ----------------------------------------------------------------------
 KF_BF16 = 1
 KF_FP16 = 2
+KF_KV_SAME = 0
+KF_KV_E4M3 = 1
 KF_JIT_ALLOW = 0
 KF_JIT_FORBID = 1
 KF_ATTN_PREFILL = 1
@@ -86,6 +88,12 @@ class kf_attn_desc(ctypes.Structure):
         ("v_strides", Strides3),
         ("o_strides", Strides3),
         ("page_size", ctypes.c_int),
+        # model features (appended, issue 21); 0 is off
+        ("window", ctypes.c_int),
+        ("window_left", ctypes.c_int),
+        ("softcap", ctypes.c_float),
+        ("sinks", ctypes.c_int),
+        ("kv_dtype", c_enum),
     ]
 
 
@@ -105,6 +113,9 @@ class kf_attn_tensors(ctypes.Structure):
         ("workspace", ctypes.c_void_p),
         ("block_table", ctypes.c_void_p),   # const int32_t *
         ("bt_stride", ctypes.c_int),
+        ("sinks", ctypes.c_void_p),         # const float * [hq]
+        ("k_scale", ctypes.c_void_p),       # const float * [hkv] (FP8 K/V)
+        ("v_scale", ctypes.c_void_p),
     ]
 
 

@@ -176,8 +176,8 @@ kf_status kf_parts_run(kf_plan *pl, const kf_parts_tensors *t, void *stream) {
 void kfstub_layout(char *buf, size_t n) {
     snprintf(buf, n,
              "kf_config %ld %ld %ld %ld %ld %ld %ld\n"
-             "kf_attn_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"
-             "kf_attn_tensors %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n",
+             "kf_attn_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"
+             "kf_attn_tensors %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n",
              (long)sizeof(kf_config), OFF(kf_config, device), OFF(kf_config, db_path), OFF(kf_config, bundles),
              OFF(kf_config, n_bundles), OFF(kf_config, jit), OFF(kf_config, template_dir),
              (long)sizeof(kf_attn_desc), OFF(kf_attn_desc, kind), OFF(kf_attn_desc, dtype), OFF(kf_attn_desc, hq),
@@ -185,11 +185,14 @@ void kfstub_layout(char *buf, size_t n) {
              OFF(kf_attn_desc, max_batch), OFF(kf_attn_desc, max_q), OFF(kf_attn_desc, max_kv),
              OFF(kf_attn_desc, packed_q), OFF(kf_attn_desc, q_strides), OFF(kf_attn_desc, k_strides),
              OFF(kf_attn_desc, v_strides), OFF(kf_attn_desc, o_strides), OFF(kf_attn_desc, page_size),
+             OFF(kf_attn_desc, window), OFF(kf_attn_desc, window_left), OFF(kf_attn_desc, softcap),
+             OFF(kf_attn_desc, sinks), OFF(kf_attn_desc, kv_dtype),
              (long)sizeof(kf_attn_tensors), OFF(kf_attn_tensors, q), OFF(kf_attn_tensors, k), OFF(kf_attn_tensors, v),
              OFF(kf_attn_tensors, o), OFF(kf_attn_tensors, lse), OFF(kf_attn_tensors, cu_seqlens_q),
              OFF(kf_attn_tensors, kv_len), OFF(kf_attn_tensors, batch), OFF(kf_attn_tensors, q_len),
              OFF(kf_attn_tensors, kv_len_all), OFF(kf_attn_tensors, total_q), OFF(kf_attn_tensors, workspace),
-             OFF(kf_attn_tensors, block_table), OFF(kf_attn_tensors, bt_stride));
+             OFF(kf_attn_tensors, block_table), OFF(kf_attn_tensors, bt_stride), OFF(kf_attn_tensors, sinks),
+             OFF(kf_attn_tensors, k_scale), OFF(kf_attn_tensors, v_scale));
     size_t w = strlen(buf);
     snprintf(buf + w, n - w,
              "kf_kda_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"

@@ -7,7 +7,13 @@
  * One row = one (query row, head) pair, rid = token * hq + h (see attn_params.h);
  * KF_CMB_DV / KF_CMB_VEC threads share a row, each owning KF_CMB_VEC contiguous columns.
  *   m = max_s lse_s (0 if all -inf), sum = sum_s exp(lse_s - m), LSE = m + log(sum),
- *   O = sum_s exp(lse_s - LSE) * O_s; a row whose partials are all -inf gives O = 0, LSE = -inf. */
+ *   O = sum_s exp(lse_s - LSE) * O_s; a row whose partials are all -inf gives O = 0, LSE = -inf.
+ * KF_SINK (sink logits, p.sinks[h]): the sink is one more term of the denominator, added here once (the
+ *   partials carry none): m = max(max_s lse_s, sink), sum += exp(sink - m), and O as above with that LSE;
+ *   every partial -inf gives O = 0, LSE = sink. */
+#ifndef KF_SINK
+#define KF_SINK 0
+#endif
 #define KF_CMB_TPR (KF_CMB_DV / KF_CMB_VEC)
 #define KF_CMB_THREADS (KF_CMB_TPR * KF_CMB_ROWS)
 
@@ -24,11 +30,23 @@ kf_attn_combine(const kf_attn_params p)
     float m = KF_NEG_INF;
     for (int s = 0; s < ns; ++s)
         m = fmaxf(m, p.ws_lse[s * nrows + rid]);
+#if KF_SINK
+    const float sink = p.sinks[rid % p.hq];
+    m = fmaxf(m, sink);
+#endif
     const float mu = (m == KF_NEG_INF) ? 0.f : m;
     float sum = 0.f;
     for (int s = 0; s < ns; ++s)
         sum += expf(p.ws_lse[s * nrows + rid] - mu);    /* exp(-inf) = 0 */
+#if KF_SINK
+    const float sum0 = sum;                             /* the partials' share of the denominator */
+    sum += expf(sink - mu);
+    const float lse = mu + logf(sum);
+    const float lse0 = (sum0 > 0.f) ? mu + logf(sum0) : KF_NEG_INF;
+    const float sw = expf(lse0 - lse); // KF_MUTANT_SINK
+#else
     const float lse = (sum > 0.f) ? mu + logf(sum) : KF_NEG_INF;
+#endif
 
     float acc[KF_CMB_VEC];
 #pragma unroll
@@ -39,7 +57,11 @@ kf_attn_combine(const kf_attn_params p)
             const float ls = p.ws_lse[s * nrows + rid];
             if (!(ls > KF_NEG_INF))
                 continue;                 /* empty split: its O is never read */
+#if KF_SINK
+            const float w = expf(ls - lse0) * sw;       /* = exp(ls - lse) */
+#else
             const float w = expf(ls - lse);
+#endif
             const float *src = p.ws_o + (s * nrows + rid) * KF_CMB_DV + c0;
 #pragma unroll
             for (int c = 0; c < KF_CMB_VEC; c += 2) {

@@ -34,7 +34,34 @@
  * Shared memory: Q [TM][D] | KF_STAGES x (K [BN][D], V [BN][D]), 16-bit elements, rows of 16-byte
  * chunks XOR-swizzled by (row & 7) so ldmatrix and cp.async are bank-conflict free. The fp32 merge
  * buffer (WN > 1) reuses the K/V area after the key loop.
+ *
+ * Model features (each 0 unless the template defines it; common/attn_params.h has the definitions):
+ *   KF_WIN  sliding window: the key range starts at the tile's first visible key, max(0, imin + coff - W)
+ *           (earlier blocks are never loaded: skipped, not masked); blocks starting before imax + coff - W
+ *           mask each row's lower bound.
+ *   KF_CAP  softcap: S <- cap * tanh(S * scale / cap) right after Q K^T, before the mask and the max; the
+ *           softmax then runs on the capped scores (scale 1).
+ *   KF_SINK sink logit: added to the denominator in the epilogue when the CTA writes o (one split); split
+ *           partials carry none (attn/combine.cuh adds it).
+ *   KF_KV8  FP8 (e4m3) K/V: each stage holds the blocks' bytes (K8 [BN][D], V8 [BN][D], unswizzled) and the
+ *           block in use is converted into one 16-bit K tile and one V tile after the stages (value / 256,
+ *           exact: the 256 and k_scale are folded into the score scale, v_scale into the epilogue). Needs
+ *           KF_STAGES >= 2.
+ * Mutation-test hooks of the features: KF_MUTANT_WINDOW, KF_MUTANT_CAPORDER, KF_MUTANT_SINK, KF_MUTANT_FP8HEAD.
  */
+#ifndef KF_WIN
+#define KF_WIN 0
+#endif
+#ifndef KF_CAP
+#define KF_CAP 0
+#endif
+#ifndef KF_SINK
+#define KF_SINK 0
+#endif
+#ifndef KF_KV8
+#define KF_KV8 0
+#endif
+#define KF_CAP_BEFORE_MAX 1 // KF_MUTANT_CAPORDER
 #define KF_THREADS (32 * KF_WM * KF_WN)
 #define KF_MW (KF_TM / KF_WM)
 #define KF_MT (KF_MW / 16)
@@ -45,7 +72,16 @@
 #define KF_CH (KF_D / 8)
 #define KF_Q_BYTES (KF_TM * KF_D * 2)
 #define KF_KV_BYTES (KF_BN * KF_D * 2)
+#if KF_KV8
+#define KF_KV8_BYTES (KF_BN * KF_D)                 /* one fp8 K or V block */
+#define KF_STAGE_BYTES (2 * KF_KV8_BYTES)
+#define KF_CVT_OFF (KF_STAGES * KF_STAGE_BYTES)     /* converted K tile, then V tile, after the stages */
+#if KF_STAGES < 2
+#error "kforge attn fwd: FP8 K/V needs 2 or more stages"
+#endif
+#else
 #define KF_STAGE_BYTES (2 * KF_KV_BYTES)
+#endif
 #define KF_OPAD (KF_D + 8)
 
 #if KF_MT < 1 || KF_MW % 16 != 0 || KF_KW % 16 != 0 || (KF_BN * KF_CH) % KF_THREADS != 0 || KF_THREADS % KF_CH != 0 || KF_D % 64 != 0
@@ -96,6 +132,86 @@ __device__ __forceinline__ void kf_load_kv(kf_u32 sdst, const kf_u16 *base, long
     }
 }
 
+#if KF_KV8
+/* FP8: the cp.async copies of one K8 or V8 block (keys j0 .. j0+BN-1, D bytes each, zero-fill from kend on) */
+__device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *base, long long sb, long long ss,
+                                            const int *bt, int ps, int j0, int kend, int tid)
+{
+    for (int idx = tid; idx < KF_BN * (KF_D / 16); idx += KF_THREADS) {
+        const int r = idx / (KF_D / 16), c = idx % (KF_D / 16);
+        const int j = j0 + r;
+        const bool ok = j < kend;
+        const unsigned char *src = !ok ? base
+                                 : bt ? base + (long long)bt[j / ps] * sb + (long long)(j % ps) * ss + c * 16
+                                      : base + (long long)j * ss + c * 16;
+        kf_cp_async16(sdst + r * KF_D + c * 16, src, ok);
+    }
+}
+
+/* 4 e4m3 bytes -> 4 16-bit values of the dtype, each e4m3 value / 256 (exact, subnormals included): the byte's
+ * sign to bit 15, its exponent and mantissa to bits 13..7 of an fp16 (bias 15 against e4m3's 7); bf16 through fp32. */
+__device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
+{
+    kf_u32 t0, t1;
+    asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(w));
+    asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(w));
+    t0 = (t0 & 0x80008000u) | ((t0 >> 1) & 0x3f803f80u);
+    t1 = (t1 & 0x80008000u) | ((t1 >> 1) & 0x3f803f80u);
+#if KF_BF16
+    float a, b, c, d;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(a) : "h"((unsigned short)(t0 & 0xffffu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(b) : "h"((unsigned short)(t0 >> 16)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(c) : "h"((unsigned short)(t1 & 0xffffu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"((unsigned short)(t1 >> 16)));
+    lo = kf_pack2(a, b);
+    hi = kf_pack2(c, d);
+#else
+    lo = t0;
+    hi = t1;
+#endif
+}
+
+/* The fp8 block at src (unswizzled [BN][D] bytes) -> the swizzled 16-bit tile at dst, every thread a share. */
+__device__ __forceinline__ void kf_cvt_kv8(kf_u32 dst, kf_u32 src, int tid)
+{
+    for (int idx = tid; idx < KF_BN * (KF_D / 16); idx += KF_THREADS) {
+        const int r = idx / (KF_D / 16), c = idx % (KF_D / 16);
+        kf_u32 w0, w1, w2, w3;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
+                     : "r"(src + r * KF_D + c * 16));
+        kf_u32 o[8];
+        kf_e4m3x4(w0, o[0], o[1]);
+        kf_e4m3x4(w1, o[2], o[3]);
+        kf_e4m3x4(w2, o[4], o[5]);
+        kf_e4m3x4(w3, o[6], o[7]);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst + kf_swz(r, 2 * c) * 2), "r"(o[0]), "r"(o[1]),
+                     "r"(o[2]), "r"(o[3]) : "memory");
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst + kf_swz(r, 2 * c + 1) * 2), "r"(o[4]),
+                     "r"(o[5]), "r"(o[6]), "r"(o[7]) : "memory");
+    }
+}
+#define KF_LOAD_K(sdst, j0) kf_load_kv8(sdst, kg8, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid)
+#define KF_LOAD_V(sdst, j0) kf_load_kv8(sdst, vg8, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid)
+#define KF_KV_STEP KF_KV8_BYTES
+#else
+#define KF_LOAD_K(sdst, j0) kf_load_kv(sdst, kg, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid)
+#define KF_LOAD_V(sdst, j0) kf_load_kv(sdst, vg, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid)
+#define KF_KV_STEP KF_KV_BYTES
+#endif
+
+#if KF_CAP
+/* softcap of a raw dot product x: cap * tanh(x * m), m = scale / cap; tanh(y) = 1 - 2 / (e^2y + 1) (exact at
+ * both ends: e^2y = inf gives 1, 0 gives -1), |error| ~ 1e-7 */
+__device__ __forceinline__ float kf_softcap(float x, float m, float cap)
+{
+    const float y = fminf(fmaxf(x * m, -20.f), 20.f);
+    const float e = kf_exp2(y * 2.8853900817779268f);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
+    return cap * (1.f - 2.f * r);
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(KF_THREADS, KF_MINB)
 KF_FWD_NAME(const kf_attn_params p)
 {
@@ -133,8 +249,16 @@ KF_FWD_NAME(const kf_attn_params p)
     const int imin = row0, imax = min(row0 + KF_TM, n_q) - 1;
 #endif
     const int coff = n_kv - n_q; // KF_MUTANT_CAUSAL
+#if KF_WIN
+    const int wwin = p.window_left; // KF_MUTANT_WINDOW
+    const int wlo = max(0, imin + coff - wwin);        /* keys before wlo are outside every row's window */
+    const int kwmask = imax + coff - wwin;              /* blocks starting before it need the window's mask */
+    const int bps = ((n_kv - wlo + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;     /* key blocks per split */
+    const int kbeg = wlo + split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
+#else
     const int bps = ((n_kv + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;     /* key blocks per split */
     const int kbeg = split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
+#endif
     /* keys from kstop on are invisible to every row of the tile; blocks reaching past kmask need the mask */
     const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;
     const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
@@ -146,6 +270,11 @@ KF_FWD_NAME(const kf_attn_params p)
     const long long kvb = p.cu_seqlens_k ? 0 : (long long)b;
     const kf_u16 *kg = (const kf_u16 *)p.k + (long long)kvh * p.k_sh + (bt ? 0 : kvb * p.k_sb + (long long)k0 * p.k_ss);
     const kf_u16 *vg = (const kf_u16 *)p.v + (long long)kvh * p.v_sh + (bt ? 0 : kvb * p.v_sb + (long long)k0 * p.v_ss);
+#if KF_KV8
+    const unsigned char *kg8 = (const unsigned char *)p.k + (long long)kvh * p.k_sh + (bt ? 0 : kvb * p.k_sb + (long long)k0 * p.k_ss);
+    const unsigned char *vg8 = (const unsigned char *)p.v + (long long)kvh * p.v_sh + (bt ? 0 : kvb * p.v_sb + (long long)k0 * p.v_ss);
+    (void)kg, (void)vg;
+#endif
 
     const kf_u32 sQa = kf_smem_u32(kf_smem);
     const kf_u32 sKVa = sQa + KF_Q_BYTES;
@@ -166,10 +295,10 @@ KF_FWD_NAME(const kf_attn_params p)
     for (int s = 0; s < KF_STAGES - 1; ++s) {
         const kf_u32 sK = sKVa + s * KF_STAGE_BYTES;
         if (s < nblk)
-            kf_load_kv(sK, kg, p.k_sb, p.k_ss, bt, p.page_size, kbeg + s * KF_BN, kend, tid);
+            KF_LOAD_K(sK, kbeg + s * KF_BN);
         kf_cp_async_commit();
         if (s < nblk)
-            kf_load_kv(sK + KF_KV_BYTES, vg, p.v_sb, p.v_ss, bt, p.page_size, kbeg + s * KF_BN, kend, tid);
+            KF_LOAD_V(sK + KF_KV_STEP, kbeg + s * KF_BN);
         kf_cp_async_commit();
     }
 
@@ -211,11 +340,29 @@ KF_FWD_NAME(const kf_attn_params p)
         rmax[mt][0] = rmax[mt][1] = KF_NEG_INF;
         rsum[mt][0] = rsum[mt][1] = 0.f;
     }
-    const float sl2 = p.scale_log2;
+#if KF_KV8
+    const int sh8 = kvh; // KF_MUTANT_FP8HEAD
+    const float kq = p.k_scale[sh8] * 256.f, vq = p.v_scale[sh8] * 256.f;   /* e4m3 = tile value * 256 */
+#else
+    const float kq = 1.f;
+#endif
+#if KF_CAP
+    const float sl2 = 1.4426950408889634f;                  /* the capped scores are already scaled */
+    const float snat = 1.f;
+    const float capm = p.scale * kq / p.softcap;
+#else
+    const float sl2 = p.scale_log2 * kq;
+    const float snat = p.scale * kq;                        /* natural-log units of the running max */
+#endif
 
     /* ---- key loop */
     for (int n = 0; n < nblk; ++n) {
+#if KF_KV8
+        const kf_u32 sK8 = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV8 = sK8 + KF_KV8_BYTES;
+        const kf_u32 sK = sKVa + KF_CVT_OFF, sV = sK + KF_KV_BYTES;
+#else
         const kf_u32 sK = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV = sK + KF_KV_BYTES;
+#endif
         const int j0 = kbeg + n * KF_BN;
 #if KF_STAGES == 1
         kf_load_kv(sK, kg, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid);
@@ -231,12 +378,16 @@ KF_FWD_NAME(const kf_attn_params p)
             const int jn = n + KF_STAGES - 1;
             const kf_u32 sKn = sKVa + (jn % KF_STAGES) * KF_STAGE_BYTES;
             if (jn < nblk)
-                kf_load_kv(sKn, kg, p.k_sb, p.k_ss, bt, p.page_size, kbeg + jn * KF_BN, kend, tid);
+                KF_LOAD_K(sKn, kbeg + jn * KF_BN);
             kf_cp_async_commit();
             if (jn < nblk)
-                kf_load_kv(sKn + KF_KV_BYTES, vg, p.v_sb, p.v_ss, bt, p.page_size, kbeg + jn * KF_BN, kend, tid);
+                KF_LOAD_V(sKn + KF_KV_STEP, kbeg + jn * KF_BN);
             kf_cp_async_commit();
         }
+#endif
+#if KF_KV8
+        kf_cvt_kv8(sK, sK8, tid);                           /* every warp is done with block n-1's tiles */
+        __syncthreads();
 #endif
 
         /* S = Q K^T over this warp's KW keys */
@@ -274,8 +425,21 @@ KF_FWD_NAME(const kf_attn_params p)
 #undef KF_QA
         }
 
+#if KF_CAP && KF_CAP_BEFORE_MAX
+#pragma unroll
+        for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KF_NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    s[mt][nt][e] = kf_softcap(s[mt][nt][e], capm, p.softcap);
+#endif
         /* mask: keys past the split / sequence end, and (causal) past each row's bound */
+#if KF_WIN
+        if (j0 + KF_BN > kmask || j0 < kwmask) {
+#else
         if (j0 + KF_BN > kmask) {
+#endif
 #pragma unroll
             for (int mt = 0; mt < KF_MT; ++mt)
 #pragma unroll
@@ -284,7 +448,11 @@ KF_FWD_NAME(const kf_attn_params p)
                     for (int e = 0; e < 4; ++e) {
                         const int j = j0 + wn * KF_KW + nt * 8 + 2 * (lane & 3) + (e & 1);
                         const int i = qi[mt][e >> 1];
+#if KF_WIN
+                        if (j >= kend || (KF_CAUSAL && j > i + coff) || j < i + coff - wwin)
+#else
                         if (j >= kend || (KF_CAUSAL && j > i + coff))
+#endif
                             s[mt][nt][e] = KF_NEG_INF;
                     }
         }
@@ -300,6 +468,15 @@ KF_FWD_NAME(const kf_attn_params p)
                     mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#if KF_CAP && !KF_CAP_BEFORE_MAX
+                /* the planted bug: the max taken over the raw scaled scores, the cap applied after it */
+                mx = (mx == KF_NEG_INF) ? mx : mx * p.scale * kq;
+#pragma unroll
+                for (int nt = 0; nt < KF_NT; ++nt)
+                    for (int e = 2 * hf; e < 2 * hf + 2; ++e)
+                        if (s[mt][nt][e] != KF_NEG_INF)
+                            s[mt][nt][e] = kf_softcap(s[mt][nt][e], capm, p.softcap);
+#endif
                 const float mu = (mx == KF_NEG_INF) ? 0.f : mx * sl2;   /* no -inf - -inf */
                 const float corr = kf_exp2(rmax[mt][hf] * sl2 - mu);
                 rmax[mt][hf] = mx;
@@ -320,6 +497,10 @@ KF_FWD_NAME(const kf_attn_params p)
 
         kf_cp_async_wait<2 * KF_STAGES - 2>();               /* V of block n */
         __syncthreads();
+#if KF_KV8
+        kf_cvt_kv8(sV, sV8, tid);
+        __syncthreads();
+#endif
 
         /* O += P V: the S accumulators, packed to 16 bits, are the A fragments */
 #pragma unroll
@@ -444,8 +625,24 @@ KF_FWD_NAME(const kf_attn_params p)
             if (i >= n_q)
                 continue;
             const float l = rsum[mt][hf];
+#if KF_SINK || KF_KV8 || KF_CAP
+            float inv = l > 0.f ? 1.f / l : 0.f;
+            float lse = l > 0.f ? rmax[mt][hf] * snat + logf(l) : KF_NEG_INF;
+#if KF_SINK
+            if (nsplit == 1) {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
+                const float sk = p.sinks[hh], lse0 = lse;
+                const float mm = fmaxf(lse0, sk);
+                lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
+                inv *= expf(lse0 - lse); // KF_MUTANT_SINK
+            }
+#endif
+#if KF_KV8
+            inv *= vq;
+#endif
+#else
             const float inv = l > 0.f ? 1.f / l : 0.f;
             const float lse = l > 0.f ? rmax[mt][hf] * p.scale + logf(l) : KF_NEG_INF;
+#endif
             if (nsplit == 1) {
                 kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
                             + (long long)hh * p.o_sh + 2 * (lane & 3);

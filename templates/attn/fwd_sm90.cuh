@@ -37,7 +37,21 @@
  * chunk c of row r at chunk c ^ (r & 7) (the 128-byte swizzle).
  *
  * Mutation-test hooks as in attn/fwd.cuh: KF_MUTANT_KVHEAD, KF_MUTANT_CAUSAL, KF_MUTANT_SPLIT lines.
+ *
+ * Model features as in attn/fwd.cuh (KF_WIN: the key range starts at the tile's first visible key and blocks
+ * starting before imax + coff - W mask each row's lower bound before kf_wg_softmax; KF_CAP: S capped right
+ * after Q K^T completes, the softmax at scale 1; KF_SINK: the sink joins the denominator in the epilogue).
+ * FP8 K/V is not served here (the template refuses it). Hooks KF_MUTANT_WINDOW, KF_MUTANT_SINK.
  */
+#ifndef KF_WIN
+#define KF_WIN 0
+#endif
+#ifndef KF_CAP
+#define KF_CAP 0
+#endif
+#ifndef KF_SINK
+#define KF_SINK 0
+#endif
 #define KF_SM90_BM 128
 #define KF_SM90_THREADS 384
 #define KF_SM90_PANEL (KF_SM90_BM * 128)            /* bytes of one 64-column panel of Q */
@@ -156,6 +170,49 @@ __device__ __forceinline__ void kf_sm90_rescale(float (&o)[KF_SM90_OR], float co
     }
 }
 
+#if KF_CAP
+/* softcap of a raw dot product x: cap * tanh(x * m), m = scale / cap (as attn/fwd.cuh) */
+__device__ __forceinline__ float kf_sm90_softcap(float x, float m, float cap)
+{
+    const float y = fminf(fmaxf(x * m, -20.f), 20.f);
+    const float e = kf_exp2(y * 2.8853900817779268f);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
+    return cap * (1.f - 2.f * r);
+}
+#endif
+
+/* The features' work on a block's raw scores before kf_wg_softmax: the cap, then the window's lower mask. */
+__device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_attn_params &p, int j0, int kwmask,
+                                             int coff, int wwin, int qi0, int qi1, int lane)
+{
+#if KF_CAP
+    const float m = p.scale / p.softcap;
+#pragma unroll
+    for (int e = 0; e < KF_SM90_SN; ++e)
+        sc[e] = kf_sm90_softcap(sc[e], m, p.softcap);
+#endif
+#if KF_WIN
+    if (j0 < kwmask) {
+#pragma unroll
+        for (int c = 0; c < KF_BN / 8; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int j = j0 + c * 8 + 2 * (lane & 3) + (e & 1);
+                const int i = (e >> 1) ? qi1 : qi0;
+                if (j < i + coff - wwin)
+                    sc[4 * c + e] = KF_NEG_INF;
+            }
+    }
+#endif
+    (void)p, (void)j0, (void)kwmask, (void)coff, (void)wwin, (void)qi0, (void)qi1, (void)lane;
+}
+#if KF_WIN || KF_CAP
+#define KF_SM90_FEAT(j0) kf_sm90_feat(sc, p, j0, kwmask, coff, wwin, qi0, qi1, lane)
+#else
+#define KF_SM90_FEAT(j0) do { } while (0)
+#endif
+
 extern "C" __global__ void __launch_bounds__(KF_SM90_THREADS, 1)
 KF_FWD_NAME(const kf_attn_params p)
 {
@@ -176,8 +233,17 @@ KF_FWD_NAME(const kf_attn_params p)
         return;
     const int imin = row0, imax = min(row0 + KF_SM90_BM, n_q) - 1;
     const int coff = n_kv - n_q; // KF_MUTANT_CAUSAL
+#if KF_WIN
+    const int wwin = p.window_left; // KF_MUTANT_WINDOW
+    const int wlo = max(0, imin + coff - wwin);        /* keys before wlo are outside every row's window */
+    const int kwmask = imax + coff - wwin;
+    const int bps = ((n_kv - wlo + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;
+    const int kbeg = wlo + split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
+#else
+    const int wwin = 0, kwmask = 0;
     const int bps = ((n_kv + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;
     const int kbeg = split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
+#endif
     const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;
     const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
     const int nblk = kstop > kbeg ? (kstop - kbeg + KF_BN - 1) / KF_BN : 0;
@@ -242,7 +308,12 @@ KF_FWD_NAME(const kf_attn_params p)
         const int ct = tid - 128, wg = ct >> 7, lane = tid & 31, wl = (ct >> 5) & 3;
         const int rbase = wg * 64 + wl * 16 + (lane >> 2);     /* tile row of accumulator half 0 (half 1: +8) */
         const int qi0 = row0 + rbase, qi1 = qi0 + 8;
-        const float sl2 = p.scale_log2;
+#if KF_CAP
+        const float sl2 = 1.4426950408889634f, snat = 1.f;   /* capped scores are already scaled */
+#else
+        const float sl2 = p.scale_log2, snat = p.scale;
+#endif
+        (void)wwin, (void)kwmask;
 
         float o[KF_SM90_OR];
 #pragma unroll
@@ -270,6 +341,7 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(sc);
             kf_mbar_arrive(bar_ek + 8 * s);
+            KF_SM90_FEAT(kbeg + n * KF_BN);
             kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
                                                 rmax1, rsum0, rsum1, corr0, corr1);
             kf_sm90_pack(pa, sc);
@@ -298,6 +370,7 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(sc);
             kf_mbar_arrive(bar_ek);
+            KF_SM90_FEAT(kbeg);
             kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0,
                                                 rsum1, corr0, corr1);
             kf_sm90_pack(pa, sc);
@@ -321,6 +394,7 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_wgmma_wait<1>();                              /* S(n) has landed; P(n-1) V(n-1) may still run */
             kf_wg_fence_regs(sc);
             kf_mbar_arrive(bar_ek + 8 * s);
+            KF_SM90_FEAT(kbeg + n * KF_BN);
             kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
                                                 rmax1, rsum0, rsum1, corr0, corr1);
             kf_wgmma_wait<0>();
@@ -359,8 +433,22 @@ KF_FWD_NAME(const kf_attn_params p)
             if (i >= n_q)
                 continue;
             const float l = hf ? rsum1 : rsum0, m = hf ? rmax1 : rmax0;
+#if KF_SINK || KF_CAP
+            float inv = l > 0.f ? 1.f / l : 0.f;
+            float lse = l > 0.f ? m * snat + logf(l) : KF_NEG_INF;
+#if KF_SINK
+            {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
+                const float sk = p.sinks[h], lse0 = lse;
+                const float mm = fmaxf(lse0, sk);
+                lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
+                inv *= expf(lse0 - lse); // KF_MUTANT_SINK
+            }
+#endif
+#else
+            (void)snat;
             const float inv = l > 0.f ? 1.f / l : 0.f;
             const float lse = l > 0.f ? m * p.scale + logf(l) : KF_NEG_INF;
+#endif
             kf_u16 *og = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
                          + (long long)h * p.o_sh + 2 * (lane & 3);
 #pragma unroll

@@ -16,6 +16,14 @@
  * kv head of query head h: h / (hq / hkv).
  * Causal: query i sees keys j <= i + n_kv - n_q (bottom-right aligned).
  * A row with no visible key gives o = 0 and lse = -inf.
+ * Model features (appended fields, read only by kernels rendered with the feature on; a kernel with none of
+ * them is compiled without these fields, KF_ATTN_EXT undefined, and the host passes the longer block all the same):
+ *   sliding window (KF_WIN): query i (key position pi = i + n_kv - n_q) sees keys pi - window_left .. pi;
+ *   softcap (KF_CAP): score = softcap * tanh(scale q.k / softcap), before the max; lse of the capped scores;
+ *   sinks (KF_SINK): sinks[h] joins the softmax denominator only: o = sum_j e^(s_j - m) v_j / (e^(sinks[h] - m)
+ *     + sum_j e^(s_j - m)), lse = log(e^sinks[h] + sum_j e^s_j); a row with no visible key: o = 0, lse = sinks[h].
+ *     Split partials carry no sink: the combine adds it once;
+ *   FP8 K/V (KF_KV8): k and v are e4m3 bytes (strides in bytes), key value = k_scale[kv head] * e4m3 (v alike).
  * Split-KV partials: row id rid = ((cu_seqlens_q ? 0 : b*sq) + r0 + i) * hq + h,
  *   ws_o[(s*ws_rows*hq + rid)*dv + c], ws_lse[s*ws_rows*hq + rid], s < splits;
  *   each partial is normalised (O_s divided by its own sum) with lse_s = m_s + log(l_s).
@@ -47,6 +55,13 @@ typedef struct kf_attn_params {
     int ws_rows;               /* b*sq dense, total rows packed */
     float scale;               /* softmax scale */
     float scale_log2;          /* scale * log2(e) */
+#if !defined(__CUDACC_RTC__) || defined(KF_ATTN_EXT)
+    const float *sinks;        /* [hq] fp32 sink logits (KF_SINK), else 0 */
+    const float *k_scale;      /* [hkv] fp32 dequantisation scales of fp8 K and V (KF_KV8), else 0 */
+    const float *v_scale;
+    float softcap;             /* > 0 with KF_CAP */
+    int window_left;           /* >= 0 with KF_WIN */
+#endif
 } kf_attn_params;
 
 #endif

@@ -3,14 +3,50 @@
 -- A template reads it with import("lib/attn.lua") and lists it in its includes.
 local A = {}
 
--- The shape of a GQA attention call (attn_decode, attn_prefill).
+-- The shape of a GQA attention call (attn_decode, attn_prefill). The model features are optional keys
+-- ("int?" / "string?": a shape without them is the plain attention of before, same fixed values, same source):
+-- window (window_left >= 0), softcap (the cap, rounded: its exact value is a runtime argument), sinks (1),
+-- kv_dtype ("e4m3": FP8 K/V).
 function A.gqa_shape()
-  return { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", d = "int", causal = "int" }
+  return { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", d = "int", causal = "int",
+           window = "int?", softcap = "int?", sinks = "int?", kv_dtype = "string?" }
 end
 
--- Its compile-time facts: dtype, head dim, group size, causal flag.
+-- The fixed values of the model features of a shape, added to f only when on: win 1, cap 1, sink 1, kv "e4m3".
+function A.feature_fixed(shape, f)
+  if shape.window ~= nil then f.win = 1 end
+  if shape.softcap ~= nil and shape.softcap ~= 0 then f.cap = 1 end
+  if shape.sinks ~= nil and shape.sinks ~= 0 then f.sink = 1 end
+  if shape.kv_dtype ~= nil and shape.kv_dtype ~= shape.dtype then f.kv = shape.kv_dtype end
+  return f
+end
+
+-- Its compile-time facts: dtype, head dim, group size, causal flag (and the features that are on).
 function A.gqa_fixed(shape)
-  return { dtype = shape.dtype, d = shape.d, g = shape.hq // shape.hkv, causal = shape.causal }
+  return A.feature_fixed(shape, { dtype = shape.dtype, d = shape.d, g = shape.hq // shape.hkv, causal = shape.causal })
+end
+
+-- valid() checks of the feature values: true, or false and why. fp8: whether the kernel takes FP8 K/V.
+function A.check_features(f, fp8)
+  if f.win and f.causal ~= 1 then return false, "a sliding window (window) needs causal 1" end
+  if f.win and f.win ~= 1 then return false, "win must be 1" end
+  if f.cap and f.cap ~= 1 then return false, "cap must be 1" end
+  if f.sink and f.sink ~= 1 then return false, "sink must be 1" end
+  if f.kv and f.kv ~= "e4m3" then return false, "kv_dtype must be e4m3 (or the dtype), got " .. tostring(f.kv) end
+  if f.kv and not fp8 then return false, "FP8 K/V (kv_dtype e4m3) is served by attn_decode and the mma prefill only" end
+  return true
+end
+
+-- The defines of the features that are on (empty for none: the source of a plain shape is unchanged).
+function A.feature_defines(f)
+  local t = {}
+  if f.win or f.cap or f.sink or f.kv then t[#t + 1] = "#define KF_ATTN_EXT 1" end
+  if f.win then t[#t + 1] = "#define KF_WIN 1" end
+  if f.cap then t[#t + 1] = "#define KF_CAP 1" end
+  if f.sink then t[#t + 1] = "#define KF_SINK 1" end
+  if f.kv then t[#t + 1] = "#define KF_KV8 1" end
+  if #t == 0 then return "" end
+  return table.concat(t, "\n") .. "\n"
 end
 
 function A.dtype_ok(dt) return dt == "bf16" or dt == "fp16" end

@@ -74,7 +74,16 @@ static void test_api__every_field_is_checked(void **state)
     d = decode(), d.q_strides[0] = -8, expect(d, KF_ERR_ARG, "desc.q_strides[0] must be >= 0, got -8");
     d = decode(), d.o_strides[2] = 12, expect(d, KF_ERR_UNSUPPORTED, "desc.o_strides[2] = 12");
     d = decode(), d.page_size = -16, expect(d, KF_ERR_ARG, "desc.page_size must be >= 0 (0: contiguous K/V), got -16");
-    d = decode(), d.kind = KF_ATTN_PREFILL, d.page_size = 64, expect(d, KF_ERR_UNSUPPORTED, "paged K/V (desc.page_size = 64) is served by decode plans only");
+    /* paged prefill is served (issue 21); the model features' fields */
+    d = decode(), d.window = 2, expect(d, KF_ERR_ARG, "desc.window must be 0 or 1, got 2");
+    d = decode(), d.window = 1, d.window_left = -3, d.causal = 1, expect(d, KF_ERR_ARG, "desc.window_left must be >= 0 with desc.window, got -3");
+    d = decode(), d.window_left = 7, expect(d, KF_ERR_ARG, "desc.window_left = 7 is set but desc.window is 0");
+    d = decode(), d.window = 1, d.window_left = 128, expect(d, KF_ERR_UNSUPPORTED, "needs causal attention (desc.causal = 0)");
+    d = decode(), d.softcap = -1, expect(d, KF_ERR_ARG, "desc.softcap must be 0 (none) or a finite cap >= 0.001, got -1");
+    d = decode(), d.softcap = INFINITY, expect(d, KF_ERR_ARG, "desc.softcap must be 0 (none)");
+    d = decode(), d.sinks = 3, expect(d, KF_ERR_ARG, "desc.sinks must be 0 or 1, got 3");
+    d = decode(), d.kv_dtype = 5, expect(d, KF_ERR_ARG, "desc.kv_dtype must be KF_KV_SAME or KF_KV_E4M3, got 5");
+    d = decode(), d.kv_dtype = KF_KV_E4M3, d.k_strides[1] = 1032, expect(d, KF_ERR_UNSUPPORTED, "desc.k_strides[1] = 1032 breaks 16-byte row alignment of FP8");
     d = decode(), d.page_size = 64, expect(d, KF_OK, "");
 }
 

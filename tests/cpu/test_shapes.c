@@ -91,7 +91,7 @@ static int check_family(const char *family, void *arg)
     gen_kvset s;
     gen_kv_clear(&s);
     for (int i = 0; i < decl->n; i++)   /* every declared field with a value of its type */
-        if (!strcmp(decl->kv[i].s, "string"))
+        if (!strncmp(decl->kv[i].s, "string", 6))
             gen_kv_set_str(&s, decl->kv[i].name, "x");
         else
             gen_kv_set_int(&s, decl->kv[i].name, 1);

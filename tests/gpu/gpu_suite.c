@@ -173,6 +173,67 @@ const suite_case suite_combine[] = {
 };
 const int suite_combine_n = sizeof suite_combine / sizeof suite_combine[0];
 
+/*
+ * The model features (issue 21). Window: smaller than a tile (5), 1, 0, >= the length; softcap with large logits
+ * (scale 1: scores ~ N(0, d)); sinks with empty sequences (o 0, lse the sink); combined. Split-KV decode with sinks
+ * (the combine adds the sink). Every case against the CPU fp64 reference.
+ */
+#define WIN(w) .window = 1, .window_left = (w)
+const suite_case suite_feat[] = {
+    /* sliding window, prefill (mma) */
+    {PRE, "bf16", 2, 300, 300, 8, 2, 128, 1, WIN(5), .mut = MUT_YES},
+    {PRE, "fp16", 2, 200, 450, 8, 4, 64, 1, KV(450, 130), WIN(1), .mut = MUT_YES},
+    {PRE, "bf16", 1, 100, 100, 6, 2, 128, 1, WIN(0)},
+    {PRE, "bf16", 2, 257, 257, 8, 2, 128, 1, WIN(300)},
+    {PRE, "fp16", 1, 700, 900, 8, 2, 128, 1, WIN(129), .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
+    {PRE, "bf16", 3, 200, 0, 8, 2, 64, 1, KV(300, 1, 0), QL(200, 1, 0), .packed_kv = 1, WIN(64)},
+    /* sliding window, decode (split-KV: the splits cover the window only) */
+    {DEC, "bf16", 3, 4, 900, 8, 2, 128, 1, KV(900, 3, 0), WIN(100), .params = "sp=1", .mut = MUT_YES},
+    {DEC, "bf16", 3, 4, 900, 8, 2, 128, 1, KV(900, 3, 0), WIN(100), .params = "sp=4", .mut = MUT_YES},
+    {DEC, "fp16", 2, 1, 1000, 32, 8, 128, 1, KV(1000, 1), WIN(1), .params = "sp=8"},
+    {DEC, "bf16", 2, 2, 300, 8, 4, 64, 1, WIN(500), .params = "sp=2"},
+    /* softcap, large logits */
+    {PRE, "bf16", 2, 130, 260, 8, 2, 128, 1, .softcap = 5.0, .scale = 1.0, .mut = MUT_YES},
+    {PRE, "fp16", 1, 65, 65, 8, 4, 64, 0, .softcap = 30.0, .scale = 1.0},
+    /* scale 8: raw scaled logits ~ N(0, 90), the capped ones within +-5: a max taken before the cap (the mutant)
+     * leaves exp(cap - max) below fp32's range, where at smaller logits the shift would cancel out */
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 8.0, .params = "sp=1", .mut = MUT_YES},
+    {PRE, "fp16", 1, 200, 300, 8, 2, 128, 1, .softcap = 5.0, .scale = 8.0, .params = "impl=mma,bm=128,w=8,bn=128,stages=2",
+     .mut = MUT_YES},
+    {DEC, "fp16", 2, 1, 700, 8, 2, 128, 0, KV(700, 17), .softcap = 50.0, .scale = 2.0, .params = "sp=4"},
+    /* sinks, empty sequences included */
+    {PRE, "bf16", 3, 100, 120, 8, 2, 128, 1, KV(120, 0, 1), .sinks = 1, .mut = MUT_YES},
+    {PRE, "fp16", 2, 64, 0, 6, 2, 64, 1, KV(64, 0), QL(64, 3), .packed_kv = 1, .sinks = 1},
+    {DEC, "bf16", 3, 1, 800, 8, 2, 128, 0, KV(800, 0, 5), .sinks = 1, .params = "sp=1", .mut = MUT_YES},
+    {DEC, "bf16", 3, 1, 800, 8, 2, 128, 0, KV(800, 0, 5), .sinks = 1, .params = "sp=8", .mut = MUT_YES},
+    {DEC, "fp16", 2, 4, 600, 64, 8, 128, 1, KV(600, 0), .sinks = 1, .params = "sp=4"},
+    /* combined: gpt-oss (sinks + window 128), Gemma-2 (softcap 50 + window) */
+    {PRE, "bf16", 2, 400, 500, 8, 2, 64, 1, KV(500, 401), WIN(128), .sinks = 1},
+    {PRE, "bf16", 1, 300, 300, 8, 2, 128, 1, WIN(64), .softcap = 50.0, .scale = 0.5},
+    {DEC, "bf16", 3, 2, 900, 8, 2, 64, 1, KV(900, 0, 1), WIN(128), .sinks = 1, .params = "sp=4", .mut = MUT_YES},
+    {DEC, "fp16", 2, 1, 900, 16, 8, 128, 1, WIN(200), .softcap = 20.0, .sinks = 1, .scale = 1.0, .params = "sp=2"},
+    /* the combine alone, with sinks (some rows with every split empty: o 0, lse the sink) */
+    {.family = "attn_combine", "bf16", 2, 3, 0, 8, 1, 128, .splits = 4, .sinks = 1},
+    {.family = "attn_combine", "fp16", 1, 2, 0, 6, 1, 64, .splits = 3, .sinks = 1, .params = "rows=2,vec=2"},
+};
+const int suite_feat_n = sizeof suite_feat / sizeof suite_feat[0];
+
+/* The same on the sm_90a impls (wgmma, wgmma_ov, wgmma_pp) */
+const suite_case suite_feat_sm90[] = {
+    {PRE, "bf16", 2, 300, 300, 8, 2, 128, 1, WIN(5), WG2, .mut = MUT_YES},
+    {PRE, "fp16", 2, 200, 450, 8, 4, 128, 1, KV(450, 130), WIN(1), OV3},
+    {PRE, "bf16", 2, 257, 257, 8, 2, 128, 1, WIN(300), PP3},
+    {PRE, "bf16", 1, 700, 900, 8, 2, 64, 1, WIN(129), PP3},
+    {PRE, "bf16", 3, 260, 0, 8, 2, 128, 1, KV(300, 1, 0), QL(260, 1, 0), .packed_kv = 1, WIN(64), OV2},
+    {PRE, "bf16", 2, 130, 260, 8, 2, 128, 1, .softcap = 5.0, .scale = 1.0, WG3},
+    {PRE, "fp16", 1, 300, 300, 8, 4, 128, 0, .softcap = 30.0, .scale = 1.0, PP3},
+    {PRE, "bf16", 3, 100, 120, 8, 2, 128, 1, KV(120, 0, 1), .sinks = 1, OV3, .mut = MUT_YES},
+    {PRE, "bf16", 2, 400, 500, 8, 2, 64, 1, KV(500, 401), WIN(128), .sinks = 1, PP3},
+    {PRE, "bf16", 1, 300, 300, 8, 2, 256, 1, WIN(64), .softcap = 50.0, .scale = 0.5,
+     .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+};
+const int suite_feat_sm90_n = sizeof suite_feat_sm90 / sizeof suite_feat_sm90[0];
+
 /* Head-mapping bugs, an off-by-one causal bound, wrong split boundaries (templates/attn/fwd.cuh). */
 const suite_mutant suite_mutants[] = {
     {"kvhead (h/hkv)%hkv", "KF_MUTANT_KVHEAD", "h / KF_G", "(h / p.hkv) % p.hkv"},
@@ -182,6 +243,12 @@ const suite_mutant suite_mutants[] = {
     {"causal bound -1", "KF_MUTANT_CAUSAL", "n_kv - n_q", "n_kv - n_q - 1"},
     {"split end -1", "KF_MUTANT_SPLIT", "kbeg + bps * KF_BN)", "kbeg + bps * KF_BN - 1)"},
     {"split start overlaps", "KF_MUTANT_SPLIT", "split * bps * KF_BN,", "split * (bps - 1) * KF_BN,"},
+    /* the model features (issue 21): only in the sources built with them (suite_feat) */
+    {"window +1", "KF_MUTANT_WINDOW", "p.window_left;", "p.window_left + 1;"},
+    {"window -1", "KF_MUTANT_WINDOW", "p.window_left;", "p.window_left - 1;"},
+    {"softcap after the max", "KF_MUTANT_CAPORDER", "KF_CAP_BEFORE_MAX 1", "KF_CAP_BEFORE_MAX 0"},
+    {"sink in the numerator too", "KF_MUTANT_SINK", "expf(lse0 - lse)", "1.f"},
+    /* KF_MUTANT_FP8HEAD (sh8 = (kvh + 1) % p.hkv) is not planted here: this harness has no FP8 inputs yet */
 };
 const int suite_mutants_n = sizeof suite_mutants / sizeof suite_mutants[0];
 
@@ -250,12 +317,20 @@ static void case_shape(const suite_case *c, gen_kvset *shape)
     gen_kv_set_int(shape, "hq", c->hq);
     if (!strcmp(c->family, "attn_combine")) {
         gen_kv_set_int(shape, "dv", c->d);
+        if (c->sinks)
+            gen_kv_set_int(shape, "sinks", 1);
         return;
     }
     gen_kv_set_int(shape, "skv", c->skv);
     gen_kv_set_int(shape, "hkv", c->expand ? c->hq : c->hkv);
     gen_kv_set_int(shape, "d", c->d);
     gen_kv_set_int(shape, "causal", c->causal);
+    if (c->window)
+        gen_kv_set_int(shape, "window", c->window_left);
+    if (c->softcap > 0)
+        gen_kv_set_int(shape, "softcap", (long long)(c->softcap + 0.999));
+    if (c->sinks)
+        gen_kv_set_int(shape, "sinks", 1);
 }
 
 int suite_job(suite *s, const suite_case *c, int naive, char *why, size_t whyn)
@@ -409,6 +484,8 @@ void suite_attn_case(const suite_case *c, tune_attn_case *tc)
     tc->layout = c->layout;
     tc->row_pad = c->row_pad;
     tc->expand_kv = c->expand;
+    tc->window = c->window, tc->window_left = c->window_left, tc->softcap = c->softcap, tc->sinks = c->sinks;
+    tc->scale = c->scale;
 }
 
 int suite_ref_mode(const suite_case *c)
@@ -425,7 +502,7 @@ void suite_case_str(const suite_case *c, char *buf, size_t n)
     size_t w = 0;
     w += (size_t)snprintf(buf + w, n - w, "%s b%d sq%d", c->dtype, c->b, c->sq);
     if (!strcmp(c->family, "attn_combine")) {
-        snprintf(buf + w, n - w, " hq%d dv%d splits%d", c->hq, c->d, c->splits);
+        snprintf(buf + w, n - w, " hq%d dv%d splits%d%s", c->hq, c->d, c->splits, c->sinks ? " sinks" : "");
         return;
     }
     w += (size_t)snprintf(buf + w, n - w, " skv%d %d/%d d%d c%d", c->skv, c->hq, c->hkv, c->d, c->causal);
@@ -446,7 +523,15 @@ void suite_case_str(const suite_case *c, char *buf, size_t n)
     if (c->row_pad > 1 && w < n)
         w += (size_t)snprintf(buf + w, n - w, " pad%d", c->row_pad);
     if (c->expand && w < n)
-        snprintf(buf + w, n - w, " expanded");
+        w += (size_t)snprintf(buf + w, n - w, " expanded");
+    if (c->window && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " win%d", c->window_left);
+    if (c->softcap > 0 && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " cap%g", c->softcap);
+    if (c->sinks && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " sinks");
+    if (c->scale > 0 && w < n)
+        snprintf(buf + w, n - w, " scale%g", c->scale);
 }
 
 static const char *short_key(const char *key)
@@ -476,7 +561,8 @@ int suite_run_case(suite *s, tune_attn_ctx *ctx, const suite_case *c, int quiet)
                      ni >= 0 ? s->jobs[ni].err : "");
         else if (!strcmp(c->family, "attn_combine")) {
             tune_combine_case cc = {.dtype = !strcmp(c->dtype, "fp16") ? CHECK_FP16 : CHECK_BF16,
-                                    .b = c->b, .sq = c->sq, .hq = c->hq, .dv = c->d, .splits = c->splits};
+                                    .b = c->b, .sq = c->sq, .hq = c->hq, .dv = c->d, .splits = c->splits,
+                                    .sinks = c->sinks};
             if (tune_attn_check_combine(ctx, &v, &cc, &r) == 0)
                 ok = r.pass;
             snprintf(why, sizeof why, "%s", r.msg);

@@ -24,12 +24,21 @@ typedef struct suite_case {
     int mut;                   /* MUT_* */
     int splits;                /* attn_combine: splits */
     int expand;                /* run on K/V expanded to hq heads with the g = 1 variant (bitwise check) */
+    /* model features (issue 21; 0: off): the variant is built with them, the CPU fp64 reference applies them */
+    int window, window_left;
+    double softcap;
+    int sinks;
+    double scale;              /* 0: 1/sqrt(d); large: large logits */
 } suite_case;
 
 extern const suite_case suite_decode[];
 extern const suite_case suite_prefill[];
 extern const suite_case suite_naive[];
 extern const suite_case suite_combine[];
+/* The model features (window, softcap, sinks), alone and combined, decode and prefill (mma.sync; the sm_90a
+ * impls in suite_feat_sm90), and the combine with sinks */
+extern const suite_case suite_feat[], suite_feat_sm90[];
+extern const int suite_feat_n, suite_feat_sm90_n;
 extern const int suite_decode_n, suite_prefill_n, suite_naive_n, suite_combine_n;
 /* attn_prefill impl=wgmma / wgmma_ov / wgmma_pp (sm_90a only): their own cases, and the params strings
  * that turn a D 128 case of suite_prefill into a case of each impl */

@@ -133,6 +133,18 @@ static void test_attn_gpu__prefill_wgmma(void **state)
     assert_int_equal(run_group(g_wgmma_cases, g_wgmma_n, "attn_prefill impl=wgmma, wgmma_ov, wgmma_pp (sm_90a)"), 0);
 }
 
+/* The model features (issue 21): window, softcap, sinks alone and combined, decode, prefill, combine */
+static void test_attn_gpu__features(void **state)
+{
+    (void)state;
+    int bad = run_group(suite_feat, suite_feat_n, "features (window, softcap, sinks): mma.sync, decode, combine");
+    if (g_sm90)
+        bad += run_group(suite_feat_sm90, suite_feat_sm90_n, "features (window, softcap, sinks): attn_prefill wgmma impls");
+    else
+        printf("\n== features on the wgmma impls: skipped, the target is %s, not sm_90a\n", g_suite.tg.arch);
+    assert_int_equal(bad, 0);
+}
+
 static void test_attn_gpu__combine(void **state)
 {
     (void)state;
@@ -233,6 +245,9 @@ int main(void)
     register_jobs(g_wgmma_cases, g_wgmma_n);
     register_jobs(suite_combine, suite_combine_n);
     register_jobs(bitwise_cases, N_BITWISE);
+    register_jobs(suite_feat, suite_feat_n);
+    if (g_sm90)
+        register_jobs(suite_feat_sm90, suite_feat_sm90_n);
     int bad = suite_build(&g_suite);
     fprintf(stderr, "%d variants ready (%d failed to build) in %ld s for %s\n", g_suite.n_jobs, bad,
             (long)(time(NULL) - t0), g_suite.tg.arch);
@@ -254,7 +269,11 @@ int main(void)
         cmocka_unit_test(test_attn_gpu__prefill_wgmma),
         cmocka_unit_test(test_attn_gpu__combine),
         cmocka_unit_test(test_attn_gpu__gqa_bitwise_equals_expanded),
+        cmocka_unit_test(test_attn_gpu__features),
     };
+    const char *only = getenv("KF_TEST_FILTER");   /* e.g. "*features*" (tests/device_feat.sh) */
+    if (only && *only)
+        cmocka_set_test_filter(only);
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     printf("\n%d passed, %d failed (%ld s)\n", g_pass, g_fail, (long)(time(NULL) - t0));
     tune_attn_close(g_ctx);

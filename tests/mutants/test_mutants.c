@@ -35,10 +35,12 @@ static int child(int m)
     suite s;
     if (suite_open(&s, 1, m))
         return 3;
-    const suite_case *sets[2] = {suite_decode, suite_prefill};
-    const int ns[2] = {suite_decode_n, suite_prefill_n};
+    /* the plain suites, and the model features' cases (issue 21; the sm_90a impls' only on sm_90a) */
+    int sm90 = strcmp(s.tg.arch, "sm_90a") == 0;
+    const suite_case *sets[4] = {suite_decode, suite_prefill, suite_feat, suite_feat_sm90};
+    const int ns[4] = {suite_decode_n, suite_prefill_n, suite_feat_n, sm90 ? suite_feat_sm90_n : 0};
     char why[512];
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 4; k++)
         for (int i = 0; i < ns[k]; i++)
             if (sets[k][i].mut == MUT_YES && suite_job(&s, &sets[k][i], 0, why, sizeof why) < 0) {
                 printf("    %s\n", why);
@@ -58,7 +60,7 @@ static int child(int m)
         return 3;
     }
     int failed = 0, run = 0;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 4; k++)
         for (int i = 0; i < ns[k]; i++)
             if (sets[k][i].mut == MUT_YES) {
                 run++;

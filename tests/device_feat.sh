@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tests/device_feat.sh: issue 21's GPU checks in one device call, from a build made elsewhere: the features' GPU suite
+# cases (window, softcap, sinks: test_attn_gpu filtered), the mutants (the feature mutants among them), and the
+# sustained figures the harness can take today (kforge run). Logs tarred under $OUT, summary.txt beside them.
+# usage: KF_BUILD=.devbuild bash tests/device_feat.sh
+set -u
+OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
+RET=$OUT; OUT=/tmp/kf_feat_logs; rm -rf "$OUT"; mkdir -p "$OUT"
+pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
+export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+K=$B/kforge
+T0=$(date +%s)
+SUM=$OUT/summary.txt; : > "$SUM"
+say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
+say "env: $(cat "$OUT/env.txt"); kforge $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+cd "$B/tests"
+# 1. the fp64 references of the features (CPU), then the GPU cases (every row printed: family, shape with
+#    win/cap/sinks, variant, rel_err, lse max-abs, pass/FAIL)
+timeout 120 ./test_ref_feat > "$OUT/test_ref_feat.log" 2>&1; say "test_ref_feat: exit $? $(grep -E 'PASSED|FAILED' "$OUT/test_ref_feat.log" | tr '\n' ' ')"
+KF_TEST_FILTER='*features*' KFORGE_TEST_DB=/tmp/kf_feat.db timeout 300 ./test_attn_gpu > "$OUT/test_attn_gpu_features.log" 2>&1
+say "test_attn_gpu features: exit $? $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUT/test_attn_gpu_features.log")"
+grep -E 'FAIL|->' "$OUT/test_attn_gpu_features.log" | head -20 >> "$SUM"
+# 2. the mutants (the plain ones and window +1 / -1, softcap after the max, sink in the numerator)
+KFORGE_TEST_DB=/tmp/kf_feat_mut.db timeout 420 ./test_mutants > "$OUT/test_mutants.log" 2>&1
+say "test_mutants: exit $? $(grep -iE 'killed|planted' "$OUT/test_mutants.log" | tail -n 3 | tr '\n' ' ')"
+# 3. figures, sustained (kforge run: warm-up, back-to-back over rotating inputs; clock and power in the log)
+run() {  # run NAME FAMILY SHAPE
+  timeout 240 "$K" run "$2" --shape "$3" --db /tmp/kf_feat_run.db --json > "$OUT/run_$1.json" 2> "$OUT/run_$1.err"
+  local rc=$?
+  say "run $1 ($2 $3): exit $rc $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median_ms", d.get("median_ms"), "ref", d.get("reference"), "pass", d.get("pass"), "sm_mhz", d.get("sm_clock_mean"), "W", d.get("power_mean"))' "$OUT/run_$1.json" 2>/dev/null)"
+}
+P="dtype=bf16,b=1,hq=32,hkv=8,d=128"
+run win4096_32k attn_prefill "$P,sq=32768,skv=32768,causal=1,window=4096"
+run dense_4k_causal attn_prefill "$P,sq=4096,skv=4096,causal=1"
+run dense_4k_full attn_prefill "$P,sq=4096,skv=4096,causal=0"
+run dense_32k_causal attn_prefill "$P,sq=32768,skv=32768,causal=1"
+run dec_win4096_32k attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=1,window=4096"
+run dec_dense_32k attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0"
+run gemma_cap_win attn_prefill "dtype=bf16,b=1,sq=8192,skv=8192,hq=16,hkv=8,d=256,causal=1,window=4096,softcap=50"
+run gptoss_sink_win attn_prefill "dtype=bf16,b=1,sq=8192,skv=8192,hq=64,hkv=8,d=64,causal=1,window=128,sinks=1"
+python3 - "$OUT" >> "$SUM" <<'PY'
+import json, sys, os
+o = sys.argv[1]
+def ms(n):
+    try: return json.load(open(os.path.join(o, "run_%s.json" % n))).get("median_ms")
+    except Exception: return None
+w, f, c = ms("win4096_32k"), ms("dense_4k_full"), ms("dense_4k_causal")
+if w and f: print("figure: window 4096 over 32K, per query token / dense 4K (non-causal, the same keys per token): %.3f (target <= 1.15)" % ((w / 32768) / (f / 4096)))
+if w and c: print("        per query token / dense causal 4K: %.3f" % ((w / 32768) / (c / 4096)))
+PY
+say "not measured here: FP8 decode vs bf16 and paged vs contiguous prefill (the harness has no FP8 or paged inputs yet), window rows vs SDPA with a mask (no bench set yet)"
+pack

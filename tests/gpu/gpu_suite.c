@@ -390,9 +390,12 @@ int suite_job(suite *s, const suite_case *c, int naive, char *why, size_t whyn)
         return -1;
     }
     int gqa = !strcmp(family, "attn_decode") || !strcmp(family, "attn_prefill");
-    if (s->mutant >= 0 && gqa && mutate(s, j, why, whyn)) {
-        gen_job_free(j);
-        return -1;
+    if (s->mutant >= 0 && gqa) {
+        char w[256];
+        if (mutate(s, j, w, sizeof w) == 0)
+            s->planted++;
+        else if (s->unplanted++ == 0)
+            snprintf(s->unplanted_why, sizeof s->unplanted_why, "%s", w);
     }
     return s->n_jobs++;
 }

@@ -63,6 +63,8 @@ typedef struct suite {
     gen_job *jobs;
     int n_jobs, cap_jobs;
     int mutant;                /* -1: none; index into suite_mutants applied to every GQA source */
+    int planted, unplanted;    /* GQA sources the mutant went into / that lack its marker (they run as they are) */
+    char unplanted_why[256];   /* the first of those */
     int failed_builds;
 } suite;
 
@@ -73,7 +75,9 @@ int suite_open(suite *s, int have_gpu, int mutant);
 void suite_close(suite *s);
 
 /* The job of case c (added on first use; the naive reference of c when naive). Returns the
- * job index, or -1 with the reason in why (invalid variant, template error, mutant not planted). */
+ * job index, or -1 with the reason in why (invalid variant, template error). With a mutant, a GQA source that
+ * lacks the mutant's marker (the line it mutates lives in another impl's fragment) is built as it is and
+ * counted in s->unplanted; the others in s->planted. */
 int suite_job(suite *s, const suite_case *c, int naive, char *why, size_t whyn);
 /* Compiles every job not in the database yet, in parallel. Returns the failed count. */
 int suite_build(suite *s);

@@ -59,6 +59,8 @@ static const kda_mutant kda_mutants[] = {
       { "? beta[i] * kf_to_float(v[", "beta * beta * (vsm" } },
     { "wrong chunk boundary", "KF_MUTANT_CHUNK_BOUNDARY", { "vb + ch + 1;", NULL }, { "vb + ch + 2;", NULL } },
     { "state at the wrong segment boundary", "KF_MUTANT_SEG_BOUNDARY", { "sr = sg;", NULL }, { "sr = sg > 0 ? sg - 1 : 0;", NULL } },
+    { "K/V index transposition (K-first initial state read as [V, K])", "KF_MUTANT_KV_SWAP",
+      { ": (long long)kk * p.h0_sr + vv", NULL }, { ": (long long)vv * p.h0_sr + kk", NULL } },
 };
 #define N_MUTANTS ((int)(sizeof kda_mutants / sizeof kda_mutants[0]))
 
@@ -718,7 +720,8 @@ static const char *const mut_prefill[] = {
     NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1",
     "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1",
     "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
-static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1", "vsplit=2,w=4,ipc=4" };
+static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1,ws=0", "vsplit=2,w=4,ipc=4,ws=0",
+                                          "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1" };
 #define N_MUT_PREFILL ((int)(sizeof mut_prefill / sizeof mut_prefill[0]))
 #define N_MUT_DECODE ((int)(sizeof mut_decode / sizeof mut_decode[0]))
 

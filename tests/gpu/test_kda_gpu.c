@@ -593,6 +593,11 @@ static void test_kda_gpu__prefill_long_sequences(void **state)
     c = kcase(1, NULL, 8192, 4, 4, 128);
     c.gate = 0; c.log_gate_max = 1e-3;
     long_case("1 x 8192 padded log gate ~0", &c, 1);
+    /* one long sequence, HV = 4H: the default takes segments (N HV < 32); fp64 oracle on one head */
+    static const int L16K[] = { 16384 + 31 };
+    c = kcase(1, L16K, 0, 1, 4, 128);
+    c.pad_qk = 8;
+    long_case("[16415] H1 HV4 lb -5", &c, 1);
 }
 
 /* ---- timing ----------------------------------------------------------------------------- */

@@ -35,7 +35,7 @@ def _parser():
     r.add_argument("--db", help="kforge database of the tuned contender (default $KFORGE_DB, else ./kforge.db)")
     r.add_argument("--contenders", help="comma list to run only these (default all): kforge-tuned, "
                    "kforge-default, kforge-default#2, sdpa-cudnn, sdpa-flash, flex; KDA sets: "
-                   "torch-chunked, torch-chunked-graph, torch-naive instead of the SDPA/flex ones")
+                   "torch-chunked, torch-chunked-graph, torch-naive, fla-chunk, fla-recurrent instead of the SDPA/flex ones")
     r.add_argument("--shapes", help="only shapes whose id contains one of these comma-separated strings")
     r.add_argument("--band-floor", type=float, default=stats.DEFAULT_BAND_FLOOR,
                    help="the narrowest noise band (default 0.01 = 1%%)")

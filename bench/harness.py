@@ -239,7 +239,8 @@ KDA_REF_FP64_LIMIT = 1 << 34  # oracle in fp64 while state elements x serial ste
 GQA_CONTENDER_NAMES = ("kforge-tuned", "kforge-default", "kforge-default#2", "sdpa-cudnn", "sdpa-flash", "flex",
                        "sdpa-math")
 KDA_CONTENDER_NAMES = ("kforge-tuned", "kforge-default", "kforge-default#2", "torch-chunked",
-                       "torch-chunked-graph", "torch-naive")
+                       "torch-chunked-graph", "torch-naive", "fla-chunk", "fla-recurrent")
+KDA_GRAPH_TOKENS = 4096      # KDA calls of at most this many tokens x value heads / 16 are timed as CUDA graphs
 
 
 class Skipped(Exception):
@@ -388,6 +389,107 @@ class KdaTorchContender(Contender):
         return fn
 
 
+class KdaFlaContender(Contender):
+    """fla (flash-linear-attention 0.6.0, Triton): fla.ops.kda.chunk_kda ('chunk') or
+    fused_recurrent_kda ('recurrent', the token recurrence fla serves decode with; skipped above
+    KDA_NAIVE_MAX_STEPS serial steps). The production gate runs in fla's kernel as in kforge's
+    (use_gate_in_kernel with lower_bound and safe_gate: lower_bound * sigmoid(exp(A_log) (g +
+    dt_bias))), as do the q/k L2 norm and beta's sigmoid; the final state goes to a new buffer.
+    Packed shapes are [1, T, ...] with int64 cu_seqlens (and its host copy for chunk_kda, which
+    then needs no device-to-host read: capturable)."""
+
+    def __init__(self, name, label, impl):
+        super().__init__(name, label, "peer")
+        self.impl = impl
+
+    def setup(self, case):
+        s = case.shape
+        if self.impl == "recurrent" and s.max_len > KDA_NAIVE_MAX_STEPS:
+            raise Skipped(f"{s.max_len} serial token steps > {KDA_NAIVE_MAX_STEPS}: fla serves prefill with chunk_kda")
+        try:
+            import fla
+            from fla.ops.kda import chunk_kda, fused_recurrent_kda
+        except Exception as e:  # not installed (bench/NOTES.md: the wheels), or its Triton refuses the device
+            raise Unsupported(f"fla not importable: {type(e).__name__}: {e}") from None
+        q, k, v, g, beta = case.q, case.k, case.v, case.g, case.beta
+        kw = {"initial_state": case.h0, "output_final_state": True, "use_qk_l2norm_in_kernel": bool(s.l2norm),
+              "use_beta_sigmoid_in_kernel": bool(s.beta_sigmoid)}
+        if s.packed:
+            q, k, v, g, beta = (x.unsqueeze(0) for x in (q, k, v, g, beta))
+            kw["cu_seqlens"] = torch.tensor(case.cu_host, dtype=torch.long, device=case.device)
+            if self.impl == "chunk":
+                kw["cu_seqlens_cpu"] = torch.tensor(case.cu_host, dtype=torch.long)
+        if s.gate == "sigmoid":
+            kw.update(use_gate_in_kernel=True, lower_bound=float(s.lower_bound), A_log=case.A_log,
+                      dt_bias=case.dt_bias.reshape(-1).contiguous())
+            if self.impl == "chunk":
+                kw["safe_gate"] = True
+        f = chunk_kda if self.impl == "chunk" else fused_recurrent_kda
+        self.info = {"variant": f"fla {getattr(fla, '__version__', '?')} {f.__name__}"
+                                + (", gate in kernel (safe_gate)" if s.gate == "sigmoid" else ", log-space g")}
+        shape_o = case.v.shape
+
+        def fn():
+            with torch.inference_mode():
+                o, fin = f(q, k, v, g, beta, **kw)
+            return o.view(shape_o), fin
+
+        return fn
+
+
+def _graphed(fn):
+    """fn captured once into a CUDA graph (after two calls on a side stream: Triton autotuning,
+    cuBLAS handles, allocator pools) and replayed; the outputs of the captured call are returned
+    (they are rewritten by every replay). Raises when fn cannot be captured."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        res = fn()
+
+    def g():
+        graph.replay()
+        return res
+
+    g.graph, g.inner = graph, fn
+    if hasattr(fn, "poison"):
+        g.poison = fn.poison
+    return g
+
+
+def _kda_graph_all(ok, shape):
+    """Small KDA calls (tokens x value heads <= 16 KDA_GRAPH_TOKENS): every contender's callable (and
+    its rotation copies) replaced by a CUDA graph of it, so launch cost counts for none of them (the
+    torch graph peer already is one). A contender whose capture fails keeps its eager callable, noted
+    in its row. Returns the new ok list."""
+    if _DRY or not torch.cuda.is_available() or shape.tokens * shape.hv > 16 * KDA_GRAPH_TOKENS:
+        return ok
+    out = []
+    for c, fn, rec in ok:
+        if hasattr(fn, "graph"):
+            out.append((c, fn, rec))
+            continue
+        try:
+            rot = [_graphed(f) for f in getattr(fn, "rotation", None) or [fn]]
+            g = rot[0]
+            if len(rot) > 1:
+                g.rotation = rot
+            rec["graph"] = True
+            out.append((c, g, rec))
+        except Exception as e:
+            rec["graph"] = f"capture failed, timed eagerly: {type(e).__name__}: {e}"[:200]
+            try:
+                sync()
+            except Exception:
+                pass
+            out.append((c, fn, rec))
+    return out
+
+
 def make_kda_contenders(kctx, names=None):
     all_ = [
         KdaKforgeContender("kforge-tuned", "kforge tuned", lambda: kctx.get("tuned")),
@@ -397,6 +499,8 @@ def make_kda_contenders(kctx, names=None):
         KdaTorchContender("torch-chunked", "torch chunked (C64, fp32)", "chunked"),
         KdaTorchContender("torch-chunked-graph", "torch chunked (C64, fp32, CUDA graph)", "graph"),
         KdaTorchContender("torch-naive", "torch token recurrence (fp32 state)", "naive"),
+        KdaFlaContender("fla-chunk", "fla chunk_kda", "chunk"),
+        KdaFlaContender("fla-recurrent", "fla fused_recurrent_kda", "recurrent"),
     ]
     if names:
         keep = set(names)
@@ -815,6 +919,7 @@ def run_kda_shape(shape, contenders, timer, cfg, device):
     if getattr(timer, "sustained", False):
         seed = cfg["seed"] + zlib.crc32(shape.id.encode()) % 100000
         entry["sets"] = _rotation(ok, lambda i: case if i == 0 else KdaCase(shape, device, seed + 7 * i), cfg)
+    ok = _kda_graph_all(ok, shape)
     _timed_rounds(shape, ok, timer, cfg)
     entry["seconds"] = round(time.time() - t0, 2)
     del case, ok

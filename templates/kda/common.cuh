@@ -92,7 +92,7 @@ __device__ __forceinline__ float kf_kda_load_qk_warp(const kf_kda_params &p, int
 __device__ __forceinline__ long long kf_kda_h0_off(const kf_kda_params &p, int n, int hv, int kk, int vv)
 {
     return (long long)n * p.h0_sn + (long long)hv * p.h0_sh
-           + (p.h0_vfirst ? (long long)vv * p.h0_sr + kk : (long long)kk * p.h0_sr + vv);
+           + (p.h0_vfirst ? (long long)vv * p.h0_sr + kk : (long long)kk * p.h0_sr + vv);  /* KF_MUTANT_KV_SWAP */
 }
 
 __device__ __forceinline__ long long kf_kda_ht_off(const kf_kda_params &p, int n, int hv, int kk, int vv)

@@ -3,7 +3,8 @@
 #define KF_KDA_DECODE_CUH
 
 /*
- * Needs kda/common.cuh, common/mma.cuh (cp.async), KF_DEC_THREADS (multiple of 32, >= 96), KF_DEC_VSPLIT
+ * Needs kda/common.cuh, common/mma.cuh (cp.async), KF_DEC_THREADS (multiple of 32, >= 96), KF_DEC_VSPLIT,
+ * KF_DEC_WS (1: K-first state in warp slices, shuffle reductions; see below)
  * (value-column slices), KF_DEC_IPC (items per block: 1 = grid (vsplit, hv, nseq); > 1 = a strided
  * loop over the items with the next state slice prefetched into shared memory, see the kernel).
  * Grid (vsplit, hv_heads, nseq): block (x, hv, n) owns value columns [x*VC, (x+1)*VC), VC = V/vsplit,
@@ -18,9 +19,22 @@
  * State rows must be 16-byte aligned (host check).
  */
 #define KF_DEC_VC (KF_KDA_V / KF_DEC_VSPLIT)
+#ifndef KF_DEC_WS
+#define KF_DEC_WS 0
+#endif
+#if KF_DEC_WS
+/* K-first, warp slices (ws 1): warp w owns value columns [w*VCW, (w+1)*VCW) of the block's slice over
+ * all K rows: VCW/4 lanes per row, RG_K = 32/(VCW/4) row groups per warp, RK rows per lane. The
+ * reduction over k (a = S^T k, b = S^T q) is a butterfly of shuffles among the lanes of one column
+ * quad (xor TPR_K, 2 TPR_K, .. 16): no shared-memory reduction and one barrier per token. */
+#define KF_DEC_VCW (KF_DEC_VC / (KF_DEC_THREADS / 32))
+#define KF_DEC_TPR_K (KF_DEC_VCW / 4)
+#define KF_DEC_RG_K (32 / KF_DEC_TPR_K)
+#else
 /* K-first: VC/4 threads per row, RG_K row groups, RK rows per thread */
 #define KF_DEC_TPR_K (KF_DEC_VC / 4)
 #define KF_DEC_RG_K (KF_DEC_THREADS / KF_DEC_TPR_K)
+#endif
 #define KF_DEC_RK (KF_KDA_K / KF_DEC_RG_K)
 /* V-first: K/4 threads per row, RG_V row groups, RV rows per thread */
 #define KF_DEC_TPR_V (KF_KDA_K / 4)
@@ -31,13 +45,49 @@
 #ifndef KF_DEC_IPC
 #define KF_DEC_IPC 1
 #endif
+/* blocks per SM the register allocation must allow (the template's estimate: 4 R + 32 registers a thread) */
+#ifndef KF_DEC_MINB
+#define KF_DEC_MINB 1
+#endif
+
+/* K-first layout: the thread's first key row (row r is row0 + RG_K r) and its 4-column quad, from c0 */
+__device__ __forceinline__ int kf_dec_krow0()
+{
+#if KF_DEC_WS
+    return (threadIdx.x & 31) / KF_DEC_TPR_K;
+#else
+    return threadIdx.x / KF_DEC_TPR_K;
+#endif
+}
+
+__device__ __forceinline__ int kf_dec_kcol()
+{
+#if KF_DEC_WS
+    return (threadIdx.x >> 5) * KF_DEC_VCW + ((threadIdx.x & 31) % KF_DEC_TPR_K) * 4;
+#else
+    return (threadIdx.x % KF_DEC_TPR_K) * 4;
+#endif
+}
+
+/* 16-byte state loads and stores marked streaming (evict first): each state byte is touched once. */
+__device__ __forceinline__ float4 kf_dec_ld4(const float *a)
+{
+    float4 v;
+    asm("ld.global.cs.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(a));
+    return v;
+}
+
+__device__ __forceinline__ void kf_dec_st4(float *a, float x, float y, float z, float w)
+{
+    asm volatile("st.global.cs.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "l"(a), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
 
 /* Address of the thread's state row r (16 bytes) of (n, hv), value columns from c0, in h0. */
 __device__ __forceinline__ const float *kf_dec_h0_row(const kf_kda_params &p, bool vfirst, int n, int hv, int c0, int r)
 {
     const int tid = threadIdx.x;
     if (!vfirst)
-        return p.h0 + kf_kda_h0_off(p, n, hv, tid / KF_DEC_TPR_K + KF_DEC_RG_K * r, c0 + (tid % KF_DEC_TPR_K) * 4);
+        return p.h0 + kf_kda_h0_off(p, n, hv, kf_dec_krow0() + KF_DEC_RG_K * r, c0 + kf_dec_kcol());
     return p.h0 + kf_kda_h0_off(p, n, hv, (tid % KF_DEC_TPR_V) * 4, c0 + tid / KF_DEC_TPR_V + KF_DEC_RG_V * r);
 }
 
@@ -46,7 +96,9 @@ __device__ __forceinline__ const float *kf_dec_h0_row(const kf_kda_params &p, bo
 __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, int c0, int hv, int n, float (&s)[KF_DEC_R][4])
 {
     __shared__ float qs[KF_KDA_K], ks[KF_KDA_K], eg[KF_KDA_K], vsm[KF_DEC_VC], us[KF_DEC_VC];
+#if !KF_DEC_WS
     __shared__ __align__(16) float red[2][KF_DEC_RG_K][KF_DEC_VC];
+#endif
     __shared__ float beta_s, qk_s;
 
     const int tid = threadIdx.x;
@@ -54,7 +106,8 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
     long long bos, len;
     kf_kda_seq(p, n, bos, len);
     /* thread coordinates of both layouts */
-    const int cq = tid % KF_DEC_TPR_K, rgk = tid / KF_DEC_TPR_K;    /* K-first */
+    const int kc = kf_dec_kcol(), rgk = kf_dec_krow0();             /* K-first */
+    (void)kc;
     const int kq = tid % KF_DEC_TPR_V, rgv = tid / KF_DEC_TPR_V;    /* V-first */
 
     for (long long i = 0; i < len; ++i) {
@@ -74,10 +127,64 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
             for (int c = tid - 64; c < KF_DEC_VC; c += KF_DEC_THREADS - 64)
                 vsm[c] = kf_to_float(v[c]);
         }
+#if KF_DEC_WS
+        float vsmr[4] = { 0.f, 0.f, 0.f, 0.f };     /* this lane's 4 value columns (K-first) */
+        if (!vfirst) {
+            const kf_u16 *v = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + tok * p.v_st
+                              + (long long)hv * p.v_sh + c0 + kc;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                vsmr[j] = kf_to_float(v[j]);
+        }
+#endif
         __syncthreads();
         const float beta = beta_s, qk = qk_s;
         kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens ? 0 : (long long)n * p.o_sb) + tok * p.o_st + (long long)hv * p.o_sh + c0;
 
+#if KF_DEC_WS
+        if (!vfirst) {
+            /* a[j] = sum_k (exp(g_k) S[k, c+j]) k_k, b[j] = sum_k (exp(g_k) S[k, c+j]) q_k over this lane's
+             * rows, then over the RG_K lanes of the column quad (lane bits TPR_K..16) */
+            float a[4] = { 0.f, 0.f, 0.f, 0.f }, b[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+            for (int r = 0; r < KF_DEC_RK; ++r) {
+                const int kk = rgk + KF_DEC_RG_K * r;
+                const float e = eg[kk], kv = ks[kk], qv = qs[kk];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float s0 = s[r][j], x = s0 * e;  /* KF_MUTANT_NO_DECAY */
+                    s[r][j] = x;
+                    a[j] += (KF_KDA_DECAY_FIRST ? x : s0) * kv;
+                    b[j] += x * qv;
+                }
+            }
+#pragma unroll
+            for (int off = KF_DEC_TPR_K; off < 32; off <<= 1) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    a[j] += __shfl_xor_sync(0xffffffffu, a[j], off);
+                    b[j] += __shfl_xor_sync(0xffffffffu, b[j], off);
+                }
+            }
+            /* u = beta (v - S^T k); o = S^T q + u (k . q) (the k_t u^T update seen by q_t); S += k u^T */
+            float u[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                u[j] = beta * (vsmr[j] - a[j]);  /* KF_MUTANT_BETA_TWICE */
+            if (rgk == 0) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    o[kc + j] = kf_kda_bf16(b[j] + u[j] * qk);
+            }
+#pragma unroll
+            for (int r = 0; r < KF_DEC_RK; ++r) {
+                const float kv = ks[rgk + KF_DEC_RG_K * r];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    s[r][j] += kv * u[j];
+            }
+        }
+#else
         if (!vfirst) {
             float a[4] = { 0.f, 0.f, 0.f, 0.f }, b[4] = { 0.f, 0.f, 0.f, 0.f };
 #pragma unroll
@@ -92,8 +199,8 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                     b[j] += x * qv;
                 }
             }
-            *(float4 *)&red[0][rgk][cq * 4] = make_float4(a[0], a[1], a[2], a[3]);
-            *(float4 *)&red[1][rgk][cq * 4] = make_float4(b[0], b[1], b[2], b[3]);
+            *(float4 *)&red[0][rgk][kc] = make_float4(a[0], a[1], a[2], a[3]);
+            *(float4 *)&red[1][rgk][kc] = make_float4(b[0], b[1], b[2], b[3]);
             __syncthreads();
             for (int c = tid; c < KF_DEC_VC; c += KF_DEC_THREADS) {
                 float A = 0.f, B = 0.f;
@@ -111,9 +218,11 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                 const float kv = ks[rgk + KF_DEC_RG_K * r];
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    s[r][j] += kv * us[cq * 4 + j];
+                    s[r][j] += kv * us[kc + j];
             }
-        } else {
+        }
+#endif
+        else {
             float e[4], kv[4], qv[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -153,9 +262,9 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
     if (!vfirst) {
 #pragma unroll
         for (int r = 0; r < KF_DEC_RK; ++r) {
-            const int kk = rgk + KF_DEC_RG_K * r, c = c0 + cq * 4;
+            const int kk = rgk + KF_DEC_RG_K * r, c = c0 + kc;
             if (!p.ht_vfirst) {
-                *(float4 *)(p.ht + kf_kda_ht_off(p, n, hv, kk, c)) = make_float4(s[r][0], s[r][1], s[r][2], s[r][3]);
+                kf_dec_st4(p.ht + kf_kda_ht_off(p, n, hv, kk, c), s[r][0], s[r][1], s[r][2], s[r][3]);
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -167,7 +276,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
         for (int r = 0; r < KF_DEC_RV; ++r) {
             const int vv = c0 + rgv + KF_DEC_RG_V * r;
             if (p.ht_vfirst) {
-                *(float4 *)(p.ht + kf_kda_ht_off(p, n, hv, kq * 4, vv)) = make_float4(s[r][0], s[r][1], s[r][2], s[r][3]);
+                kf_dec_st4(p.ht + kf_kda_ht_off(p, n, hv, kq * 4, vv), s[r][0], s[r][1], s[r][2], s[r][3]);
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -179,7 +288,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
 
 #if KF_DEC_IPC == 1
 /* Grid (vsplit, hv_heads, nseq): one item per block; the state rows are loaded straight into registers. */
-extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS)
+extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS, KF_DEC_MINB)
 kf_kda_decode(const kf_kda_params p)
 {
     const int hv = blockIdx.y, n = blockIdx.z, c0 = blockIdx.x * KF_DEC_VC;
@@ -190,7 +299,7 @@ kf_kda_decode(const kf_kda_params p)
     for (int r = 0; r < KF_DEC_R; ++r) {
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
         if (p.h0 && r < nr)
-            x = *(const float4 *)kf_dec_h0_row(p, vfirst, n, hv, c0, r);
+            x = kf_dec_ld4(kf_dec_h0_row(p, vfirst, n, hv, c0, r));
         s[r][0] = x.x; s[r][1] = x.y; s[r][2] = x.z; s[r][3] = x.w;
     }
     kf_dec_run(p, vfirst, c0, hv, n, s);
@@ -212,7 +321,7 @@ __device__ __forceinline__ void kf_dec_prefetch(const kf_kda_params &p, bool vfi
     kf_cp_async_commit();
 }
 
-extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS)
+extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS, KF_DEC_MINB)
 kf_kda_decode(const kf_kda_params p)
 {
     extern __shared__ __align__(16) float4 dec_pre[];     /* [R][THREADS]: the next item's rows */

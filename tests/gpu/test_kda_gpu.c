@@ -59,6 +59,8 @@ static const kda_mutant kda_mutants[] = {
       { "? beta[i] * kf_to_float(v[", "beta * beta * (vsm" } },
     { "wrong chunk boundary", "KF_MUTANT_CHUNK_BOUNDARY", { "vb + ch + 1;", NULL }, { "vb + ch + 2;", NULL } },
     { "state at the wrong segment boundary", "KF_MUTANT_SEG_BOUNDARY", { "sr = sg;", NULL }, { "sr = sg > 0 ? sg - 1 : 0;", NULL } },
+    { "K/V index transposition (K-first initial state read as [V, K])", "KF_MUTANT_KV_SWAP",
+      { ": (long long)kk * p.h0_sr + vv", NULL }, { ": (long long)vv * p.h0_sr + kk", NULL } },
 };
 #define N_MUTANTS ((int)(sizeof kda_mutants / sizeof kda_mutants[0]))
 
@@ -591,6 +593,11 @@ static void test_kda_gpu__prefill_long_sequences(void **state)
     c = kcase(1, NULL, 8192, 4, 4, 128);
     c.gate = 0; c.log_gate_max = 1e-3;
     long_case("1 x 8192 padded log gate ~0", &c, 1);
+    /* one long sequence, HV = 4H: the default takes segments (N HV < 32); fp64 oracle on one head */
+    static const int L16K[] = { 16384 + 31 };
+    c = kcase(1, L16K, 0, 1, 4, 128);
+    c.pad_qk = 8;
+    long_case("[16415] H1 HV4 lb -5", &c, 1);
 }
 
 /* ---- timing ----------------------------------------------------------------------------- */
@@ -718,7 +725,8 @@ static const char *const mut_prefill[] = {
     NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1",
     "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1",
     "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
-static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1", "vsplit=2,w=4,ipc=4" };
+static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1,ws=0", "vsplit=2,w=4,ipc=4,ws=0",
+                                          "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1" };
 #define N_MUT_PREFILL ((int)(sizeof mut_prefill / sizeof mut_prefill[0]))
 #define N_MUT_DECODE ((int)(sizeof mut_decode / sizeof mut_decode[0]))
 

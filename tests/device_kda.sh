@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tests/device_kda.sh: the KDA GPU work of issue 17 in one device call (~6 min), from a build made elsewhere:
+# test_kda_gpu, test_kda_api_gpu and test_kda_mutants side by side (correctness; their NVRTC compiles overlap),
+# then the harness KDA rows, sustained, kforge against fla (chunk_kda, fused_recurrent_kda) and the torch
+# chunked peer, every contender checked against the fp64 oracle first. Installs the fla wheels from .whl/
+# when present (no network). Logs gather in one folder, packed into $OUT/logs.tgz after each stage (the
+# device tool brings back at most 8 files); $OUT/summary.txt is the short story.
+# usage: KF_BUILD=.devbuild BUDGET_S=360 bash tests/device_kda.sh
+set -u
+OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
+RET=$OUT; OUT=/tmp/kf_kda_logs; rm -rf "$OUT"; mkdir -p "$OUT"
+pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
+export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
+T0=$(date +%s); END=$((T0 + ${BUDGET_S:-360}))
+left() { local l=$((END - $(date +%s) - $1)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
+SUM=$OUT/summary.txt; : > "$SUM"
+say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
+say "env: $(cat "$OUT/env.txt"); kforge $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+result() { grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|comparison\(s\) failed|skipped' "$OUT/$1.log" | tail -n 4 | tr '\n' ' '; }
+# the tests' binary caches, when the build brought them compressed (tests/devbuild.sh)
+for x in "$B"/tests/*.db.xz; do [ -f "$x" ] && [ ! -f "${x%.xz}" ] && xz -dkc "$x" > "${x%.xz}"; done
+# 0. fla (the KDA peer), installed from the wheels beside the tree, if any
+if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$ROOT"/.whl/*.whl > "$OUT/pip.log" 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  say "fla wheels: pip exit $?; $(python3 -c 'import fla; print("fla", fla.__version__)' 2>&1 | tail -n 1)"
+else
+  say "fla wheels: none under .whl/ (the fla rows will say unsupported)"
+fi
+# 1. correctness, side by side (the mutants driver runs test_kda_gpu once per planted slip)
+cd "$B/tests"
+par="${TESTS:-test_kda_gpu test_kda_api_gpu test_kda_mutants}"
+lim=$(left 120); [ "$lim" -gt 240 ] && lim=240
+for t in $par; do ( timeout "$lim" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
+wait
+for t in $par; do say "$t: exit $(cat "$OUT/$t.rc"); $(result $t)"; done
+grep -hE "^  time " "$OUT/test_kda_gpu.log" | sort -k9 -n | head -n 40 > "$OUT/kda_timings.txt" 2>/dev/null
+grep -hE "time decode" "$OUT/test_kda_gpu.log" | sort -k6 -n | head -n 6 | tee -a "$SUM"
+grep -hE "^mutant [0-9]+ |KDA mutants killed" "$OUT/test_kda_mutants.log" | tee -a "$SUM"
+# 2. the harness KDA rows, sustained: kforge default against fla and the torch peers
+if [ "$(left 20)" -gt 40 ]; then
+  ( cd "$ROOT" && KFORGE_DB=/tmp/kf_kda_bench.db PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} \
+      timeout "$(left 15)" python3 -m bench run --set kda \
+      --contenders kforge-default,kforge-default#2,fla-chunk,fla-recurrent,torch-chunked-graph \
+      --rounds 3 --samples 6 --timing sustained --time-budget "$(left 25)" --out "$OUT/bench" --no-append \
+      --no-plots > "$OUT/bench.log" 2>&1 )
+  say "harness (set kda, sustained): exit $?"
+  grep -E "^\| KDA|^\|  \| " "$OUT/bench/results.md" 2>/dev/null | head -n 60 | cut -c1-260 | tee -a "$SUM"
+else
+  say "harness: skipped (no time left)"
+fi
+say "done"
+pack

@@ -9,6 +9,7 @@
 
 #include "common/attn_params.h"
 #include "runtime/attn_launch.h"
+#include "runtime/family.h"
 #include "runtime/cuda.h"
 #include "runtime/module.h"
 #include "runtime/nvml.h"
@@ -244,7 +245,8 @@ int tune_attn_broken(const tune_attn_ctx *c) { return c ? c->broken : 1; }
 
 static int is_gqa_family(const char *f)
 {
-    return f && (!strcmp(f, "attn_decode") || !strcmp(f, "attn_prefill") || !strcmp(f, "attn_naive"));
+    const rt_family *fam = rt_family_find(f);
+    return fam && (fam->id == RT_FAM_ATTN_DECODE || fam->id == RT_FAM_ATTN_PREFILL || fam->id == RT_FAM_ATTN_NAIVE);
 }
 
 void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
@@ -263,7 +265,7 @@ void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
 int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *tg, gen_job *j)
 {
     memset(j, 0, sizeof *j);
-    j->tmpl = gen_tmpl_load(h, "attn_naive");
+    j->tmpl = gen_tmpl_load(h, rt_family_name(RT_FAM_ATTN_NAIVE));
     if (!j->tmpl)
         return -1;
     gen_kvset shape;
@@ -360,7 +362,7 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *
         g->k.elems = 8;        /* every sequence empty: still a valid pointer */
     long long sp = v ? gen_kv_int(&v->vp, "sp", 1) : 1;
     g->splits = c->splits > 0 ? c->splits : (int)(sp > 0 ? sp : 1);
-    if (v && v->family && strcmp(v->family, "attn_decode"))
+    if (v && v->family && !rt_family_is(&v->vp, RT_FAM_ATTN_DECODE))
         g->splits = 1;
     g->scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->d);
     return 0;
@@ -783,13 +785,16 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
     p->ws_rows = (int)g->rows;
     p->scale = (float)g->scale;
     p->scale_log2 = (float)(g->scale * 1.4426950408889634);
-    d->ws_bytes = v ? rt_attn_workspace_bytes(&v->vp, p) : 0;
+    rt_launch l = {0, 0, 0};
+    if (v && rt_attn_launch(&v->vp, p, &l)) {
+        snprintf(msg, msgn, "%s is not of an attention family", v->key ? v->key : v->family);
+        return -1;
+    }
+    d->ws_bytes = l.ws_bytes;
     if (d->ws_bytes) {
         if (dalloc(ctx, &d->ws, d->ws_bytes, msg, msgn))
             return -1;
-        size_t ro = (size_t)p->splits * p->ws_rows * p->hq * (size_t)g->d * 4;
-        p->ws_o = (float *)(uintptr_t)d->ws;
-        p->ws_lse = (float *)(uintptr_t)(d->ws + ro);
+        rt_attn_set_workspace(&v->vp, p, (void *)(uintptr_t)d->ws);
     }
     return 0;
 }
@@ -808,15 +813,16 @@ static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
                       char *msg, size_t msgn)
 {
     void *args[] = {p};
-    for (int i = 0; i < m->n; i++) {
+    /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
+     * params): the call launches what rt_attn_launch says (attn_decode's combine only when split). */
+    rt_launch l;
+    if (rt_attn_launch(&v->vp, p, &l) || l.n > m->n) {
+        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, m->n);
+        return -1;
+    }
+    for (int i = 0; i < l.n; i++) {
         unsigned grid[3];
-        /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
-         * params): attn_decode launches its combine kernel (k1) only when splits > 1. */
-        if (!strcmp(v->family, "attn_decode") && i >= 1 && p->splits <= 1)
-            continue;
-        if (!strcmp(v->family, "attn_naive")) {
-            grid[0] = (unsigned)p->sq, grid[1] = (unsigned)p->hq, grid[2] = (unsigned)p->b;
-        } else if (rt_attn_grid(&v->vp, p, i, grid)) {
+        if (rt_attn_grid(&v->vp, p, i, grid)) {
             snprintf(msg, msgn, "rt_attn_grid refused kernel %d of %s (b %d sq %d hq %d hkv %d splits %d)", i,
                      v->key ? v->key : v->family, p->b, p->sq, p->hq, p->hkv, p->splits);
             return -1;
@@ -1640,8 +1646,6 @@ int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, cons
     kf_attn_params *p = &d.p;
     p->o = (void *)(uintptr_t)d.o;
     p->lse = (float *)(uintptr_t)d.lse;
-    p->ws_o = (float *)(uintptr_t)d.ws;
-    p->ws_lse = (float *)(uintptr_t)(d.ws + wob);
     p->o_ss = (long long)c->hq * dv;
     p->o_sh = dv;
     p->o_sb = (long long)c->sq * p->o_ss;
@@ -1653,6 +1657,7 @@ int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, cons
     p->hkv = 1;
     p->splits = S;
     p->ws_rows = c->b * c->sq;
+    rt_attn_set_workspace(&v->vp, p, (void *)(uintptr_t)d.ws);   /* the partials laid out as attn_decode's */
     if (dev_launch(ctx, v, &mod, p, msg, msgn))
         goto out;
     CUresult cr = ctx->cu->CtxSynchronize();

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen/variant.h"
 #include "common/attn_params.h"
 #include "runtime/attn_launch.h"
 #include "runtime/family.h"
@@ -270,7 +271,7 @@ int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *
         return -1;
     gen_kvset shape;
     tune_attn_case_shape(c, &shape);
-    if (gen_tmpl_fixed(j->tmpl, &shape, &j->fixed) || gen_tmpl_default(j->tmpl, &shape, &tg->dev, &j->params))
+    if (gen_variant_resolve(j->tmpl, &shape, &tg->dev, NULL, 0, &j->fixed, &j->params, NULL, 0))
         return -1;
     return gen_build_prepare(j, tg);
 }

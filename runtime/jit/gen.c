@@ -204,20 +204,20 @@ int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *var
     return 0;
 }
 
-int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
-                   rt_binary *out, char *err, size_t errn)
+kf_status rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
+                         rt_binary *out, char *err, size_t errn)
 {
     gen_job job;
     gen_target tg;
     memset(out, 0, sizeof *out);
     if (prepare(j, vp, dev, &job, &tg, err, errn))
-        return -1;
+        return KF_ERR_UNSUPPORTED;
     char dberr[512];
     int failed = gen_build_run(&job, 1, 1, db, &tg, NULL, NULL, dberr, sizeof dberr);
     if (failed != 0) {
         snprintf(err, errn, "%s", failed < 0 ? dberr : job.err);
         gen_job_free(&job);
-        return -1;
+        return failed < 0 ? KF_ERR_DB : KF_ERR_NVRTC;
     }
     out->image = job.bin.image;
     out->size = job.bin.size;
@@ -225,5 +225,5 @@ int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_sto
     out->n_kernels = job.n_kernels;
     memcpy(out->kernels, job.kernels, sizeof(gen_kernel) * (size_t)job.n_kernels);
     gen_job_free(&job);
-    return 0;
+    return KF_OK;
 }

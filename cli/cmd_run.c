@@ -132,7 +132,6 @@ int cmd_run(cli_opts *o)
                 len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", rt_families[i].name);
         return cli_usage_error("'kforge run' runs %s, not '%s'", names, family);
     }
-    int combine = rf->id == RT_FAM_ATTN_COMBINE;
     if (!o->shape) {
         gen_host *h = cli_host(o);
         int rc = h ? cli_shape_required(o, h) : 1;
@@ -183,7 +182,7 @@ int cmd_run(cli_opts *o)
     jobs[0].tmpl = t;
     jobs[0].fixed = fixed;
     jobs[0].params = params;
-    int use_naive = tf->attn_case && !combine && rf->id != RT_FAM_ATTN_NAIVE &&
+    int use_naive = tf->attn_case && rf->id != RT_FAM_ATTN_NAIVE &&
                     tune_attn_ref_work(&c) > TUNE_ATTN_CPU_REF_MAX;
     db_store *db = NULL;
     tune_attn_ctx *ctx = NULL;
@@ -241,19 +240,12 @@ int cmd_run(cli_opts *o)
     tune_attn_timing tm;
     memset(&tm, 0, sizeof tm);
     cli_progress(o, "running against the %s reference\n", use_naive ? "GPU naive" : "CPU fp64");
-    int crc;
-    if (combine) {
-        tune_combine_case cc = {.dtype = dtype, .b = c.b, .sq = c.sq, .hq = c.hq, .dv = c.d, .splits = 4};
-        crc = tune_attn_check_combine(ctx, &v, &cc, &r);
-    } else {
-        crc = tune_attn_check(ctx, &v, &c, use_naive ? &nv : NULL, 0, &r, NULL);
-    }
-    if (crc) {
+    if (tune_attn_check(ctx, &v, &c, use_naive ? &nv : NULL, 0, &r, NULL)) {
         rc = cli_error("%s: %s", jobs[0].variant_key, r.msg);
         goto out;
     }
     /* the timing on its own inputs (N(0,1), rotated over copies larger than the L2 when sustained) */
-    if (!combine && r.pass) {
+    if (r.pass) {
         cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
         tune_attn_set_timing(ctx, timing);
         if (tune_attn_time(ctx, &v, &c, 30, &tm, err, sizeof err)) {

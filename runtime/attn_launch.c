@@ -26,11 +26,6 @@ rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
         if (geo.tm >= 1 && geo.g >= 1)
             geo.kind = RT_GEOM_DECODE;
         break;
-    case RT_FAM_ATTN_COMBINE:
-        geo.rows = gen_kv_int(vp, "rows", 0);
-        if (geo.rows >= 1)
-            geo.kind = RT_GEOM_COMBINE;
-        break;
     case RT_FAM_ATTN_NAIVE:
         geo.kind = RT_GEOM_NAIVE;
         break;
@@ -57,10 +52,6 @@ int rt_attn_grid_geom(const rt_attn_geom *geo, const kf_attn_params *p, int kern
         if (kernel_index == 1 && p->splits > 1 && geo->rows >= 1 && p->ws_rows >= 1)
             return rt_set_grid(grid, rt_cdiv((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
         return -1;
-    case RT_GEOM_COMBINE:
-        if (kernel_index != 0 || p->ws_rows < 1 || p->splits < 1)
-            return -1;
-        return rt_set_grid(grid, rt_cdiv((long long)p->ws_rows * p->hq, geo->rows), 1, 1);
     case RT_GEOM_NAIVE:
         return kernel_index == 0 ? rt_set_grid(grid, p->sq, p->hq, p->b) : -1;
     default:
@@ -74,7 +65,8 @@ int rt_attn_grid(const gen_kvset *vp, const kf_attn_params *p, int kernel_index,
     return rt_attn_grid_geom(&geo, p, kernel_index, grid);
 }
 
-/* The value width of the workspace rows: "d" (attn_decode), "dv" (attn_combine's partials). */
+/* The value width of the workspace rows: "d" (attn_decode), "dv" (attn_combine's partials: see
+ * runtime/combine_launch.h). */
 static long long ws_width(const gen_kvset *vp) { return gen_kv_int(vp, "d", gen_kv_int(vp, "dv", 0)); }
 
 int rt_attn_launch(const gen_kvset *vp, const kf_attn_params *p, rt_launch *out)
@@ -84,7 +76,7 @@ int rt_attn_launch(const gen_kvset *vp, const kf_attn_params *p, rt_launch *out)
     if (!p || !f)
         return -1;
     switch (f->id) {   /* the grids check the geometry */
-    case RT_FAM_ATTN_PREFILL: case RT_FAM_ATTN_DECODE: case RT_FAM_ATTN_NAIVE: case RT_FAM_ATTN_COMBINE:
+    case RT_FAM_ATTN_PREFILL: case RT_FAM_ATTN_DECODE: case RT_FAM_ATTN_NAIVE:
         break;
     default:
         return -1;

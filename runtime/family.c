@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/attn_launch.h"
+#include "runtime/combine_launch.h"
 #include "runtime/kda_launch.h"
 #include "runtime/parts_launch.h"
 #include "runtime/parts_plan.h"
@@ -23,6 +24,8 @@ static const char *const kda_dist[] = {"n", "t", NULL};
 
 static int attn_grid(const gen_kvset *vp, const void *p, int k, unsigned g[3]) { return rt_attn_grid(vp, p, k, g); }
 static int attn_launch(const gen_kvset *vp, const void *p, rt_launch *out) { return rt_attn_launch(vp, p, out); }
+static int combine_grid(const gen_kvset *vp, const void *p, int k, unsigned g[3]) { return rt_combine_grid(vp, p, k, g); }
+static int combine_launch(const gen_kvset *vp, const void *p, rt_launch *out) { return rt_combine_launch(vp, p, out); }
 static int parts_grid(const gen_kvset *vp, const void *p, int k, unsigned g[3]) { return rt_parts_grid(vp, p, k, g); }
 static int parts_launch(const gen_kvset *vp, const void *p, rt_launch *out) { return rt_parts_launch(vp, p, out); }
 static int kda_grid(const gen_kvset *vp, const void *p, int k, unsigned g[3]) { return rt_kda_grid(vp, p, k, g); }
@@ -38,7 +41,7 @@ const rt_family rt_families[RT_FAM_COUNT] = {
     {RT_FAM_ATTN_NAIVE, "attn_naive", "GQA attention reference kernel (fp32 math) of the tuner's gates",
      RT_API_NONE, 0, &rt_shape_gqa_naive, NULL, NULL, NULL, attn_launch, attn_grid},
     {RT_FAM_ATTN_COMBINE, "attn_combine", "split-KV combine of normalised partials and their LSE",
-     RT_API_NONE, 0, &rt_shape_combine, NULL, NULL, NULL, attn_launch, attn_grid},
+     RT_API_NONE, 0, &rt_shape_combine, NULL, NULL, NULL, combine_launch, combine_grid},
     {RT_FAM_PARTS_DECODE, "attn_parts_decode", "split-score decode (absorbed MLA, base + per-layer delta caches)",
      RT_API_PARTS, 1, &rt_shape_parts, rt_parts_desc_shape, parts_class, gqa_dist, parts_launch, parts_grid},
     {RT_FAM_KDA_PREFILL, "kda_prefill", "Kimi Delta Attention, chunked prefill", RT_API_KDA, 1, &rt_shape_kda,

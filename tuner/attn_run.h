@@ -115,15 +115,6 @@ int tune_attn_same_inputs(const tune_attn_case *a, const tune_attn_case *b);
 int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
                    tune_attn_timing *t, char *err, size_t errn);
 
-/* attn_combine: random partials (some splits empty, lse -inf; some rows with every split
- * empty) of b*sq rows x hq heads x dv, merged by v, against ref_attn_combine. */
-typedef struct tune_combine_case {
-    check_dtype dtype;
-    int b, sq, hq, dv, splits;
-    uint64_t seed;
-} tune_combine_case;
-int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
-                            tune_attn_result *r);
 
 /* Fills j (tmpl, fixed, params) for the attn_naive variant that references case c, and
  * prepares it (gen_build_prepare); the caller builds it with gen_build_run. -1 with the

@@ -44,7 +44,9 @@ typedef struct tune_family {
     void (*work)(const gen_kvset *shape, tune_work *w);
     /* The ceilings kind of a bytes figure: "copy" when it counts written bytes too, else "read". */
     const char *bytes_ceiling;
-    const tune_runner *runner;       /* NULL: the tuner does not time it (helpers) */
+    const tune_runner *runner;       /* NULL: none (`kforge tune` times the families the runtime's table
+                                      * marks tuned, each with a runner; a helper may have one for
+                                      * `kforge run`) */
     /* `kforge run` checks it on tune_attn_case, the GQA harness (tuner/attn_run.h), with its full
      * report (o, lse, stray writes); else through the runner's gate. */
     int attn_case;

@@ -1,5 +1,6 @@
 /* cli/cmd_gen.c: `kforge gen`: print the source of one variant exactly as NVRTC sees it */
 #include "cli/cli.h"
+#include "gen/build.h"
 #include "gen/variant.h"
 #include "runtime/shape.h"
 
@@ -93,7 +94,10 @@ int cmd_gen(cli_opts *o)
     gen_device dev;
     int rc = cli_variant(o, h, &t, &fixed, &params, &dev);
     char *src = NULL;
-    if (!rc && gen_tmpl_render(t, &fixed, &params, &src))
+    gen_target tg;   /* the banner names the target and the kforge revision, as NVRTC sees them */
+    if (!rc && gen_target_init(&tg, dev.arch, 0, &dev))
+        rc = cli_usage_error("unknown --arch '%s' (sm_90a, sm_90, sm_80, ...)", dev.arch);
+    if (!rc && gen_build_render(t, &fixed, &params, &tg, &src, NULL))
         rc = cli_error("%s", gen_host_errmsg(h));
     if (!rc && o->json)
         rc = print_json(t, &fixed, &params, src);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "db/bundle.h"
+#include "runtime/family.h"
 #include "db/db.h"
 #include "runtime/cuda.h"
 #include "runtime/kforge.h"
@@ -106,7 +107,7 @@ struct first {
 static int first_cb(const db_binary *b, void *arg)
 {
     struct first *f = arg;
-    if (strcmp(b->family, "attn_decode"))
+    if (rt_family_find(b->family) != &rt_families[RT_FAM_ATTN_DECODE])
         return 0;
     snprintf(f->key, sizeof f->key, "%s", b->cache_key);
     snprintf(f->params, sizeof f->params, "%s", b->params);

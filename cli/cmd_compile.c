@@ -1,5 +1,6 @@
 /* cli/cmd_compile.c: `kforge compile`: variants, families or sweeps into the binary cache */
 #include "cli/cli.h"
+#include "gen/variant.h"
 #include "gen/build.h"
 #include "runtime/shape.h"
 
@@ -71,7 +72,7 @@ static int shape_jobs(const cli_opts *o, gen_host *h, const gen_kvset *shape, jo
 {
     gen_tmpl *t = gen_tmpl_load(h, gen_kv_str(shape, "family"));
     gen_kvset fixed, params;
-    if (!t || gen_tmpl_fixed(t, shape, &fixed))
+    if (!t || gen_variant_resolve(t, shape, &tg->dev, NULL, 0, &fixed, &params, NULL, 0))
         return -1;
     if (o->all) {
         struct enum_ctx c = {l, t, &fixed, tg, 0};
@@ -79,8 +80,6 @@ static int shape_jobs(const cli_opts *o, gen_host *h, const gen_kvset *shape, jo
             return -1;
         return 0;
     }
-    if (gen_tmpl_default(t, shape, &tg->dev, &params))
-        return -1;
     return add_job(l, t, &fixed, &params, tg);
 }
 

@@ -1,5 +1,7 @@
 /* cli/cmd_gen.c: `kforge gen`: print the source of one variant exactly as NVRTC sees it */
 #include "cli/cli.h"
+#include "gen/build.h"
+#include "gen/variant.h"
 #include "runtime/shape.h"
 
 #include <stdio.h>
@@ -41,22 +43,16 @@ int cli_variant(const cli_opts *o, gen_host *h, gen_tmpl **t, gen_kvset *fixed, 
     if (rt_shape_check(o->argv[0], &shape, gen_tmpl_shape_fields(*t), RT_NAMES_SHAPE, bad, sizeof bad))
         return cli_usage_error("bad --shape for '%s': %s", o->argv[0], bad);
     cli_arch(o, dev, NULL);
-    if (gen_tmpl_fixed(*t, &shape, fixed) || gen_tmpl_default(*t, &shape, dev, params))
-        return cli_error("%s", gen_host_errmsg(h));
-    if (o->params) {
-        gen_kvset over;
-        gen_kv_clear(&over);
-        if (gen_kv_parse(&over, o->params, err, sizeof err))
-            return cli_usage_error("bad --params: %s", err);
-        gen_kv_merge(params, &over);
-    }
-    if (gen_tmpl_check_params(*t, params))
-        return cli_error("%s", gen_host_errmsg(h));
+    gen_kvset over;
+    gen_kv_clear(&over);
+    if (o->params && gen_kv_parse(&over, o->params, err, sizeof err))
+        return cli_usage_error("bad --params: %s", err);
     char why[256];
-    int ok = gen_tmpl_valid(*t, fixed, params, dev, why, sizeof why);
-    if (ok < 0)
+    int rc = gen_variant_resolve(*t, &shape, dev, o->params ? &over : NULL, GEN_RESOLVE_SPACE | GEN_RESOLVE_VALID,
+                                 fixed, params, why, sizeof why);
+    if (rc < 0)
         return cli_error("%s", gen_host_errmsg(h));
-    if (!ok) {
+    if (rc) {
         char p[512];
         gen_kv_format(params, p, sizeof p);
         return cli_error("variant '%s' with %s is not valid for %s: %s", o->argv[0], p, dev->arch, why);
@@ -98,7 +94,10 @@ int cmd_gen(cli_opts *o)
     gen_device dev;
     int rc = cli_variant(o, h, &t, &fixed, &params, &dev);
     char *src = NULL;
-    if (!rc && gen_tmpl_render(t, &fixed, &params, &src))
+    gen_target tg;   /* the banner names the target and the kforge revision, as NVRTC sees them */
+    if (!rc && gen_target_init(&tg, dev.arch, 0, &dev))
+        rc = cli_usage_error("unknown --arch '%s' (sm_90a, sm_90, sm_80, ...)", dev.arch);
+    if (!rc && gen_build_render(t, &fixed, &params, &tg, &src, NULL))
         rc = cli_error("%s", gen_host_errmsg(h));
     if (!rc && o->json)
         rc = print_json(t, &fixed, &params, src);

@@ -1,6 +1,8 @@
 /* cli/cmd_list.c: `kforge list`: families, their parameter spaces and variant counts */
 #include "cli/cli.h"
 #include "gen/sweep.h"
+#include "runtime/family.h"
+#include "tuner/tune_family.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +60,10 @@ static int list_family(const char *family, void *arg)
     cli_sweep_list(&sw, sweeps, sizeof sweeps);
     int have_example = cli_example_shape(c->h, t, &c->dev, example, sizeof example) == 0;
     const gen_kvset *fields = gen_tmpl_shape_fields(t);
+    /* what the family table says of it (NULL: a family of a template folder the table does not list) */
+    const rt_family *rf = rt_family_find(family);
+    const tune_family *tf = tune_family_of(rf);
+    static const char *const api_name[] = {"none", "kf_attn", "kf_parts", "kf_kda"};
     if (c->o->csv) {   /* one row per family; lists inside a field joined with ';' */
         char keys[1024] = "", names[2048] = "", num[32];
         for (int i = 0, k = 0; i < fields->n && k < (int)sizeof keys - 64; i++)
@@ -82,8 +88,15 @@ static int list_family(const char *family, void *arg)
         for (int i = 0; i < fields->n; i++)
             printf("%s%s:%s", i ? "," : "", gen_json_str(jf, sizeof jf, fields->kv[i].name),
                    gen_json_str(jh, sizeof jh, fields->kv[i].s));
-        printf("},\"example_shape\":%s,\"space_size\":%lld,\"params\":{",
-               gen_json_str(jd, sizeof jd, have_example ? example : NULL), size);
+        printf("},\"example_shape\":%s,\"space_size\":%lld,", gen_json_str(jd, sizeof jd, have_example ? example : NULL),
+               size);
+        if (rf)
+            printf("\"registered\":true,\"api\":%s,\"tuned\":%s,\"runs\":%s,\"reference\":%s,",
+                   rf->api ? gen_json_str(jh, sizeof jh, api_name[rf->api]) : "null", rf->tuned ? "true" : "false",
+                   tf->attn_case || tf->runner ? "true" : "false", gen_json_str(jh, sizeof jh, tf->reference));
+        else
+            printf("\"registered\":false,\"api\":null,\"tuned\":false,\"runs\":false,\"reference\":null,");
+        printf("\"params\":{");
     } else {
         printf("%s  %s\n  template hash %s\n", family, gen_tmpl_doc(t), gen_tmpl_hash(t));
         if (sw.n) {
@@ -99,6 +112,15 @@ static int list_family(const char *family, void *arg)
         printf("\n");
         if (have_example)
             printf("  example:    kforge gen %s --shape \"%s\"\n", family, example);
+        if (rf) {
+            printf("  registered: %s%s%s", rf->api ? "served by the C API's " : "no C API",
+                   rf->api ? api_name[rf->api] : "", rf->api ? "_plan" : "");
+            printf("; %s", rf->tuned ? "timed by kforge tune" : "not tuned");
+            if (tf->attn_case || tf->runner)
+                printf("; kforge run checks it against %s", tf->reference ? tf->reference : "its reference");
+            printf("\n");
+        } else
+            printf("  registered: no (a template folder's family: gen and compile only)\n");
         printf("  params (%lld variants in the space):\n", size);
     }
     c->first = 0;

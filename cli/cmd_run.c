@@ -3,7 +3,9 @@
 #include "gen/build.h"
 #include "runtime/cuda.h"
 #include "runtime/nvml.h"
+#include "runtime/family.h"
 #include "tuner/attn_run.h"
+#include "tuner/tune_family.h"
 
 #include <math.h>
 
@@ -14,16 +16,122 @@
 
 static int shape_int(const gen_kvset *s, const char *name, int dflt) { return (int)gen_kv_int(s, name, dflt); }
 
+/* Whether `kforge run` runs family f: on the GQA harness, or through its tuner runner. */
+static int runnable(const tune_family *f) { return f && (f->attn_case || f->runner); }
+
+/* The timing lines of the text report, and the throughput of the shape's work figure. */
+static void print_timing(const tune_attn_timing *tm, tune_attn_ctx *ctx, const tune_work *w, double thr, int causal)
+{
+    if (tm->mode == TUNE_TIMING_BURST)
+        printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples, L2 flushed, burst)\n",
+               tm->median_ms, tm->p10_ms, tm->p90_ms, 100.0 * tm->spread, tm->samples);
+    else
+        printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples of %d calls %s over"
+               " %d input sets, sustained after %.0f ms of warm-up)\n", tm->median_ms, tm->p10_ms, tm->p90_ms,
+               100.0 * tm->spread, tm->samples, tm->launches, tm->graph ? "replayed as a graph" : "back to back",
+               tm->sets, tm->warm_ms);
+    if (tm->clk.n > 0)
+        printf("clocks     SM %.0f MHz (min %.0f), %.0f W (max %.0f), %.0f C during the samples\n", tm->clk.sm_mean,
+               tm->clk.sm_min, tm->clk.power_mean, tm->clk.power_max, tm->clk.temp_max);
+    else
+        printf("clocks     unknown (%s)\n", tune_attn_nvml(ctx) ? "NVML gave no reading" : rt_nvml_why());
+    if (isnan(thr))
+        printf("throughput unknown (the family has no work figure)\n");
+    else if (!strcmp(w->unit, "B/s"))
+        printf("throughput %.1f GB/s of %s\n", thr / 1e9, w->ceiling && !strcmp(w->ceiling, "copy") ? "bytes moved" : "K+V read");
+    else
+        printf("throughput %.1f TFLOP/s%s\n", thr / 1e12, causal ? " (causal counted half)" : "");
+}
+
+/* The timing fields of the --json object. */
+static void json_timing(const tune_attn_timing *tm, const tune_work *w, double thr)
+{
+    char jr[64];
+    printf(",\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"samples\":%d", tm->median_ms, tm->p10_ms,
+           tm->p90_ms, tm->samples);
+    printf(isnan(thr) ? ",\"throughput\":null" : ",\"throughput\":%.6g", thr);
+    printf(",\"throughput_unit\":%s,\"timing\":\"%s\",\"graph\":%s,\"launches\":%d,\"sets\":%d,\"warm_ms\":%.1f",
+           gen_json_str(jr, sizeof jr, w->unit), tune_timing_str(tm->mode), tm->graph ? "true" : "false",
+           tm->launches, tm->sets, tm->warm_ms);
+    const char *kn[] = {"sm_clock_mean", "sm_clock_min", "power_mean", "power_max", "temp_max"};
+    const double kv[] = {tm->clk.sm_mean, tm->clk.sm_min, tm->clk.power_mean, tm->clk.power_max, tm->clk.temp_max};
+    for (int i = 0; i < 5; i++)
+        printf(isnan(kv[i]) ? ",\"%s\":null" : ",\"%s\":%.1f", kn[i], kv[i]);
+}
+
+/* A family with a tuner runner but not on the GQA harness (split-score, KDA): the runner's gate on
+ * its gate case, then its timing. */
+static int run_runner(cli_opts *o, const tune_family *tf, gen_job *jobs, int nj, const gen_kvset *shape,
+                      tune_attn_ctx *ctx, int timing)
+{
+    char err[512], msg[700];
+    void *st = tf->runner->make(shape, err, sizeof err);
+    if (!st)
+        return cli_error("shape '%s': %s", o->shape, err);
+    tune_attn_variant v, ref;
+    tune_attn_variant_from_job(&v, &jobs[0]);
+    if (nj > 1)
+        tune_attn_variant_from_job(&ref, &jobs[1]);
+    int pass = 0, rc;
+    double rel = NAN;
+    tune_attn_timing tm;
+    memset(&tm, 0, sizeof tm);
+    cli_progress(o, "gating against %s\n", tf->reference ? tf->reference : "the reference");
+    if (tf->runner->gate(ctx, st, &v, nj > 1 ? &ref : NULL, &pass, &rel, msg, sizeof msg)) {
+        rc = cli_error("%s: %s", jobs[0].variant_key, msg);
+        goto out;
+    }
+    if (pass) {
+        cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
+        tune_attn_set_timing(ctx, timing);
+        if (tf->runner->time(ctx, st, &v, 30, &tm, err, sizeof err)) {
+            rc = cli_error("%s: timing: %s", jobs[0].variant_key, err);
+            goto out;
+        }
+    }
+    tune_work w;
+    tune_work_of(tf->name, shape, &w);
+    double thr = tm.samples ? tune_throughput(&w, tm.median_ms) : NAN;
+    if (o->json) {
+        char jv[1024], jm[1500], jr[300];
+        printf("{\"variant\":%s,\"reference\":%s", gen_json_str(jv, sizeof jv, jobs[0].variant_key),
+               gen_json_str(jr, sizeof jr, tf->reference));
+        printf(isnan(rel) ? ",\"rel_err\":null" : ",\"rel_err\":%.6g", rel);
+        printf(",\"pass\":%s,\"verdict\":%s", pass ? "true" : "false", gen_json_str(jm, sizeof jm, msg));
+        if (tm.samples)
+            json_timing(&tm, &w, thr);
+        printf("}\n");
+    } else {
+        printf("variant    %s\n", jobs[0].variant_key);
+        printf("reference  %s\n", tf->reference ? tf->reference : "?");
+        printf("gate       %s\n", msg);
+        printf("result     %s\n", pass ? "pass" : "FAIL");
+        if (tm.samples)
+            print_timing(&tm, ctx, &w, thr, 0);
+    }
+    rc = pass ? 0 : 1;
+out:
+    tune_attn_timing_free(&tm);
+    tf->runner->release(st, ctx);
+    return rc;
+}
+
 int cmd_run(cli_opts *o)
 {
     char err[512];
     if (o->argc < 1)
         return cli_usage_error("which family? (see 'kforge list')");
     const char *family = o->argv[0];
-    int combine = !strcmp(family, "attn_combine");
-    if (!combine && strcmp(family, "attn_decode") && strcmp(family, "attn_prefill") && strcmp(family, "attn_naive"))
-        return cli_usage_error("'kforge run' knows attn_decode, attn_prefill, attn_naive and attn_combine, not '%s'",
-                               family);
+    const rt_family *rf = rt_family_find(family);
+    const tune_family *tf = tune_family_of(rf);
+    if (!runnable(tf)) {
+        char names[512] = "";
+        size_t len = 0;
+        for (int i = 0; i < RT_FAM_COUNT; i++)
+            if (runnable(&tune_families[i]))
+                len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", rt_families[i].name);
+        return cli_usage_error("'kforge run' runs %s, not '%s'", names, family);
+    }
     if (!o->shape) {
         gen_host *h = cli_host(o);
         int rc = h ? cli_shape_required(o, h) : 1;
@@ -78,16 +186,33 @@ int cmd_run(cli_opts *o)
     jobs[0].tmpl = t;
     jobs[0].fixed = fixed;
     jobs[0].params = params;
-    int use_naive = !combine && strcmp(family, "attn_naive") && tune_attn_ref_work(&c) > TUNE_ATTN_CPU_REF_MAX;
+    int use_naive = tf->attn_case && rf->id != RT_FAM_ATTN_NAIVE &&
+                    tune_attn_ref_work(&c) > TUNE_ATTN_CPU_REF_MAX;
     /* too large for the CPU reference and the naive kernel has no features: timed unchecked, and said so */
     int unchecked = feat && use_naive;
     if (unchecked)
         use_naive = 0;
     db_store *db = NULL;
     tune_attn_ctx *ctx = NULL;
+    void *rst = NULL;
+    gen_kv_set_str(&shape, "family", family);
     if (gen_build_prepare(&jobs[0], &tg) || (use_naive && tune_attn_naive_job(h, &c, &tg, &jobs[nj++]))) {
         rc = cli_error("%s", gen_host_errmsg(h));
         goto out;
+    }
+    if (!tf->attn_case && tf->runner->ref_job) {   /* the reference binary the runner's gate needs */
+        char e[400];
+        if (!(rst = tf->runner->make(&shape, e, sizeof e))) {
+            rc = cli_error("shape '%s': %s", o->shape, e);
+            goto out;
+        }
+        int need = tf->runner->ref_job(rst, h, &tg, &jobs[1]);
+        tf->runner->release(rst, NULL);
+        if (need < 0) {
+            rc = cli_error("%s", gen_host_errmsg(h));
+            goto out;
+        }
+        nj += need;
     }
     db = cli_open_db(o, 1);
     if (!db) {
@@ -111,6 +236,10 @@ int cmd_run(cli_opts *o)
         rc = cli_error("%s", err);
         goto out;
     }
+    if (!tf->attn_case) {
+        rc = run_runner(o, tf, jobs, nj, &shape, ctx, timing);
+        goto out;
+    }
     tune_attn_variant v, nv;
     tune_attn_variant_from_job(&v, &jobs[0]);
     if (use_naive)
@@ -127,9 +256,6 @@ int cmd_run(cli_opts *o)
         r.pass = 1;
         snprintf(r.ref, sizeof r.ref, "unchecked");
         crc = 0;
-    } else if (combine) {
-        tune_combine_case cc = {.dtype = dtype, .b = c.b, .sq = c.sq, .hq = c.hq, .dv = c.d, .splits = 4};
-        crc = tune_attn_check_combine(ctx, &v, &cc, &r);
     } else {
         crc = tune_attn_check(ctx, &v, &c, use_naive ? &nv : NULL, 0, &r, NULL);
     }
@@ -138,7 +264,7 @@ int cmd_run(cli_opts *o)
         goto out;
     }
     /* the timing on its own inputs (N(0,1), rotated over copies larger than the L2 when sustained) */
-    if (!combine && r.pass) {
+    if (r.pass) {
         cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
         tune_attn_set_timing(ctx, timing);
         if (tune_attn_time(ctx, &v, &c, 30, &tm, err, sizeof err)) {
@@ -147,18 +273,9 @@ int cmd_run(cli_opts *o)
             goto out;
         }
     }
-    double thr = 0;
-    const char *unit = "";
-    int is_decode = !strcmp(family, "attn_decode");
-    if (tm.median_ms > 0 && !combine) {
-        if (is_decode) {
-            thr = (double)c.b * c.skv * c.hkv * c.d * 2.0 * (double)check_dtype_size(dtype) / (tm.median_ms * 1e-3);
-            unit = "B/s";
-        } else {
-            thr = 4.0 * c.b * c.hq * (double)c.sq * c.skv * c.d / (c.causal ? 2.0 : 1.0) / (tm.median_ms * 1e-3);
-            unit = "FLOP/s";
-        }
-    }
+    tune_work w;
+    tune_work_of(family, &shape, &w);
+    double thr = tm.samples ? tune_throughput(&w, tm.median_ms) : NAN;
     if (o->json) {
         char jv[1024], jr[64];
         printf("{\"variant\":%s,\"reference\":%s,\"rel_err\":%.6g,\"tol\":%.3g,\"lse_err\":%.6g,"
@@ -166,17 +283,8 @@ int cmd_run(cli_opts *o)
                gen_json_str(jv, sizeof jv, jobs[0].variant_key), gen_json_str(jr, sizeof jr, r.ref), r.o.rel_err,
                r.tol, r.lse.max_abs, r.o.unwritten, r.o.nonfinite, r.stray, r.pass ? "true" : "false",
                (unsigned long long)r.seed);
-        if (tm.samples) {
-            printf(",\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"samples\":%d,\"throughput\":%.6g,"
-                   "\"throughput_unit\":%s,\"timing\":\"%s\",\"graph\":%s,\"launches\":%d,\"sets\":%d,"
-                   "\"warm_ms\":%.1f", tm.median_ms, tm.p10_ms, tm.p90_ms, tm.samples, thr,
-                   gen_json_str(jr, sizeof jr, unit), tune_timing_str(tm.mode), tm.graph ? "true" : "false",
-                   tm.launches, tm.sets, tm.warm_ms);
-            const char *kn[] = {"sm_clock_mean", "sm_clock_min", "power_mean", "power_max", "temp_max"};
-            const double kv[] = {tm.clk.sm_mean, tm.clk.sm_min, tm.clk.power_mean, tm.clk.power_max, tm.clk.temp_max};
-            for (int i = 0; i < 5; i++)
-                printf(isnan(kv[i]) ? ",\"%s\":null" : ",\"%s\":%.1f", kn[i], kv[i]);
-        }
+        if (tm.samples)
+            json_timing(&tm, &w, thr);
         printf("}\n");
     } else {
         printf("variant    %s\n", jobs[0].variant_key);
@@ -186,25 +294,8 @@ int cmd_run(cli_opts *o)
         printf("lse        max_abs %.3e (tol %.1e), unwritten %zu, bad %zu, -inf mismatch %zu\n", r.lse.max_abs,
                CHECK_LSE_TOL, r.lse.unwritten, r.lse.bad, r.lse.inf_mismatch);
         printf("result     %s\n", r.pass ? "pass" : "FAIL");
-        if (tm.samples) {
-            if (tm.mode == TUNE_TIMING_BURST)
-                printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples, L2 flushed, burst)\n",
-                       tm.median_ms, tm.p10_ms, tm.p90_ms, 100.0 * tm.spread, tm.samples);
-            else
-                printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples of %d calls %s over"
-                       " %d input sets, sustained after %.0f ms of warm-up)\n", tm.median_ms, tm.p10_ms, tm.p90_ms,
-                       100.0 * tm.spread, tm.samples, tm.launches, tm.graph ? "replayed as a graph" : "back to back",
-                       tm.sets, tm.warm_ms);
-            if (tm.clk.n > 0)
-                printf("clocks     SM %.0f MHz (min %.0f), %.0f W (max %.0f), %.0f C during the samples\n",
-                       tm.clk.sm_mean, tm.clk.sm_min, tm.clk.power_mean, tm.clk.power_max, tm.clk.temp_max);
-            else
-                printf("clocks     unknown (%s)\n", tune_attn_nvml(ctx) ? "NVML gave no reading" : rt_nvml_why());
-            if (is_decode)
-                printf("throughput %.1f GB/s of K+V read\n", thr / 1e9);
-            else
-                printf("throughput %.1f TFLOP/s%s\n", thr / 1e12, c.causal ? " (causal counted half)" : "");
-        }
+        if (tm.samples)
+            print_timing(&tm, ctx, &w, thr, c.causal);
         if (!r.pass)
             printf("why        %s\n", r.msg);
     }

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
+#include "runtime/family.h"
 #include "tuner/attn_run.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_select.h"
@@ -32,7 +33,7 @@ static void on_sigint(int sig)
     g_stop = 1;
 }
 
-/* The tunable shapes of the selection (attn_decode, attn_prefill, attn_parts_decode, kda_prefill, kda_decode), shard si of sn's part
+/* The tunable shapes of the selection (the families the family table marks tuned), shard si of sn's part
  * (sn 0: all of them). */
 static int tune_shapes(cli_opts *o, int si, int sn, gen_kvset **out)
 {
@@ -47,16 +48,18 @@ static int tune_shapes(cli_opts *o, int si, int sn, gen_kvset **out)
         return -1;
     int m = 0, skipped = 0;
     for (int i = 0; i < n; i++) {
-        const char *f = gen_kv_str(&all[i], "family");
-        if (f && (!strcmp(f, "attn_decode") || !strcmp(f, "attn_prefill") || !strcmp(f, "attn_parts_decode") ||
-                  !strcmp(f, "kda_prefill") || !strcmp(f, "kda_decode")))
+        const rt_family *f = rt_family_of(&all[i]);
+        if (f && f->tuned)
             all[m++] = all[i];
         else
             skipped++;
     }
-    if (skipped)
-        cli_progress(o, "note: %d shape%s of families the tuner does not time (only attn_decode,"
-                     " attn_prefill, attn_parts_decode, kda_prefill, kda_decode) left out\n", skipped, skipped == 1 ? "" : "s");
+    if (skipped) {
+        char names[256];
+        rt_family_list(1, names, sizeof names);
+        cli_progress(o, "note: %d shape%s of families the tuner does not time (only %s) left out\n", skipped,
+                     skipped == 1 ? "" : "s", names);
+    }
     if (sn > 0) {
         double *cost = malloc(sizeof(double) * (size_t)(m + 1));
         int *owner = malloc(sizeof(int) * (size_t)(m + 1));

@@ -3,6 +3,8 @@
 #include "gen/hash.h"
 #include "gen/symbols.h"
 
+#include "kf_rev.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,42 @@ int gen_target_init(gen_target *t, const char *arch, int ptx, const gen_device *
         gen_device_for_arch(&t->dev, "sm_90a"), snprintf(t->dev.arch, sizeof t->dev.arch, "%s", arch);
     gen_nvrtc_version(t->nvrtc, sizeof t->nvrtc);
     gen_nvrtc_options(arch, ptx, t->options, sizeof t->options);
+    snprintf(t->rev, sizeof t->rev, "%s", KF_GIT_REV);
+    return 0;
+}
+
+int gen_build_render(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params, const gen_target *tg, char **src,
+                     char **key_src)
+{
+    char *r;
+    *src = NULL;
+    if (key_src)
+        *key_src = NULL;
+    if (gen_tmpl_render(t, fixed, params, &r))
+        return -1;
+    /* after the render's banner (its first three lines) */
+    const char *body = r;
+    for (int i = 0; i < 3 && body; i++)
+        body = strchr(body, '\n') ? strchr(body, '\n') + 1 : NULL;
+    if (!body)
+        body = r + strlen(r);
+    char target[512], rev[96];
+    snprintf(target, sizeof target, "// target: %s%s, NVRTC %s, options: %s\n", tg->arch, tg->ptx ? " (PTX)" : "",
+             tg->nvrtc, tg->options);
+    snprintf(rev, sizeof rev, "// kforge revision: %s\n", tg->rev[0] ? tg->rev : "unknown");
+    size_t head = (size_t)(body - r), tl = strlen(target), rl = strlen(rev), bl = strlen(body);
+    char *s = malloc(head + tl + rl + bl + 1), *k = key_src ? malloc(head + tl + bl + 1) : NULL;
+    if (!s || (key_src && !k)) {
+        free(s), free(k), free(r);
+        return gen_host_fail(gen_tmpl_host(t), "out of memory for the source of '%s'", gen_tmpl_family(t));
+    }
+    memcpy(s, r, head), memcpy(s + head, target, tl), memcpy(s + head + tl, rev, rl), memcpy(s + head + tl + rl, body, bl + 1);
+    if (k)
+        memcpy(k, r, head), memcpy(k + head, target, tl), memcpy(k + head + tl, body, bl + 1);
+    free(r);
+    *src = s;
+    if (key_src)
+        *key_src = k;
     return 0;
 }
 
@@ -77,15 +115,22 @@ int gen_build_prepare(gen_job *j, const gen_target *tg)
     if (gen_variant_key(t, &j->fixed, &j->params, 0, j->variant_key, sizeof j->variant_key) ||
         gen_variant_key(t, &j->fixed, &j->params, 1, j->binary_key, sizeof j->binary_key))
         return -1;
-    if (gen_tmpl_render(t, &j->fixed, &j->params, &j->src))
+    char *key_src;
+    if (gen_build_render(t, &j->fixed, &j->params, tg, &j->src, &key_src))
         return -1;
-    if (all_kernels(j, &tg->dev))
+    if (all_kernels(j, &tg->dev)) {
+        free(key_src);
         return -1;
-    if (j->n_kernels == 0)
+    }
+    if (j->n_kernels == 0) {
+        free(key_src);
         return gen_host_fail(gen_tmpl_host(t), "templates/%s.lua: kernels() names no kernel for %s",
                              gen_tmpl_family(t), j->variant_key);
-    /* the rendered bytes themselves enter the key: one source, one key, whatever the template's history */
-    gen_cache_key(j->binary_key, gen_tmpl_hash(t), j->src, tg, j->cache_key, sizeof j->cache_key);
+    }
+    /* the rendered bytes themselves enter the key: one source, one key, whatever the template's history
+     * (all but the banner's kforge revision: see gen_build_render) */
+    gen_cache_key(j->binary_key, gen_tmpl_hash(t), key_src, tg, j->cache_key, sizeof j->cache_key);
+    free(key_src);
     return 0;
 }
 

@@ -32,6 +32,7 @@ typedef struct gen_target {
     gen_device dev;
     char nvrtc[16];
     char options[256];
+    char rev[48];          /* the kforge revision that renders (KF_GIT_REV): named in the banner */
 } gen_target;
 
 /* Target for arch (facts of the real device when dev != NULL). */
@@ -39,9 +40,17 @@ int gen_target_init(gen_target *t, const char *arch, int ptx, const gen_device *
 
 /* Renders and keys one job; -1 with the host's message on error. */
 int gen_build_prepare(gen_job *j, const gen_target *tg);
+/* The source NVRTC sees for tg: the template's render (gen_tmpl_render: banner of template, hash and
+ * binary key, then the body) with two more banner lines, the target (arch, NVRTC version, options) and
+ * the kforge revision. With key_src != NULL also the same text without the revision line, which the
+ * cache key hashes: a binary is the same whatever build of kforge rendered it, when everything else
+ * is (every other banner fact is in the key already). *src, *key_src malloc'd. */
+int gen_build_render(gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params, const gen_target *tg, char **src,
+                     char **key_src);
 /* Cache key of a prepared job's binary (also used by the runtime): the binary key, the
- * template hash, a hash of the rendered source (exactly the bytes NVRTC compiles; the
- * headers it may include are covered by the template hash), NVRTC version, arch, options. */
+ * template hash, a hash of the rendered source (exactly the bytes NVRTC compiles but the banner's
+ * kforge revision line: gen_build_render; the headers it may include are covered by the template
+ * hash), NVRTC version, arch, options. */
 void gen_cache_key(const char *binary_key, const char *template_hash, const char *source,
                    const gen_target *tg, char *buf, size_t n);
 

@@ -4,25 +4,10 @@
 
 #include <stddef.h>
 
+#include "gen/device.h"
 #include "gen/kernels.h"
 #include "gen/kv.h"
 #include "gen/source.h"
-
-/* What a template may know of the target device. */
-typedef struct gen_device {
-    char arch[16];        /* "sm_90a" */
-    int cc;               /* 90 */
-    int sms;
-    int smem_optin;       /* bytes of shared memory a block may opt in to */
-    int smem_sm;
-    int regs_sm;
-    long long l2;
-} gen_device;
-
-/* Facts of a known architecture, used when no GPU is present (H200 for sm_90/90a,
- * A100 for sm_80). Returns -1 for an arch kforge does not know. */
-int gen_device_for_arch(gen_device *d, const char *arch);
-
 
 #define GEN_PARAM_VALUES 32
 #define GEN_PARAMS_MAX 16

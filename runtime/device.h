@@ -2,7 +2,7 @@
 #ifndef KF_RT_DEVICE_H
 #define KF_RT_DEVICE_H
 
-#include "gen/template.h"
+#include "gen/device.h"
 #include "runtime/cuda.h"
 
 void rt_gen_device(const rt_devinfo *info, gen_device *dev);

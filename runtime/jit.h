@@ -8,6 +8,7 @@
 #include "gen/kernels.h"
 #include "gen/kv.h"
 #include "runtime/cuda.h"
+#include "runtime/kforge.h"
 
 typedef struct rt_jit rt_jit;
 
@@ -30,8 +31,11 @@ int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *var
 /* Templates rendered so far (the answers of rt_jit_default and rt_jit_keys are kept
  * for the last questions, so a warm plan renders nothing): for tests and diagnostics. */
 long rt_jit_renders(const rt_jit *j);
-/* Compiles vp for dev, stores it in db when db != NULL. */
-int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
+/* Compiles vp for dev, stores it in db when db != NULL. The status is decided where the failure
+ * happens: KF_ERR_UNSUPPORTED (the template refuses the variant), KF_ERR_NVRTC (rendering or
+ * compiling it failed: the message carries the log's first lines), KF_ERR_DB (storing the binary
+ * failed), KF_ERR_NOT_TUNED (no generator: libkforge_rt); the message in err. */
+kf_status rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
                    rt_binary *out, char *err, size_t errn);
 
 #endif

@@ -1,5 +1,6 @@
 /* runtime/kda_launch.c: grids, workspace and argument checks of the KDA families (see kda_launch.h) */
 #include "kda_launch.h"
+#include "family.h"
 #include "grid.h"
 #include "shape.h"
 
@@ -8,19 +9,15 @@
 #include <stdio.h>
 #include <string.h>
 
-static int family_is(const gen_kvset *vp, const char *name)
-{
-    const char *fam = gen_kv_str(vp, "family");
-    return fam && strcmp(fam, name) == 0;
-}
+static int family_is(const gen_kvset *vp, rt_family_id id) { return rt_family_is(vp, id); }
 
 int rt_kda_kernel_count(const gen_kvset *vp)
 {
     if (!vp)
         return -1;
-    if (family_is(vp, "kda_naive") || family_is(vp, "kda_decode"))
+    if (family_is(vp, RT_FAM_KDA_NAIVE) || family_is(vp, RT_FAM_KDA_DECODE))
         return 1;
-    if (family_is(vp, "kda_prefill"))
+    if (family_is(vp, RT_FAM_KDA_PREFILL))
         return gen_kv_int(vp, "fused", 0) ? 1 : gen_kv_int(vp, "seg", 1) > 1 ? 4 : 2;
     return -1;
 }
@@ -29,9 +26,9 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
 {
     if (!vp || !p || !grid || p->nseq < 1 || p->hv_heads < 1)
         return -1;
-    if (family_is(vp, "kda_naive"))
+    if (family_is(vp, RT_FAM_KDA_NAIVE))
         return kernel_index == 0 ? rt_set_grid(grid, p->hv_heads, p->nseq, 1) : -1;
-    if (family_is(vp, "kda_decode")) {
+    if (family_is(vp, RT_FAM_KDA_DECODE)) {
         long long vsplit = gen_kv_int(vp, "vsplit", 0), ipc = gen_kv_int(vp, "ipc", 1);
         if (kernel_index != 0 || vsplit < 1 || ipc < 1)
             return -1;
@@ -40,7 +37,7 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
         long long items = vsplit * p->hv_heads * p->nseq;   /* a strided loop over the items */
         return rt_set_grid(grid, rt_cdiv(items, ipc), 1, 1);
     }
-    if (family_is(vp, "kda_prefill")) {
+    if (family_is(vp, RT_FAM_KDA_PREFILL)) {
         long long c = gen_kv_int(vp, "chunk", 0), vs = gen_kv_int(vp, "vs", 0), dv = gen_kv_int(vp, "dv", 0);
         long long fused = gen_kv_int(vp, "fused", -1), seg = gen_kv_int(vp, "seg", 1), dk = gen_kv_int(vp, "dk", 0);
         if (c < 1 || vs < 1 || dv < vs || dv % vs || fused < 0 || seg < 1 || p->total < 0)
@@ -67,7 +64,7 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
 
 size_t rt_kda_workspace_bytes(const gen_kvset *vp, const kf_kda_params *p)
 {
-    if (!vp || !p || !family_is(vp, "kda_prefill") || gen_kv_int(vp, "fused", 1) != 0)
+    if (!vp || !p || !family_is(vp, RT_FAM_KDA_PREFILL) || gen_kv_int(vp, "fused", 1) != 0)
         return 0;
     long long c = gen_kv_int(vp, "chunk", 0), dk = gen_kv_int(vp, "dk", 0), dv = gen_kv_int(vp, "dv", 0);
     if (c < 1 || dk < 1 || dv < 1 || p->nseq < 1 || p->hv_heads < 1 || p->total < 0)
@@ -113,7 +110,7 @@ int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t 
         return fail(err, errn, "dv is %d: the variant is built for dv %lld", p->dv, dv);
     if (p->nseq < 1 || p->nseq > 65535)
         return fail(err, errn, "nseq is %d: must be in [1, 65535]", p->nseq);
-    if (family_is(vp, "kda_prefill") && !gen_kv_int(vp, "fused", 1) && (long long)p->nseq * gen_kv_int(vp, "seg", 1) > 65535)
+    if (family_is(vp, RT_FAM_KDA_PREFILL) && !gen_kv_int(vp, "fused", 1) && (long long)p->nseq * gen_kv_int(vp, "seg", 1) > 65535)
         return fail(err, errn, "nseq is %d: with seg %lld, nseq * seg must be <= 65535", p->nseq, gen_kv_int(vp, "seg", 1));
     if (p->h_heads < 1 || p->hv_heads < 1 || p->hv_heads % p->h_heads)
         return fail(err, errn, "hv_heads is %d, h_heads %d: hv_heads must be a positive multiple of h_heads",
@@ -140,7 +137,7 @@ int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t 
     if (!(p->scale == p->scale))
         return fail(err, errn, "scale is NaN");
     /* prefill writes o as bf16 pairs */
-    if (family_is(vp, "kda_prefill")) {
+    if (family_is(vp, RT_FAM_KDA_PREFILL)) {
         if ((p->o_st | p->o_sh | p->o_sb) & 1)
             return fail(err, errn, "o strides are (%lld, %lld, %lld): must be even (bf16 pairs are stored)",
                         p->o_sb, p->o_st, p->o_sh);
@@ -151,7 +148,7 @@ int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t 
                         p->ws ? "misaligned" : "NULL", rt_kda_workspace_bytes(vp, p));
     }
     /* decode reads and writes state rows as 16-byte vectors */
-    if (family_is(vp, "kda_decode")) {
+    if (family_is(vp, RT_FAM_KDA_DECODE)) {
         if (p->h0 && (((p->h0_sn | p->h0_sh | p->h0_sr) & 3) || ((uintptr_t)p->h0 & 15)))
             return fail(err, errn, "h0 strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned h0",
                         p->h0_sn, p->h0_sh, p->h0_sr);
@@ -160,4 +157,11 @@ int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t 
                         p->ht_sn, p->ht_sh, p->ht_sr);
     }
     return 0;
+}
+
+int rt_kda_launch(const gen_kvset *vp, const kf_kda_params *p, rt_launch *out)
+{
+    out->n = out->kernels = rt_kda_kernel_count(vp);
+    out->ws_bytes = out->n < 1 ? 0 : rt_kda_workspace_bytes(vp, p);
+    return out->n < 1 ? -1 : 0;
 }

@@ -34,6 +34,11 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
  * shape). p->ws must point at this many bytes, 16-byte aligned. */
 size_t rt_kda_workspace_bytes(const gen_kvset *vp, const kf_kda_params *p);
 
+struct rt_launch;
+/* The family table's launch function of the KDA families: rt_kda_kernel_count and
+ * rt_kda_workspace_bytes of p. 0, or -1 on a bad vp. */
+int rt_kda_launch(const gen_kvset *vp, const kf_kda_params *p, struct rt_launch *out);
+
 /* Whether the variant computes p correctly: dims equal the variant's, heads (hv % h == 0), sequence
  * counts, gate form (lower_bound in [-5, 0)), pointers, and the alignment the kernels rely on (o rows
  * 4-byte aligned; decode state rows 16-byte aligned). Returns 0, or -1 with a message naming the

@@ -1,5 +1,6 @@
 /* runtime/parts_launch.c: grids, workspace and the combine hand-off of the split-score decode family (see parts_launch.h) */
 #include "parts_launch.h"
+#include "family.h"
 #include "grid.h"
 #include "shape.h"
 
@@ -9,8 +10,7 @@
 
 static int is_parts(const gen_kvset *vp)
 {
-    const char *fam = vp ? gen_kv_str(vp, "family") : NULL;
-    return fam && strcmp(fam, "attn_parts_decode") == 0;
+    return rt_family_is(vp, RT_FAM_PARTS_DECODE);
 }
 
 int rt_parts_launch_count(const gen_kvset *vp)
@@ -53,6 +53,14 @@ size_t rt_parts_workspace_bytes(const gen_kvset *vp, const kf_parts_params *p)
         rt_mul_ll(bytes, 4 * layers, &bytes) || (unsigned long long)bytes > SIZE_MAX / 2)
         return SIZE_MAX;
     return (size_t)bytes;
+}
+
+int rt_parts_launch(const gen_kvset *vp, const kf_parts_params *p, rt_launch *out)
+{
+    out->n = rt_parts_launch_count(vp);
+    out->kernels = out->n < 1 ? 0 : p->splits > 1 ? 2 : 1;   /* the combine kernel only for split calls */
+    out->ws_bytes = out->n < 1 ? 0 : rt_parts_workspace_bytes(vp, p);
+    return out->n < 1 ? -1 : 0;
 }
 
 void rt_parts_set_workspace(const gen_kvset *vp, kf_parts_params *p, void *ws)

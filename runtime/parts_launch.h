@@ -22,6 +22,10 @@ int rt_parts_grid(const gen_kvset *vp, const kf_parts_params *p, int kernel_inde
 /* Workspace bytes of a split variant for p: layers * splits * ws_rows * hq * (dv + 1) * 4; 0 when sp == 1;
  * SIZE_MAX when the size does not fit (the caller refuses the shape). */
 size_t rt_parts_workspace_bytes(const gen_kvset *vp, const kf_parts_params *p);
+struct rt_launch;
+/* The family table's launch function of attn_parts_decode: rt_parts_launch_count and
+ * rt_parts_workspace_bytes of p. 0, or -1 on a bad vp. */
+int rt_parts_launch(const gen_kvset *vp, const kf_parts_params *p, struct rt_launch *out);
 /* Points p->ws_o[l], p->ws_lse[l] into ws (rt_parts_workspace_bytes of it; NULL when none). */
 void rt_parts_set_workspace(const gen_kvset *vp, kf_parts_params *p, void *ws);
 /* The combine kernel's params for layer l of p: o, lse and the split partials of that layer. */

@@ -32,6 +32,11 @@ kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const s
                           int (*dflt)(void *, const gen_kvset *, gen_kvset *, char *, size_t), void *arg,
                           struct rt_choice *out, char *msg, size_t msgn);
 
+/* The shape of a split-score description (an rt_parts_info): family attn_parts_decode, dtype, b, sq,
+ * skv, hq, hkv, parts, value (separate, or alias_<part 0>), dv, layers, page_size, causal. The family
+ * table's desc_shape. */
+void rt_parts_desc_shape(const void *desc, gen_kvset *shape);
+
 /* The params of a call of the plan's maxima: sizes, scale, splits; no pointers or strides. */
 void rt_parts_base_params(const rt_parts_info *info, const gen_kvset *vp, kf_parts_params *p);
 

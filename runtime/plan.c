@@ -54,8 +54,9 @@ static kf_status acquire_module(kf_ctx *c, const rt_choice *ch, kf_plan *p, cons
                           key, shape);
     }
     rt_binary bin;
-    if (rt_jit_compile(c->jit, &ch->vp, &c->dev, c->db, &bin, err, sizeof err))
-        return rt_ctx_err(c, strstr(err, "nvrtc") ? KF_ERR_NVRTC : KF_ERR_DB, "%s", err);
+    kf_status jst = rt_jit_compile(c->jit, &ch->vp, &c->dev, c->db, &bin, err, sizeof err);
+    if (jst)
+        return rt_ctx_err(c, jst, "%s", err);
     kf_status st = rt_ctx_add_module(c, key, bin.image, bin.kernels, bin.n_kernels, mod);
     free(bin.image);
     p->source = "jit";

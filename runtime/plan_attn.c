@@ -1,6 +1,7 @@
 /* runtime/plan_attn.c: attention plans (kf_attn_supported, kf_attn_plan) and graph-safe runs (kf_attn_run) */
 #include "runtime/attn_features.h"
 #include "runtime/attn_launch.h"
+#include "runtime/family.h"
 #include "runtime/plan.h"
 
 #include <stdint.h>
@@ -15,15 +16,17 @@ static kf_status attn_select(const void *desc, const rt_devinfo *dev, const rt_t
 
 static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, char *msg, size_t msgn)
 {
-    (void)ch, (void)msg, (void)msgn;
+    (void)ch;
     const kf_attn_desc *d = desc;
     p->d.attn = *d;
     rt_attn_base_params(d, &p->vp, &p->base.attn);
-    const char *family = gen_kv_str(&p->vp, "family");
-    p->n_launch = p->mod.n;
     p->geo = rt_attn_geom_of(&p->vp);
-    if (family && !strcmp(family, "attn_decode") && p->base.attn.splits <= 1)
-        p->n_launch = 1;  /* the combine kernel runs only for split variants */
+    rt_launch l;
+    if (rt_attn_launch(&p->vp, &p->base.attn, &l) || l.n > p->mod.n) {
+        snprintf(msg, msgn, "binary of '%s' has %d kernels, the variant launches %d", p->variant, p->mod.n, l.n);
+        return KF_ERR_UNSUPPORTED;
+    }
+    p->n_launch = l.n;
     return KF_OK;
 }
 
@@ -119,11 +122,8 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     /* lse [B, Hq, Sq] for this call's Sq, or [Hq, total] packed */
     a.lse_sh = d->packed_q ? t->total_q : t->q_len;
     a.lse_sb = (long long)d->hq * t->q_len;
-    if (p->ws_bytes) {
-        char *ws = t->workspace ? t->workspace : (char *)(uintptr_t)p->ws;
-        a.ws_o = (float *)ws;
-        a.ws_lse = (float *)(ws + (size_t)a.splits * a.ws_rows * a.hq * d->d * sizeof(float));
-    }
+    if (p->ws_bytes)
+        rt_attn_set_workspace(&p->vp, &a, t->workspace ? t->workspace : (void *)(uintptr_t)p->ws);
     void *args[] = {&a};
     for (int i = 0; i < p->n_launch; i++) {
         unsigned grid[3];

@@ -1,4 +1,5 @@
 /* runtime/plan_kda.c: KDA plans (kf_kda_supported, kf_kda_plan) and graph-safe runs (kf_kda_run) */
+#include "runtime/family.h"
 #include "runtime/kda_launch.h"
 #include "runtime/plan.h"
 #include "runtime/shape.h"
@@ -19,7 +20,8 @@ static kf_status kda_finish(kf_plan *p, const void *desc, const rt_choice *ch, c
     const kf_kda_desc *d = desc;
     p->d.kda = *d;
     rt_kda_base_params(d, &p->base.kda);
-    p->n_launch = rt_kda_kernel_count(&p->vp);
+    rt_launch l;
+    p->n_launch = rt_kda_launch(&p->vp, &p->base.kda, &l) ? -1 : l.n;
     if (p->n_launch < 1 || p->n_launch > p->mod.n) {
         snprintf(msg, msgn, "binary of '%s' has %d kernels, the variant launches %d", p->variant, p->mod.n,
                  p->n_launch);

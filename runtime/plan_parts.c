@@ -1,4 +1,5 @@
 /* runtime/plan_parts.c: split-score decode plans (kf_parts_supported, kf_parts_plan) and graph-safe runs (kf_parts_run) */
+#include "runtime/family.h"
 #include "runtime/parts_launch.h"
 #include "runtime/plan.h"
 
@@ -19,10 +20,10 @@ static kf_status parts_finish(kf_plan *p, const void *desc, const rt_choice *ch,
     if (st)
         return st;
     rt_parts_base_params(&p->d.parts, &p->vp, &p->base.parts);
-    p->n_launch = rt_parts_launch_count(&p->vp);
-    int kernels = p->base.parts.splits > 1 ? 2 : 1;
-    if (p->n_launch < 1 || kernels > p->mod.n) {
-        snprintf(msg, msgn, "binary of '%s' has %d kernels, the variant needs %d", p->variant, p->mod.n, kernels);
+    rt_launch l;
+    p->n_launch = rt_parts_launch(&p->vp, &p->base.parts, &l) ? -1 : l.n;
+    if (p->n_launch < 1 || l.kernels > p->mod.n) {
+        snprintf(msg, msgn, "binary of '%s' has %d kernels, the variant needs %d", p->variant, p->mod.n, l.kernels);
         return KF_ERR_UNSUPPORTED;
     }
     return KF_OK;

@@ -2,6 +2,7 @@
 #include "runtime/select.h"
 #include "runtime/attn_launch.h"
 #include "runtime/attn_features.h"
+#include "runtime/family.h"
 #include "runtime/shape.h"
 
 #include <math.h>
@@ -20,10 +21,11 @@ kf_status rt_say(kf_status st, char *msg, size_t n, const char *fmt, ...)
     return st;
 }
 
-static void shape_of(const kf_attn_desc *d, gen_kvset *s)
+void rt_attn_desc_shape(const void *desc, gen_kvset *s)
 {
+    const kf_attn_desc *d = desc;
     gen_kv_clear(s);
-    gen_kv_set_str(s, "family", d->kind == KF_ATTN_DECODE ? "attn_decode" : "attn_prefill");
+    gen_kv_set_str(s, "family", rt_family_name(d->kind == KF_ATTN_DECODE ? RT_FAM_ATTN_DECODE : RT_FAM_ATTN_PREFILL));
     gen_kv_set_str(s, "dtype", d->dtype == KF_BF16 ? "bf16" : "fp16");
     gen_kv_set_int(s, "b", d->max_batch);
     gen_kv_set_int(s, "sq", d->max_q);
@@ -70,7 +72,7 @@ static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, gen_kv
     kf_status st = rt_attn_feature_check(d, msg, n);
     if (st)
         return st;
-    shape_of(d, shape);
+    rt_family_for_desc(RT_API_ATTN, d, shape);
     st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
     if (st)
         return st;
@@ -175,15 +177,17 @@ kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table
     kf_status st = check_desc(d, dev, &out->shape, msg, msgn);
     if (st)
         return st;
-    static const char *const class_keys[] = {"family", "dtype", "hq", "hkv", "d", "causal",
-                                             "window", "softcap", "sinks", "kv_dtype", NULL};   /* features: optional */
-    static const char *const dist_keys[] = {"b", "sq", "skv", NULL};
-    st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
+    const rt_family *f = rt_family_of(&out->shape);
+    st = rt_select_variant(dev, t, f->class_keys, f->dist_keys, dflt, arg, out, msg, msgn);
     if (st)
         return st;
     kf_attn_params p;
+    rt_launch l;
     rt_attn_base_params(d, &out->vp, &p);
-    out->workspace = rt_attn_workspace_bytes(&out->vp, &p);
+    if (f->launch(&out->vp, &p, &l))
+        return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "the %s variant '%s' is not of an attention family", f->name,
+                      out->winner ? out->winner->variant : "(default)");
+    out->workspace = l.ws_bytes;
     if (out->workspace == SIZE_MAX)
         return rt_say(KF_ERR_ARG, msg, msgn, "the split workspace of %d splits x desc.max_batch %d x desc.max_q %d x "
                       "desc.hq %d rows of desc.d %d does not fit in memory", p.splits, d->max_batch, d->max_q, d->hq, d->d);

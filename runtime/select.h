@@ -39,6 +39,13 @@ typedef struct rt_choice {
 kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table *t,
                     rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn);
 
+/* The shape of an attention description (a kf_attn_desc): family attn_decode or attn_prefill by
+ * d->kind, dtype, b, sq, skv (the maxima), hq, hkv, d, causal. The family table's desc_shape. */
+void rt_attn_desc_shape(const void *desc, gen_kvset *shape);
+/* The shape of a KDA description (a kf_kda_desc): kda_decode or kda_prefill by d->mode,
+ * n = max_seqs, t = ceil(max_tokens / max_seqs), h, hv, dk, dv. The family table's desc_shape. */
+void rt_kda_desc_shape(const void *desc, gen_kvset *shape);
+
 /* The attention params of a call of the plan's shape maxima (strides resolved). */
 void rt_attn_base_params(const kf_attn_desc *d, const gen_kvset *vp, void *params_out);
 

@@ -1,4 +1,5 @@
 /* runtime/select_kda.c: KDA selection: one pure function of (description, device, tuned table), and the plan's resolved params */
+#include "runtime/family.h"
 #include "runtime/kda_launch.h"
 #include "runtime/select.h"
 #include "runtime/shape.h"
@@ -40,10 +41,11 @@ static int tokens_per_seq(const kf_kda_desc *d)
     return t < 1 ? 1 : (int)t;
 }
 
-static void shape_of(const kf_kda_desc *d, gen_kvset *s)
+void rt_kda_desc_shape(const void *desc, gen_kvset *s)
 {
+    const kf_kda_desc *d = desc;
     gen_kv_clear(s);
-    gen_kv_set_str(s, "family", d->mode == KF_KDA_DECODE ? "kda_decode" : "kda_prefill");
+    gen_kv_set_str(s, "family", rt_family_name(d->mode == KF_KDA_DECODE ? RT_FAM_KDA_DECODE : RT_FAM_KDA_PREFILL));
     gen_kv_set_int(s, "n", d->max_seqs);
     gen_kv_set_int(s, "t", d->max_seqs > 0 ? tokens_per_seq(d) : 1);
     gen_kv_set_int(s, "h", d->h);
@@ -75,7 +77,7 @@ static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, gen_kvs
         return rt_say(KF_ERR_ARG, msg, n, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got %d", d->mode);
     if (d->max_tokens < 0)
         return rt_say(KF_ERR_ARG, msg, n, "desc.max_tokens must be >= 0, got %d", d->max_tokens);
-    shape_of(d, shape);
+    rt_family_for_desc(RT_API_KDA, d, shape);
     if ((st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n)))
         return st;
     if (d->gate != KF_KDA_GATE_LOG && d->gate != KF_KDA_GATE_SIGMOID)
@@ -189,17 +191,19 @@ kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_ta
     kf_status st = check_desc(d, dev, &out->shape, msg, msgn);
     if (st)
         return st;
-    static const char *const class_keys[] = {"family", "h", "hv", "dk", "dv", NULL};
-    static const char *const dist_keys[] = {"n", "t", NULL};
-    st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
+    const rt_family *f = rt_family_of(&out->shape);
+    st = rt_select_variant(dev, t, f->class_keys, f->dist_keys, dflt, arg, out, msg, msgn);
     if (st)
         return st;
     st = check_variant(d, out, msg, msgn);
     if (st)
         return st;
     kf_kda_params p;
+    rt_launch l;
     rt_kda_base_params(d, &p);
-    out->workspace = rt_kda_workspace_bytes(&out->vp, &p);
+    if (f->launch(&out->vp, &p, &l))
+        return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "'%s' is not a KDA family", f->name);
+    out->workspace = l.ws_bytes;
     if (out->workspace == SIZE_MAX)
         return rt_say(KF_ERR_ARG, msg, msgn, "the workspace of desc.max_tokens %d, desc.max_seqs %d, desc.hv %d does not "
                       "fit in memory", d->max_tokens, d->max_seqs, d->hv);

@@ -1,4 +1,5 @@
 /* runtime/select_parts.c: split-score decode selection: one pure function of (description, device, tuned table), and binding a call */
+#include "runtime/family.h"
 #include "runtime/parts_launch.h"
 #include "runtime/parts_plan.h"
 #include "runtime/select.h"
@@ -10,12 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
-static void shape_of(const rt_parts_info *in, gen_kvset *s)
+void rt_parts_desc_shape(const void *desc, gen_kvset *s)
 {
+    const rt_parts_info *in = desc;
     const kf_parts_desc *d = &in->d;
     char value[80];
     gen_kv_clear(s);
-    gen_kv_set_str(s, "family", "attn_parts_decode");
+    gen_kv_set_str(s, "family", rt_family_name(RT_FAM_PARTS_DECODE));
     gen_kv_set_str(s, "dtype", d->dtype == KF_BF16 ? "bf16" : "fp16");
     gen_kv_set_int(s, "b", d->max_batch);
     gen_kv_set_int(s, "sq", d->max_q);
@@ -61,7 +63,7 @@ static kf_status check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_i
                    (double)d->scale);
     info->d = *d;
     info->d.parts = info->parts;
-    shape_of(info, shape);
+    rt_family_for_desc(RT_API_PARTS, info, shape);
     kf_status st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
     if (st)
         return st;
@@ -111,15 +113,16 @@ kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const s
     kf_status st = check(d, dev, &info, &out->shape, msg, msgn);
     if (st)
         return st;
-    static const char *const class_keys[] = {"family", "dtype", "hq", "hkv", "parts", "value", "dv",
-                                             "layers", "page_size", "causal", NULL};
-    static const char *const dist_keys[] = {"b", "sq", "skv", NULL};
-    st = rt_select_variant(dev, t, class_keys, dist_keys, dflt, arg, out, msg, msgn);
+    const rt_family *f = rt_family_of(&out->shape);
+    st = rt_select_variant(dev, t, f->class_keys, f->dist_keys, dflt, arg, out, msg, msgn);
     if (st)
         return st;
     kf_parts_params p;
+    rt_launch l;
     rt_parts_base_params(&info, &out->vp, &p);
-    out->workspace = rt_parts_workspace_bytes(&out->vp, &p);
+    if (f->launch(&out->vp, &p, &l))
+        return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "the %s variant lacks its layers", f->name);
+    out->workspace = l.ws_bytes;
     if (out->workspace == SIZE_MAX)
         return rt_say(KF_ERR_ARG, msg, msgn, "the split workspace of desc.max_batch %d x desc.max_q %d x desc.hq %d rows "
                       "does not fit in memory", d->max_batch, d->max_q, d->hq);

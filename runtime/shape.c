@@ -1,5 +1,6 @@
 /* runtime/shape.c: the one check of a family's shape that the C API's descriptions and the CLI's --shape strings go through */
 #include "runtime/shape.h"
+#include "runtime/family.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -7,19 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A field of a family's shape: its key, its name in the C API's description, its type. */
-typedef struct field {
-    const char *key;
-    const char *desc;
-    int is_str;
-    int optional;              /* may be left out (a model feature that is off) */
-} field;
-
-typedef struct family_rules {
-    const char *family;
-    const field *fields;       /* NULL-key terminated */
-    kf_status (*check)(const struct family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n);
-} family_rules;
+typedef rt_shape_field field;
+typedef rt_shape_rules family_rules;
 
 typedef struct chk {
     const family_rules *r;
@@ -132,14 +122,14 @@ static kf_status gqa(const family_rules *r, const gen_kvset *s, rt_names names, 
         (st = at_least(&c, "b", 1)) || (st = at_least(&c, "sq", 1)) || (st = at_least(&c, "skv", 0)) ||
         (st = product_fits(&c, "b", "sq", "query rows")) || (st = gqa_features(&c)))
         return st;
-    if (!strcmp(r->family, "attn_naive"))
+    if (r->reference)
         return KF_OK;
     long long d = iv(&c, "d");
     if (d != 64 && d != 128 && d != 256)
         return say(&c, KF_ERR_UNSUPPORTED, "head dim %s = %lld is not supported (64, 128 or 256)", nm(&c, "d"), d);
-    if (!strcmp(r->family, "attn_decode") && iv(&c, "sq") > 16)
-        return say(&c, KF_ERR_UNSUPPORTED, "decode serves up to 16 query rows per sequence, %s = %lld (prefill serves more)",
-                   nm(&c, "sq"), iv(&c, "sq"));
+    if (r->max_sq && iv(&c, "sq") > r->max_sq)
+        return say(&c, KF_ERR_UNSUPPORTED, "decode serves up to %d query rows per sequence, %s = %lld (prefill serves more)",
+                   r->max_sq, nm(&c, "sq"), iv(&c, "sq"));
     return KF_OK;
 }
 
@@ -254,7 +244,7 @@ static kf_status kda(const family_rules *r, const gen_kvset *s, rt_names names, 
         (st = at_least(&c, "hv", 1)) || (st = multiple(&c, "hv", "h")) || (st = at_least(&c, "dk", 1)) ||
         (st = at_least(&c, "dv", 1)) || (st = product_fits(&c, "n", "t", "tokens")))
         return st;
-    if (!strcmp(r->family, "kda_naive"))
+    if (r->reference)
         return KF_OK;
     long long dk = iv(&c, "dk"), dv = iv(&c, "dv");
     if (dk != 64 && dk != 128)
@@ -282,12 +272,15 @@ static kf_status gemm(const family_rules *r, const gen_kvset *s, rt_names names,
     return KF_OK;
 }
 
-static const family_rules families[] = {
-    {"attn_prefill", gqa_fields, gqa},       {"attn_decode", gqa_fields, gqa},   {"attn_naive", gqa_fields, gqa},
-    {"attn_combine", combine_fields, combine}, {"attn_parts_decode", parts_fields, parts},
-    {"kda_prefill", kda_fields, kda},        {"kda_decode", kda_fields, kda},     {"kda_naive", kda_fields, kda},
-    {"ceil_gemm", gemm_fields, gemm},
-};
+/* the rules the family table's entries point at (runtime/family.c) */
+const rt_shape_rules rt_shape_gqa = {gqa_fields, gqa, 0, 0};
+const rt_shape_rules rt_shape_gqa_decode = {gqa_fields, gqa, 0, 16};
+const rt_shape_rules rt_shape_gqa_naive = {gqa_fields, gqa, 1, 0};
+const rt_shape_rules rt_shape_combine = {combine_fields, combine, 0, 0};
+const rt_shape_rules rt_shape_parts = {parts_fields, parts, 0, 0};
+const rt_shape_rules rt_shape_kda = {kda_fields, kda, 0, 0};
+const rt_shape_rules rt_shape_kda_naive = {kda_fields, kda, 1, 0};
+const rt_shape_rules rt_shape_gemm = {gemm_fields, gemm, 0, 0};
 
 /* ---- the check ------------------------------------------------------------------------------ */
 
@@ -320,10 +313,8 @@ kf_status rt_shape_check(const char *family, const gen_kvset *shape, const gen_k
         family = gen_kv_str(shape, "family");
     if (!family)
         return snprintf(msg, n, "the shape names no family"), KF_ERR_ARG;
-    const family_rules *r = NULL;
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        if (!strcmp(families[i].family, family))
-            r = &families[i];
+    const rt_family *fam = rt_family_find(family);
+    const family_rules *r = fam ? fam->shape : NULL;
     char keys[512];
     /* no key the family does not read */
     for (int i = 0; i < shape->n; i++) {

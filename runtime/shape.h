@@ -14,10 +14,28 @@ typedef enum {
     RT_NAMES_DESC = 1,    /* the description's fields: "desc.hq (30) must be a multiple of desc.hkv (8)" (the C API) */
 } rt_names;
 
+/* A field of a family's shape: its key, its name in the C API's description, its type. */
+typedef struct rt_shape_field {
+    const char *key;
+    const char *desc;
+    int is_str;
+    int optional;              /* may be left out (a model feature that is off) */
+} rt_shape_field;
+
+/* The rules of a family's shape (an entry of the family table points at one). */
+typedef struct rt_shape_rules rt_shape_rules;
+struct rt_shape_rules {
+    const rt_shape_field *fields;  /* NULL-key terminated */
+    kf_status (*check)(const rt_shape_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n);
+    int reference;                 /* a reference kernel (attn_naive, kda_naive): any head dim */
+    int max_sq;                    /* query rows per sequence at most (decode: 16); 0: no limit */
+};
+extern const rt_shape_rules rt_shape_gqa, rt_shape_gqa_decode, rt_shape_gqa_naive, rt_shape_combine, rt_shape_parts,
+    rt_shape_kda, rt_shape_kda_naive, rt_shape_gemm;
+
 /*
- * Checks shape as a shape of family (NULL: shape's "family"): for the families the runtime serves
- * (attn_prefill, attn_decode, attn_naive, attn_combine, attn_parts_decode, kda_prefill, kda_decode,
- * kda_naive, ceil_gemm) every field present with its type, each integer within the range of the C
+ * Checks shape as a shape of family (NULL: shape's "family"): for the families of the family table
+ * (runtime/family.h) by the entry's rules: every field present with its type, each integer within the range of the C
  * API's int field, and the rules between fields (hq a multiple of hkv, decode Sq 1..16, head dims,
  * b * sq rows within an int, ...); for other families every integer in 0..INT_MAX. Keys other than
  * "family" must be in declared (the template's shape fields) when declared is given, else in the

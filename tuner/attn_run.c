@@ -1,5 +1,6 @@
-/* tuner/attn_run.c: run one attention variant on the GPU against the reference (CPU fp64 or GPU naive), and time it */
+/* tuner/attn_run.c: the GQA attention harness: case geometry and fill, the CPU reference schedule, checks and timing of one variant (the session is tuner/tune_ctx.c) */
 #include "tuner/attn_run.h"
+#include "tuner/tune_ctx_int.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -7,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen/variant.h"
 #include "common/attn_params.h"
 #include "runtime/attn_launch.h"
+#include "runtime/family.h"
 #include "runtime/cuda.h"
 #include "runtime/module.h"
 #include "runtime/nvml.h"
@@ -18,97 +21,7 @@
 #include "tuner/tune_ilv.h"
 #include "tuner/tune_phase.h"
 
-typedef struct host_in {
-    void *q, *k, *v;           /* storage, NaN outside the logical elements */
-    size_t esz;
-} host_in;
 
-struct tune_attn_ctx {
-    const rt_cu *cu;
-    int ordinal;
-    rt_devinfo info;
-    CUdeviceptr flush;         /* L2 flush buffer */
-    size_t flush_bytes;
-    unsigned char flush_val;
-    int broken;                /* a sticky CUDA error happened */
-    /* tune_attn_time keeps the inputs of the last case on the device, so timing the
-     * variants of one shape fills and uploads them once (not once per variant) */
-    int tc_valid;
-    tune_attn_case tc;         /* with its seed resolved; kv_len/q_lens point at tc_kv/tc_q */
-    int *tc_kv, *tc_q;
-    CUdeviceptr tc_in[6];      /* q, k, v, cu_q, cu_k, kv_len */
-    CUdeviceptr tc_set[TUNE_ROTATE_MAX_SETS][3];   /* sustained timing: q, k, v of sets 1.. (0: tc_in) */
-    int tc_sets;               /* input sets made (1: tc_in alone) */
-    size_t tc_bytes[3];        /* bytes of q, k, v */
-    uint64_t time_seed;        /* timing inputs when the case has no seed */
-    /* tune_attn_check with a given seed (the tuner: one fresh seed per shape) keeps the host inputs
-     * and the reference of the last case, so the gates of a shape's variants fill the inputs and
-     * compute the reference once; each gate still uploads the inputs into fresh buffers and
-     * poisons fresh outputs */
-    int gc_valid;
-    tune_attn_case gc;         /* kv_len/q_lens point at gc_kv/gc_q */
-    int *gc_kv, *gc_q;
-    const void *gc_naive;      /* the GPU naive reference's image, NULL: the CPU fp64 one */
-    host_in gc_in;
-    double *gc_ref_o, *gc_ref_lse;
-    /* tune_attn_hold: modules kept loaded between calls, keyed by image address; slot 0 the
-     * variant's, slot 1 the naive reference's */
-    int hold;
-    struct held { const void *image; rt_module m; } held[2];
-    tune_phases *ph;           /* tune_attn_set_phases, or NULL */
-    int timing;                /* TUNE_TIMING_* */
-    rt_nvml_dev *nvml;         /* NULL: clocks and power unknown */
-    double last_busy;          /* host time the last timing's GPU work ended (0: never) */
-    int extra_every;           /* tune_attn_set_extra */
-    CUstream stream;           /* where the runners launch (tune_ctx_stream): NULL, or a capturing stream */
-    double rewarm_ms;          /* tune_attn_set_rewarm */
-};
-
-/* The phase counter f of ctx, NULL when nobody counts (tune_lap takes NULL). */
-#define PH(f) (ctx->ph ? &ctx->ph->f : NULL)
-
-/* ---- small helpers ------------------------------------------------------------ */
-
-static int sticky(CUresult r)
-{
-    /* errors after which the context cannot be used again */
-    return r == 700 || r == 702 || r == 714 || r == 715 || r == 716 || r == 717 || r == 718 ||
-           r == 719 || r == 720;
-}
-
-/* Records a driver failure in msg; returns -1. */
-static int cu_fail(tune_attn_ctx *c, CUresult r, const char *what, char *msg, size_t n)
-{
-    char e[128];
-    rt_cuda_errstr(r, e, sizeof e);
-    if (sticky(r))
-        c->broken = 1;
-    snprintf(msg, n, "%s: %s%s", what, e, sticky(r) ? " (context unusable from now on)" : "");
-    return -1;
-}
-
-#define CU_TRY(call, what)                                                                         \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_)                                                                                    \
-            return cu_fail(ctx, r_, what, msg, msgn);                                              \
-    } while (0)
-
-int tune_attn_variant_from_job(tune_attn_variant *v, const gen_job *j)
-{
-    memset(v, 0, sizeof *v);
-    if (!j || j->failed || !j->bin.image)
-        return -1;
-    v->family = gen_tmpl_family(j->tmpl);
-    v->vp = j->fixed;
-    gen_kv_merge(&v->vp, &j->params);
-    gen_kv_set_str(&v->vp, "family", v->family);
-    v->image = j->bin.image;
-    v->kernels = j->kernels;
-    v->n_kernels = j->n_kernels;
-    v->key = j->variant_key;
-    return 0;
-}
 
 void tune_attn_result_free(tune_attn_result *r)
 {
@@ -120,138 +33,24 @@ void tune_attn_result_free(tune_attn_result *r)
     r->lse_out = NULL;
 }
 
-void tune_attn_timing_free(tune_attn_timing *t)
-{
-    if (!t)
-        return;
-    free(t->samples_ms);
-    t->samples_ms = NULL;
-}
 
-tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn)
-{
-    const rt_cu *cu = rt_cuda(err, errn);
-    if (!cu)
-        return NULL;
-    tune_attn_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errn, "out of memory");
-        return NULL;
-    }
-    c->cu = cu;
-    c->ordinal = ordinal;
-    if (rt_device_info(ordinal, &c->info, err, errn) || rt_module_context(ordinal, err, errn)) {
-        free(c);
-        return NULL;
-    }
-    c->flush_bytes = (size_t)(c->info.l2 > 0 ? c->info.l2 : 64ll << 20) * 2;
-    CUresult r = cu->MemAlloc(&c->flush, c->flush_bytes);
-    if (r) {
-        char e[128];
-        rt_cuda_errstr(r, e, sizeof e);
-        snprintf(err, errn, "cannot allocate the L2 flush buffer (%zu bytes): %s", c->flush_bytes, e);
-        free(c);
-        return NULL;
-    }
-    c->timing = TUNE_TIMING_SUSTAINED;
-    c->nvml = rt_nvml_open(c->info.uuid);
-    return c;
-}
 
-static void time_cache_drop(tune_attn_ctx *c)
-{
-    for (int i = 0; i < 6; i++)
-        if (c->tc_in[i])
-            c->cu->MemFree(c->tc_in[i]), c->tc_in[i] = 0;
-    for (int s = 1; s < c->tc_sets; s++)
-        for (int i = 0; i < 3; i++)
-            if (c->tc_set[s][i])
-                c->cu->MemFree(c->tc_set[s][i]), c->tc_set[s][i] = 0;
-    c->tc_sets = 0;
-    free(c->tc_kv), free(c->tc_q);
-    c->tc_kv = c->tc_q = NULL;
-    c->tc_valid = 0;
-}
 
-static void gate_cache_drop(tune_attn_ctx *c)
-{
-    free(c->gc_in.q), free(c->gc_in.k), free(c->gc_in.v);
-    free(c->gc_ref_o), free(c->gc_ref_lse);
-    free(c->gc_kv), free(c->gc_q);
-    memset(&c->gc_in, 0, sizeof c->gc_in);
-    c->gc_ref_o = c->gc_ref_lse = NULL;
-    c->gc_kv = c->gc_q = NULL;
-    c->gc_valid = 0;
-}
 
-void tune_attn_hold(tune_attn_ctx *c, int on)
-{
-    if (!c)
-        return;
-    for (int i = 0; i < 2; i++) {
-        rt_module_unload(&c->held[i].m);
-        c->held[i].image = NULL;
-    }
-    c->hold = on;
-}
 
-void tune_attn_set_phases(tune_attn_ctx *c, tune_phases *ph)
-{
-    if (c)
-        c->ph = ph;
-}
 
-void tune_attn_close(tune_attn_ctx *c)
-{
-    if (!c)
-        return;
-    tune_attn_hold(c, 0);
-    time_cache_drop(c);
-    gate_cache_drop(c);
-    if (c->flush)
-        c->cu->MemFree(c->flush);
-    rt_nvml_close(c->nvml);
-    free(c);
-}
 
-int tune_timing_parse(const char *s)
-{
-    if (s && !strcmp(s, "sustained"))
-        return TUNE_TIMING_SUSTAINED;
-    if (s && !strcmp(s, "burst"))
-        return TUNE_TIMING_BURST;
-    return -1;
-}
 
-const char *tune_timing_str(int mode) { return mode == TUNE_TIMING_BURST ? "burst" : "sustained"; }
 
-void tune_attn_set_timing(tune_attn_ctx *c, int mode)
-{
-    if (c)
-        c->timing = mode == TUNE_TIMING_BURST ? TUNE_TIMING_BURST : TUNE_TIMING_SUSTAINED;
-}
 
-int tune_attn_timing_mode(const tune_attn_ctx *c) { return c ? c->timing : TUNE_TIMING_SUSTAINED; }
 
-rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c) { return c ? c->nvml : NULL; }
 
-void tune_attn_set_rewarm(tune_attn_ctx *c, double ms)
-{
-    if (c)
-        c->rewarm_ms = ms > 0 ? (ms < TUNE_WARM_MAX_MS ? ms : TUNE_WARM_MAX_MS) : 0;
-}
 
-void tune_attn_set_extra(tune_attn_ctx *c, int every)
-{
-    if (c)
-        c->extra_every = every > 0 ? every : 0;
-}
-
-int tune_attn_broken(const tune_attn_ctx *c) { return c ? c->broken : 1; }
 
 static int is_gqa_family(const char *f)
 {
-    return f && (!strcmp(f, "attn_decode") || !strcmp(f, "attn_prefill") || !strcmp(f, "attn_naive"));
+    const rt_family *fam = rt_family_find(f);
+    return fam && (fam->id == RT_FAM_ATTN_DECODE || fam->id == RT_FAM_ATTN_PREFILL || fam->id == RT_FAM_ATTN_NAIVE);
 }
 
 void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
@@ -289,12 +88,12 @@ static float *case_sinks(const tune_attn_case *c)
 int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *tg, gen_job *j)
 {
     memset(j, 0, sizeof *j);
-    j->tmpl = gen_tmpl_load(h, "attn_naive");
+    j->tmpl = gen_tmpl_load(h, rt_family_name(RT_FAM_ATTN_NAIVE));
     if (!j->tmpl)
         return -1;
     gen_kvset shape;
     tune_attn_case_shape(c, &shape);
-    if (gen_tmpl_fixed(j->tmpl, &shape, &j->fixed) || gen_tmpl_default(j->tmpl, &shape, &tg->dev, &j->params))
+    if (gen_variant_resolve(j->tmpl, &shape, &tg->dev, NULL, 0, &j->fixed, &j->params, NULL, 0))
         return -1;
     return gen_build_prepare(j, tg);
 }
@@ -390,7 +189,7 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *
         g->k.elems = 8;        /* every sequence empty: still a valid pointer */
     long long sp = v ? gen_kv_int(&v->vp, "sp", 1) : 1;
     g->splits = c->splits > 0 ? c->splits : (int)(sp > 0 ? sp : 1);
-    if (v && v->family && strcmp(v->family, "attn_decode"))
+    if (v && v->family && !rt_family_is(&v->vp, RT_FAM_ATTN_DECODE))
         g->splits = 1;
     g->scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->d);
     g->window = c->window, g->window_left = c->window_left, g->softcap = c->softcap;
@@ -419,13 +218,6 @@ static long long q_row(const geom *g, int b, long long i)
 }
 
 /* ---- host inputs ------------------------------------------------------------------ */
-
-static void host_in_free(host_in *h)
-{
-    free(h->q);
-    free(h->k);
-    free(h->v);
-}
 
 static double rnd_val(check_rng *r, int normal) { return normal ? check_rng_normal(r) : check_rng_uniform(r); }
 
@@ -641,106 +433,18 @@ static void dev_free(tune_attn_ctx *ctx, dev_run *d)
     rt_module_unload(&d->mod_naive);
 }
 
-static int load_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, rt_module *m, char *msg, size_t msgn)
-{
-    rt_kernel_desc k[RT_MODULE_MAX_KERNELS];
-    if (v->n_kernels < 1 || v->n_kernels > RT_MODULE_MAX_KERNELS) {
-        snprintf(msg, msgn, "variant %s has %d kernels", v->key ? v->key : v->family, v->n_kernels);
-        return -1;
-    }
-    for (int i = 0; i < v->n_kernels; i++) {
-        snprintf(k[i].name, sizeof k[i].name, "%s", v->kernels[i].name);
-        k[i].threads = v->kernels[i].threads;
-        k[i].smem = v->kernels[i].smem;
-    }
-    char e[400];
-    if (rt_module_load(m, v->image, k, v->n_kernels, e, sizeof e)) {
-        snprintf(msg, msgn, "%s: %s", v->key ? v->key : v->family, e);
-        return -1;
-    }
-    return 0;
-}
 
-/* The module of v: the one held in `slot` when tune_attn_hold keeps v's image, else loaded into
- * *own (then held in `slot` instead when holding; *own stays empty). NULL on error. */
-static const rt_module *module_of(tune_attn_ctx *ctx, const tune_attn_variant *v, int slot, rt_module *own,
-                                  char *msg, size_t msgn)
-{
-    struct held *h = &ctx->held[slot];
-    if (ctx->hold && h->m.mod && h->image == v->image)
-        return &h->m;
-    if (load_variant(ctx, v, own, msg, msgn))
-        return NULL;
-    if (!ctx->hold)
-        return own;
-    rt_module_unload(&h->m);
-    h->m = *own;
-    h->image = v->image;
-    memset(own, 0, sizeof *own);
-    return &h->m;
-}
 
-const rt_cu *tune_ctx_cu(const tune_attn_ctx *ctx) { return ctx ? ctx->cu : NULL; }
 
-const rt_module *tune_ctx_module(tune_attn_ctx *ctx, const tune_attn_variant *v, int slot, rt_module *own,
-                                 char *msg, size_t msgn)
-{
-    if (slot < 0 || slot > 1) {
-        snprintf(msg, msgn, "tune_ctx_module: slot %d is not 0 or 1", slot);
-        return NULL;
-    }
-    return module_of(ctx, v, slot, own, msg, msgn);
-}
 
-int tune_ctx_fail(tune_attn_ctx *ctx, int cuda_result, const char *what, char *msg, size_t msgn)
-{
-    return cu_fail(ctx, (CUresult)cuda_result, what, msg, msgn);
-}
 
-void tune_ctx_phase(tune_attn_ctx *ctx, int what, double *t)
-{
-    if (!ctx->ph) {
-        *t = tune_now();
-        return;
-    }
-    double *acc[] = {&ctx->ph->gate_fill, &ctx->ph->gate_ref, &ctx->ph->gate_run,
-                     &ctx->ph->time_fill, &ctx->ph->time_load, &ctx->ph->time_run};
-    if (what == TUNE_PH_GATE_CALL || what == TUNE_PH_TIME_CALL) {
-        if (what == TUNE_PH_GATE_CALL)
-            ctx->ph->gates++;
-        else
-            ctx->ph->timings++;
-        *t = tune_now();
-        return;
-    }
-    tune_lap(what >= 0 && what < 6 ? acc[what] : NULL, t);
-}
 
-int tune_ctx_run(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn)
-{
-    if (enqueue(arg, 0, msg, msgn))
-        return -1;
-    CUresult r = ctx->cu->CtxSynchronize();
-    return r ? cu_fail(ctx, r, what, msg, msgn) : 0;
-}
 
-int tune_ctx_upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, size_t pad)
-{
-    CUresult r = ctx->cu->MemAlloc(p, bytes + pad);
-    if (!r && bytes)
-        r = ctx->cu->MemcpyHtoD(*p, src, bytes);
-    return (int)r;
-}
 
-static int dalloc(tune_attn_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
-{
-    CU_TRY(ctx->cu->MemAlloc(p, bytes ? bytes : 16), "cuMemAlloc");
-    return 0;
-}
 
 static int upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, char *msg, size_t msgn)
 {
-    if (dalloc(ctx, p, bytes, msg, msgn))
+    if (tune_ctx_alloc(ctx, p, bytes, msg, msgn))
         return -1;
     if (bytes)
         CU_TRY(ctx->cu->MemcpyHtoD(*p, src, bytes), "cuMemcpyHtoD");
@@ -778,10 +482,10 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
         d->q = ctx->tc_in[0], d->k = ctx->tc_in[1], d->v = ctx->tc_in[2];
         d->cu_q = ctx->tc_in[3], d->cu_k = ctx->tc_in[4], d->kv_len = ctx->tc_in[5];
     }
-    if (dalloc(ctx, &d->o, g->o.elems * es, msg, msgn))
+    if (tune_ctx_alloc(ctx, &d->o, g->o.elems * es, msg, msgn))
         return -1;
     d->lse_elems = (size_t)g->rows * g->hq;
-    if (dalloc(ctx, &d->lse, d->lse_elems * 4, msg, msgn))
+    if (tune_ctx_alloc(ctx, &d->lse, d->lse_elems * 4, msg, msgn))
         return -1;
     kf_attn_params *p = &d->p;
     memset(p, 0, sizeof *p);
@@ -825,13 +529,16 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
             return -1;
         p->sinks = (const float *)(uintptr_t)d->sinks;
     }
-    d->ws_bytes = v ? rt_attn_workspace_bytes(&v->vp, p) : 0;
+    rt_launch l = {0, 0, 0};
+    if (v && rt_attn_launch(&v->vp, p, &l)) {
+        snprintf(msg, msgn, "%s is not of an attention family", v->key ? v->key : v->family);
+        return -1;
+    }
+    d->ws_bytes = l.ws_bytes;
     if (d->ws_bytes) {
-        if (dalloc(ctx, &d->ws, d->ws_bytes, msg, msgn))
+        if (tune_ctx_alloc(ctx, &d->ws, d->ws_bytes, msg, msgn))
             return -1;
-        size_t ro = (size_t)p->splits * p->ws_rows * p->hq * (size_t)g->d * 4;
-        p->ws_o = (float *)(uintptr_t)d->ws;
-        p->ws_lse = (float *)(uintptr_t)(d->ws + ro);
+        rt_attn_set_workspace(&v->vp, p, (void *)(uintptr_t)d->ws);
     }
     return 0;
 }
@@ -850,15 +557,16 @@ static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
                       char *msg, size_t msgn)
 {
     void *args[] = {p};
-    for (int i = 0; i < m->n; i++) {
+    /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
+     * params): the call launches what rt_attn_launch says (attn_decode's combine only when split). */
+    rt_launch l;
+    if (rt_attn_launch(&v->vp, p, &l) || l.n > m->n) {
+        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, m->n);
+        return -1;
+    }
+    for (int i = 0; i < l.n; i++) {
         unsigned grid[3];
-        /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
-         * params): attn_decode launches its combine kernel (k1) only when splits > 1. */
-        if (!strcmp(v->family, "attn_decode") && i >= 1 && p->splits <= 1)
-            continue;
-        if (!strcmp(v->family, "attn_naive")) {
-            grid[0] = (unsigned)p->sq, grid[1] = (unsigned)p->hq, grid[2] = (unsigned)p->b;
-        } else if (rt_attn_grid(&v->vp, p, i, grid)) {
+        if (rt_attn_grid(&v->vp, p, i, grid)) {
             snprintf(msg, msgn, "rt_attn_grid refused kernel %d of %s (b %d sq %d hq %d hkv %d splits %d)", i,
                      v->key ? v->key : v->family, p->b, p->sq, p->hq, p->hkv, p->splits);
             return -1;
@@ -931,11 +639,6 @@ static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
     return tune_ctx_time(ctx, launch_cb, &a, rotate ? ctx->tc_sets : 1, samples, t, msg, msgn);
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int same_lens(const int *a, const int *b, int n)
 {
@@ -1010,7 +713,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     if (dev_setup(ctx, v, c, &g, &in, &d, msg, msgn))
         goto out;
     tune_lap(PH(gate_fill), &t);
-    if (!(pm = module_of(ctx, v, 0, &d.mod, msg, msgn)))
+    if (!(pm = tune_ctx_module(ctx, v, 0, &d.mod, msg, msgn)))
         goto out;
     if (d.ws && ctx->cu->MemsetD8(d.ws, 0xFF, d.ws_bytes)) {
         snprintf(msg, msgn, "cuMemsetD8 (poison workspace) failed");
@@ -1065,9 +768,9 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
             snprintf(msg, msgn, "cuMemcpyHtoD (inputs again for the reference) failed");
             goto out;
         }
-        if (!(pm_naive = module_of(ctx, naive, 1, &d.mod_naive, msg, msgn)) ||
-            dalloc(ctx, &d.o2, g.o.elems * es, msg, msgn) ||
-            dalloc(ctx, &d.lse2, d.lse_elems * 4, msg, msgn) ||
+        if (!(pm_naive = tune_ctx_module(ctx, naive, 1, &d.mod_naive, msg, msgn)) ||
+            tune_ctx_alloc(ctx, &d.o2, g.o.elems * es, msg, msgn) ||
+            tune_ctx_alloc(ctx, &d.lse2, d.lse_elems * 4, msg, msgn) ||
             dev_poison(ctx, d.o2, g.o.elems * es, d.lse2, d.lse_elems, msg, msgn))
             goto out;
         kf_attn_params p2 = d.p;
@@ -1100,7 +803,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
         cpu_reference(&g, &in, c->dtype, c->causal, ref_o, ref_lse);
     }
     if (cacheable && !hit) {                          /* kept for the next gate of this case */
-        gate_cache_drop(ctx);
+        tune_ctx_gate_cache_drop(ctx);
         ctx->gc = *c;
         ctx->gc_kv = dup_lens(c->kv_len, c->b);
         ctx->gc_q = dup_lens(c->q_lens, c->b);
@@ -1156,381 +859,19 @@ out:
 
 /* ---- timing ------------------------------------------------------------------ */
 
-int tune_ctx_time_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
-                          void *arg, int sets, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn)
-{
-    rt_module own;
-    memset(&own, 0, sizeof own);
-    const rt_module *m = tune_ctx_module(ctx, v, 0, &own, msg, msgn);
-    int rc = -1;
-    if (m && !bind(arg, m, msg, msgn)) {
-        tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, tm);
-        rc = tune_ctx_time(ctx, enqueue, arg, sets, samples, t, msg, msgn);
-    }
-    tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, tm);
-    if (own.mod)
-        rt_module_unload(&own);
-    return rc;
-}
 
-/* t's samples: a copy of ms_in (n of them), then their statistics. */
-static void timing_stats(tune_attn_timing *t, const double *ms_in, int n)
-{
-    t->samples = n;
-    t->samples_ms = malloc(sizeof(double) * (size_t)n);
-    if (!t->samples_ms) {
-        t->samples = 0;
-        return;
-    }
-    memcpy(t->samples_ms, ms_in, sizeof(double) * (size_t)n);
-    tune_attn_timing_stats(t);
-}
 
-void tune_attn_timing_stats(tune_attn_timing *t)
-{
-    int n = t->samples;
-    double *ms = n > 0 ? malloc(sizeof *ms * (size_t)n) : NULL;
-    if (!ms)
-        return;
-    memcpy(ms, t->samples_ms, sizeof(double) * (size_t)n);
-    qsort(ms, (size_t)n, sizeof *ms, cmp_dbl);
-    t->min_ms = ms[0];
-    t->median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-    t->p10_ms = ms[(n - 1) / 10];
-    t->p90_ms = ms[(n - 1) - (n - 1) / 10];
-    t->spread = t->median_ms > 0 ? (t->p90_ms - t->p10_ms) / t->median_ms : 0;
-    free(ms);
-}
 
-/* Events ev[0..n) made; -1 with msg. */
-static int events_make(tune_attn_ctx *ctx, CUevent *ev, int n, int *made, char *msg, size_t msgn)
-{
-    for (; *made < n; (*made)++)
-        if (ctx->cu->EventCreate(&ev[*made], 0)) {
-            snprintf(msg, msgn, "cuEventCreate failed");
-            return -1;
-        }
-    return 0;
-}
 
-static int elapsed(tune_attn_ctx *ctx, CUevent a, CUevent b, double *ms, char *msg, size_t msgn)
-{
-    float f = 0;
-    if (ctx->cu->EventElapsedTime(&f, a, b)) {
-        snprintf(msg, msgn, "cuEventElapsedTime failed");
-        return -1;
-    }
-    *ms = f;
-    return 0;
-}
 
-/* The old timer: 3 warm-up calls, then each sample one call after an L2 flush. */
-static int time_burst(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
-                      char *msg, size_t msgn)
-{
-    CUevent *ev = calloc((size_t)samples * 2, sizeof *ev);
-    double *ms = calloc((size_t)samples, sizeof *ms);
-    int rc = -1, made = 0;
-    tune_sampler smp;
-    if (!ev || !ms) {
-        snprintf(msg, msgn, "out of memory");
-        goto out;
-    }
-    if (events_make(ctx, ev, samples * 2, &made, msg, msgn))
-        goto out;
-    for (int w = 0; w < 3; w++)      /* warm-up: clocks, instruction cache, TLB */
-        if (enqueue(arg, 0, msg, msgn))
-            goto out;
-    tune_sampler_start(&smp, ctx->nvml, 2000);
-    for (int s = 0; s < samples; s++) {
-        ctx->flush_val ^= 0x5A;
-        if (ctx->cu->MemsetD8Async(ctx->flush, ctx->flush_val, ctx->flush_bytes, NULL)) {
-            tune_sampler_stop(&smp, NULL);
-            snprintf(msg, msgn, "cuMemsetD8Async (L2 flush) failed");
-            goto out;
-        }
-        ctx->cu->EventRecord(ev[2 * s], NULL);
-        if (enqueue(arg, 0, msg, msgn)) {
-            tune_sampler_stop(&smp, NULL);
-            goto out;
-        }
-        ctx->cu->EventRecord(ev[2 * s + 1], NULL);
-    }
-    CUresult cr = ctx->cu->CtxSynchronize();
-    tune_sampler_stop(&smp, &t->clk);
-    if (cr) {
-        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
-        goto out;
-    }
-    for (int s = 0; s < samples; s++)
-        if (elapsed(ctx, ev[2 * s], ev[2 * s + 1], &ms[s], msg, msgn))
-            goto out;
-    t->launches = 1, t->sets = 1;
-    timing_stats(t, ms, samples);
-    rc = 0;
-out:
-    for (int i = 0; i < made; i++)
-        ctx->cu->EventDestroy(ev[i]);
-    free(ev);
-    free(ms);
-    return rc;
-}
 
-/* n back-to-back calls from set *next on (advanced), events a and b around them (b may be NULL). */
-static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next, CUevent a,
-                     CUevent b, char *msg, size_t msgn)
-{
-    if (a)
-        ctx->cu->EventRecord(a, NULL);
-    int every = ctx->extra_every;
-    for (int i = 0; i < n; i++) {
-        if (enqueue(arg, *next, msg, msgn))
-            return -1;
-        *next = (*next + 1) % sets;
-        if (every && i % every == every - 1) {      /* the extra call reads the next set, as a real one */
-            if (enqueue(arg, *next, msg, msgn))
-                return -1;
-            *next = (*next + 1) % sets;
-        }
-    }
-    if (b)
-        ctx->cu->EventRecord(b, NULL);
-    return 0;
-}
 
-CUstream tune_ctx_stream(const tune_attn_ctx *ctx) { return ctx ? ctx->stream : NULL; }
 
-/* A graph of n calls (rotating from set *next) captured on a new stream *st; NULL (nothing left
- * behind, *next unchanged) when the driver refuses any step: the caller launches plainly. */
-static CUgraphExec capture(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next,
-                           CUstream *st)
-{
-    const rt_cu *cu = ctx->cu;
-    *st = NULL;
-    if (!cu->StreamCreate || !cu->StreamBeginCapture || !cu->StreamEndCapture || !cu->GraphInstantiate ||
-        !cu->GraphLaunch || cu->StreamCreate(st, 1 /* non-blocking */))
-        return NULL;
-    int at = *next;
-    char msg[256];
-    CUgraph g = NULL;
-    CUgraphExec e = NULL;
-    if (cu->StreamBeginCapture(*st, 2 /* relaxed */) == 0) {
-        ctx->stream = *st;
-        int bad = enqueue_n(ctx, enqueue, arg, n, sets, &at, NULL, NULL, msg, sizeof msg);
-        ctx->stream = NULL;
-        CUresult r = cu->StreamEndCapture(*st, &g);
-        if (!bad && !r && g && cu->GraphInstantiate(&e, g, 0))
-            e = NULL;
-        if (g)
-            cu->GraphDestroy(g);
-    }
-    if (!e) {
-        cu->StreamDestroy(*st);
-        *st = NULL;
-        return NULL;
-    }
-    *next = at;
-    return e;
-}
 
-/* Sustained: warm-up to steady state when the GPU was idle, then samples of back-to-back bursts
- * over rotating input sets (see TUNE_TIMING_SUSTAINED); calls shorter than TUNE_GRAPH_BELOW_MS
- * replay a captured graph of the burst (launch cost out of the figure, as an engine's graph). */
-static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                          tune_attn_timing *t, char *msg, size_t msgn)
-{
-    enum { HIST = 160 };                                /* > TUNE_WARM_MAX_MS / TUNE_WARM_POLL_MS */
-    CUevent ev[2 * 1 + 2];
-    int made = 0, rc = -1, next = 0;
-    CUevent *sev = calloc((size_t)samples + 1, sizeof *sev);
-    double *ms = calloc((size_t)samples, sizeof *ms);
-    rt_nvml_reading hist[HIST];
-    double hist_t[HIST];
-    int nh = 0, smade = 0;
-    tune_sampler smp;
-    if (!sev || !ms) {
-        snprintf(msg, msgn, "out of memory");
-        goto out;
-    }
-    if (events_make(ctx, ev, 4, &made, msg, msgn) || events_make(ctx, sev, samples + 1, &smade, msg, msgn))
-        goto out;
-    /* a first call of each set (module, TLB), then one timed call for the per-call estimate */
-    if (enqueue_n(ctx, enqueue, arg, sets, sets, &next, NULL, NULL, msg, msgn) ||
-        enqueue_n(ctx, enqueue, arg, 2, sets, &next, ev[0], ev[1], msg, msgn))
-        goto out;
-    CUresult cr = ctx->cu->CtxSynchronize();
-    if (cr) {
-        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
-        goto out;
-    }
-    double one;
-    if (elapsed(ctx, ev[0], ev[1], &one, msg, msgn))
-        goto out;
-    one = one / 2 > 1e-4 ? one / 2 : 1e-4;
-    /* short calls: a graph of the burst, captured now, replayed by the warm-up and the samples */
-    int graph = one < TUNE_GRAPH_BELOW_MS;
-    int n = graph ? tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, 1) : 0;
-    CUstream gs = NULL;
-    CUgraphExec ge = graph ? capture(ctx, enqueue, arg, n, sets, &next, &gs) : NULL;
-    /* warm-up: chunks of about TUNE_WARM_POLL_MS back to back, NVML read after each, until steady
-     * (tune_warm_done); none when the GPU has been busy until just now */
-    double t0 = tune_now();
-    int idle = ctx->last_busy == 0 || t0 - ctx->last_busy > TUNE_IDLE_S;
-    double done = 0;
-    if (ge) {                                           /* once untimed: the graph's upload */
-        CUresult lr = ctx->cu->GraphLaunch(ge, gs);
-        if (lr || (lr = ctx->cu->StreamSynchronize(gs))) {
-            cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
-            goto out_graph;
-        }
-    }
-    /* a re-warm (tune_attn_set_rewarm) of at most TUNE_REWARM_CALLS calls */
-    double rewarm = ctx->rewarm_ms < TUNE_REWARM_CALLS * one ? ctx->rewarm_ms : TUNE_REWARM_CALLS * one;
-    while (idle || rewarm > 0) {
-        double per = ge ? one * n : one;                /* ms of one replay, or of one call */
-        int m = (int)ceil(TUNE_WARM_POLL_MS / per);
-        m = m < 1 ? 1 : m > 100000 ? 100000 : m;
-        if (ge) {
-            ctx->cu->EventRecord(ev[2], gs);
-            for (int i = 0; i < m; i++)
-                if ((cr = ctx->cu->GraphLaunch(ge, gs))) {
-                    cu_fail(ctx, cr, "timing (warm-up): cuGraphLaunch", msg, msgn);
-                    goto out_graph;
-                }
-            ctx->cu->EventRecord(ev[3], gs);
-        } else if (enqueue_n(ctx, enqueue, arg, m, sets, &next, ev[2], ev[3], msg, msgn)) {
-            goto out_graph;
-        }
-        if ((cr = ctx->cu->CtxSynchronize())) {
-            cu_fail(ctx, cr, "timing (warm-up): kernel failed", msg, msgn);
-            goto out_graph;
-        }
-        double chunk;
-        if (elapsed(ctx, ev[2], ev[3], &chunk, msg, msgn))
-            goto out_graph;
-        if (!ge)
-            one = chunk / m > 1e-4 ? chunk / m : 1e-4;
-        done = 1e3 * (tune_now() - t0);
-        if (nh == HIST) {
-            memmove(hist, hist + 1, sizeof hist[0] * (HIST - 1));
-            memmove(hist_t, hist_t + 1, sizeof hist_t[0] * (HIST - 1));
-            nh--;
-        }
-        rt_nvml_read(ctx->nvml, &hist[nh]);
-        hist_t[nh++] = done;
-        if (idle ? tune_warm_done(done, one, hist_t, hist, nh) : done >= rewarm)
-            break;
-    }
-    t->warm_ms = done;
-    /* the samples: bursts of about TUNE_BURST_MS, back to back, one event between two */
-    if (!ge)
-        n = tune_burst_calls(one, TUNE_BURST_MS, ctx->extra_every, sets, 0);
-    tune_sampler_start(&smp, ctx->nvml, 2000);
-    ctx->cu->EventRecord(sev[0], gs);
-    for (int s = 0; s < samples; s++) {
-        if (ge) {
-            CUresult lr = ctx->cu->GraphLaunch(ge, gs);
-            if (lr) {
-                tune_sampler_stop(&smp, NULL);
-                cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
-                goto out_graph;
-            }
-            ctx->cu->EventRecord(sev[s + 1], gs);
-        } else if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
-            tune_sampler_stop(&smp, NULL);
-            goto out_graph;
-        }
-    }
-    cr = ctx->cu->CtxSynchronize();
-    tune_sampler_stop(&smp, &t->clk);
-    ctx->last_busy = tune_now();
-    if (cr) {
-        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
-        goto out_graph;
-    }
-    for (int s = 0; s < samples; s++) {
-        if (elapsed(ctx, sev[s], sev[s + 1], &ms[s], msg, msgn))
-            goto out_graph;
-        ms[s] /= n;
-    }
-    t->launches = n, t->sets = sets, t->graph = ge != NULL;
-    timing_stats(t, ms, samples);
-    rc = 0;
-out_graph:
-    if (ge) {
-        ctx->cu->StreamSynchronize(gs);
-        ctx->cu->GraphExecDestroy(ge);
-        ctx->cu->StreamDestroy(gs);
-    }
-out:
-    for (int i = 0; i < made; i++)
-        ctx->cu->EventDestroy(ev[i]);
-    for (int i = 0; i < smade; i++)
-        ctx->cu->EventDestroy(sev[i]);
-    free(sev);
-    free(ms);
-    return rc;
-}
 
-int tune_ctx_time(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                  tune_attn_timing *t, char *msg, size_t msgn)
-{
-    if (samples <= 0)
-        samples = 30;
-    memset(t, 0, sizeof *t);
-    tune_clock_init(&t->clk);
-    t->mode = ctx->timing;
-    if (sets < 1)
-        sets = 1;
-    int rc = ctx->timing == TUNE_TIMING_BURST ? time_burst(ctx, enqueue, arg, samples, t, msg, msgn)
-                                              : time_sustained(ctx, enqueue, arg, sets, samples, t, msg, msgn);
-    if (!rc && !t->samples) {
-        snprintf(msg, msgn, "out of memory");
-        rc = -1;
-    }
-    return rc;
-}
 
-int tune_ctx_sets(const tune_attn_ctx *ctx, double set_bytes)
-{
-    if (!ctx || ctx->timing == TUNE_TIMING_BURST)
-        return 1;
-    return tune_rotate_sets(set_bytes, (double)(ctx->info.l2 > 0 ? ctx->info.l2 : 64ll << 20));
-}
 
-int tune_ctx_clone(tune_attn_ctx *ctx, CUdeviceptr *dst, CUdeviceptr src, size_t bytes)
-{
-    CUresult r = ctx->cu->MemAlloc(dst, bytes + 16);
-    if (!r && bytes)
-        r = ctx->cu->MemcpyDtoD(*dst, src, bytes);
-    return (int)r;
-}
 
-int tune_ctx_fill_normal(tune_attn_ctx *ctx, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
-                         double sigma, char *msg, size_t msgn)
-{
-    /* a tile of 2^20 values + 7 (odd: rows of a power-of-two width do not repeat in step) */
-    size_t tile = ((size_t)1 << 20) + 7, es = check_dtype_size(dt);
-    size_t n = elems < tile ? elems : tile;
-    void *h = malloc(n * es + 16);
-    if (!h) {
-        snprintf(msg, msgn, "out of host memory");
-        return -1;
-    }
-    check_fill_normal(dt, h, n, seed, sigma);
-    for (size_t i = 0; i < n; i++)
-        if (check_load(dt, h, i) == 0.0)
-            check_store(dt, h, i, 0.25);
-    int rc = 0;
-    for (size_t at = 0; at < elems && !rc; at += n) {
-        size_t k = elems - at < n ? elems - at : n;
-        CUresult r = ctx->cu->MemcpyHtoD(dst + at * es, h, k * es);
-        if (r)
-            rc = cu_fail(ctx, r, "cuMemcpyHtoD (timing inputs)", msg, msgn);
-    }
-    free(h);
-    return rc;
-}
 
 
 /* Whether the cached timing inputs are those of case c (seed resolved). */
@@ -1576,7 +917,7 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
     if (geom_init(&g, &cc, v, err, errn))
         goto out;
     if (!time_cache_hit(ctx, &cc)) {
-        time_cache_drop(ctx);
+        tune_ctx_time_cache_drop(ctx);
         host_in in = {0};
         dev_run up;
         memset(&up, 0, sizeof up);
@@ -1612,7 +953,7 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
             }
         }
     tune_lap(PH(time_fill), &tm);
-    if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || !(pm = module_of(ctx, v, 0, &d.mod, err, errn)))
+    if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || !(pm = tune_ctx_module(ctx, v, 0, &d.mod, err, errn)))
         goto out;
     tune_lap(PH(time_load), &tm);
     rc = timing_run(ctx, v, pm, &d.p, 1, samples, t, err, errn);
@@ -1623,141 +964,5 @@ out:
     dev_free(ctx, &d);
     geom_free(&g);
     tune_lap(PH(time_load), &tm);    /* buffers freed (or what ran before an error) */
-    return rc;
-}
-
-/* ---- attn_combine -------------------------------------------------------------- */
-
-int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
-                            tune_attn_result *r)
-{
-    float *sinks = NULL;   /* sink logits (issue 21): one more term of each denominator, added by the combine */
-    memset(r, 0, sizeof *r);
-    char *msg = r->msg;
-    size_t msgn = sizeof r->msg;
-    r->seed = c->seed ? c->seed : check_fresh_seed();
-    r->tol = check_tol(c->dtype);
-    snprintf(r->ref, sizeof r->ref, "cpu-fp64");
-    if (!ctx || ctx->broken) {
-        snprintf(msg, msgn, "the CUDA context is unusable after an earlier error");
-        return -1;
-    }
-    long long n = (long long)c->b * c->sq * c->hq;
-    int S = c->splits, dv = c->dv;
-    size_t es = check_dtype_size(c->dtype);
-    float *wo = malloc(sizeof(float) * (size_t)(S * n * dv));
-    float *wl = malloc(sizeof(float) * (size_t)(S * n));
-    double *dwo = malloc(sizeof(double) * (size_t)(S * n * dv));
-    double *dwl = malloc(sizeof(double) * (size_t)(S * n));
-    double *ro = malloc(sizeof(double) * (size_t)(n * dv));
-    double *rl = malloc(sizeof(double) * (size_t)n);
-    void *o = malloc((size_t)(n * dv) * es);
-    float *lse = malloc(sizeof(float) * (size_t)n), *lse_d = malloc(sizeof(float) * (size_t)n);
-    dev_run d;
-    memset(&d, 0, sizeof d);
-    rt_module mod = {0};
-    int rc = -1;
-    if (!wo || !wl || !dwo || !dwl || !ro || !rl || !o || !lse || !lse_d) {
-        snprintf(msg, msgn, "out of host memory");
-        goto out;
-    }
-    check_rng g;
-    check_rng_seed(&g, r->seed);
-    for (long long row = 0; row < n; row++) {
-        int all_empty = (row % 7) == 3;
-        for (int s = 0; s < S; s++) {
-            long long w = (long long)s * n + row;
-            int empty = all_empty || (check_rng_next(&g) % 5) == 0;
-            wl[w] = empty ? -INFINITY : (float)(4.0 * check_rng_uniform(&g));
-            dwl[w] = wl[w];
-            for (int k = 0; k < dv; k++) {
-                float x = (float)check_rng_uniform(&g);
-                wo[w * dv + k] = empty ? NAN : x;      /* an empty split's O must never be read */
-                dwo[w * dv + k] = empty ? 0.0 : x;
-            }
-        }
-    }
-    if (c->sinks && (sinks = malloc(sizeof *sinks * (size_t)c->hq)))
-        for (int h = 0; h < c->hq; h++)
-            sinks[h] = (float)tune_attn_sink(h);
-    if (c->sinks && !sinks) {
-        snprintf(msg, msgn, "out of host memory");
-        goto out;
-    }
-    if (sinks)
-        ref_attn_combine_sinks(S, n, dv, c->hq, sinks, dwo, dwl, ro, rl);
-    else
-        ref_attn_combine(S, n, dv, dwo, dwl, ro, rl);
-    size_t wob = sizeof(float) * (size_t)(S * n * dv);
-    if (dalloc(ctx, &d.ws, wob + sizeof(float) * (size_t)(S * n), msg, msgn))
-        goto out;
-    if (ctx->cu->MemcpyHtoD(d.ws, wo, wob) || ctx->cu->MemcpyHtoD(d.ws + wob, wl, sizeof(float) * (size_t)(S * n))) {
-        snprintf(msg, msgn, "cuMemcpyHtoD failed");
-        goto out;
-    }
-    if (dalloc(ctx, &d.o, (size_t)(n * dv) * es, msg, msgn) || dalloc(ctx, &d.lse, (size_t)n * 4, msg, msgn) ||
-        dev_poison(ctx, d.o, (size_t)(n * dv) * es, d.lse, (size_t)n, msg, msgn) ||
-        load_variant(ctx, v, &mod, msg, msgn))
-        goto out;
-    kf_attn_params *p = &d.p;
-    p->o = (void *)(uintptr_t)d.o;
-    p->lse = (float *)(uintptr_t)d.lse;
-    p->ws_o = (float *)(uintptr_t)d.ws;
-    p->ws_lse = (float *)(uintptr_t)(d.ws + wob);
-    p->o_ss = (long long)c->hq * dv;
-    p->o_sh = dv;
-    p->o_sb = (long long)c->sq * p->o_ss;
-    p->lse_sh = c->sq;
-    p->lse_sb = (long long)c->hq * c->sq;
-    p->b = c->b;
-    p->sq = c->sq;
-    p->hq = c->hq;
-    p->hkv = 1;
-    p->splits = S;
-    p->ws_rows = c->b * c->sq;
-    if (sinks) {
-        if (upload(ctx, &d.sinks, sinks, sizeof(float) * (size_t)c->hq, msg, msgn))
-            goto out;
-        p->sinks = (const float *)(uintptr_t)d.sinks;
-    }
-    free(sinks);
-    sinks = NULL;
-    if (dev_launch(ctx, v, &mod, p, msg, msgn))
-        goto out;
-    CUresult cr = ctx->cu->CtxSynchronize();
-    if (cr) {
-        cu_fail(ctx, cr, "attn_combine kernel failed", msg, msgn);
-        goto out;
-    }
-    r->ran = 1;
-    if (ctx->cu->MemcpyDtoH(o, d.o, (size_t)(n * dv) * es) || ctx->cu->MemcpyDtoH(lse_d, d.lse, (size_t)n * 4)) {
-        snprintf(msg, msgn, "cuMemcpyDtoH failed");
-        goto out;
-    }
-    for (int b = 0; b < c->b; b++)
-        for (int i = 0; i < c->sq; i++)
-            for (int h = 0; h < c->hq; h++)
-                lse[((long long)b * c->sq + i) * c->hq + h] = lse_d[((long long)b * c->hq + h) * c->sq + i];
-    check_compare(c->dtype, o, ro, (size_t)(n * dv), &r->o);
-    check_compare_lse(lse, rl, (size_t)n, &r->lse);
-    r->pass = check_pass(&r->o, r->tol) && check_lse_pass(&r->lse, CHECK_LSE_TOL);
-    char a[200], b2[200];
-    check_format(a, sizeof a, &r->o, r->tol);
-    check_format_lse(b2, sizeof b2, &r->lse, CHECK_LSE_TOL);
-    snprintf(msg, msgn, "o %s; lse %s; seed %llu", a, b2, (unsigned long long)r->seed);
-    rc = 0;
-out:
-    free(sinks);
-    rt_module_unload(&mod);
-    dev_free(ctx, &d);
-    free(wo);
-    free(wl);
-    free(dwo);
-    free(dwl);
-    free(ro);
-    free(rl);
-    free(o);
-    free(lse);
-    free(lse_d);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/family.h"
 #include "runtime/kda_launch.h"
 #include "tuner/check.h"
 #include "tuner/ref_kda.h"
@@ -42,12 +43,13 @@ static int shape_int(const gen_kvset *s, const char *k) { return (int)gen_kv_int
 tune_kda *tune_kda_new(const gen_kvset *shape, char *err, size_t errn)
 {
     const char *fam = gen_kv_str(shape, "family");
-    if (!fam || (strcmp(fam, "kda_prefill") && strcmp(fam, "kda_decode"))) {
+    int prefill = rt_family_is(shape, RT_FAM_KDA_PREFILL);
+    if (!prefill && !rt_family_is(shape, RT_FAM_KDA_DECODE)) {
         snprintf(err, errn, "family '%s' is not kda_prefill or kda_decode", fam ? fam : "");
         return NULL;
     }
     tune_kda k = {0};
-    k.prefill = !strcmp(fam, "kda_prefill");
+    k.prefill = prefill;
     k.n = shape_int(shape, "n"), k.t = shape_int(shape, "t"), k.h = shape_int(shape, "h");
     k.hv = shape_int(shape, "hv"), k.dk = shape_int(shape, "dk"), k.dv = shape_int(shape, "dv");
     if (k.n < 1 || k.t < 1 || k.h < 1 || k.hv < 1 || k.dk < 1 || k.dv < 1 || k.hv % k.h) {
@@ -127,7 +129,13 @@ static int dev_make(tune_attn_ctx *ctx, const ref_kda_host *hp, dev_prob *d, cha
 static int prepare(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, dev_prob *d, char *msg, size_t msgn)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
-    size_t ws = rt_kda_workspace_bytes(&v->vp, &d->p);
+    rt_launch l;
+    if (rt_kda_launch(&v->vp, &d->p, &l) || l.kernels != v->n_kernels) {
+        snprintf(msg, msgn, "%s launches %d kernels but its binary has %d", v->key ? v->key : v->family, l.kernels,
+                 v->n_kernels);
+        return -1;
+    }
+    size_t ws = l.ws_bytes;
     if (ws > k->ws_bytes) {
         if (k->ws)
             cu->MemFree(k->ws), k->ws = 0, k->ws_bytes = 0;
@@ -142,11 +150,6 @@ static int prepare(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, 
     char e[400];
     if (rt_kda_check(&v->vp, &d->p, e, sizeof e)) {
         snprintf(msg, msgn, "the variant refuses the case: %s", e);
-        return -1;
-    }
-    if (rt_kda_kernel_count(&v->vp) != v->n_kernels) {
-        snprintf(msg, msgn, "%s launches %d kernels but its binary has %d", v->key ? v->key : v->family,
-                 rt_kda_kernel_count(&v->vp), v->n_kernels);
         return -1;
     }
     return 0;
@@ -373,4 +376,15 @@ int tune_kda_time(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, i
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
     launch_arg a = {v, NULL, &k->time.p, ctx, k, &k->time, 1};
     return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm, msg, msgn);
+}
+
+void tune_kda_work(const gen_kvset *shape, tune_work *w)
+{
+    double n = (double)gen_kv_int(shape, "n", 0), t = (double)gen_kv_int(shape, "t", 0);
+    double h = (double)gen_kv_int(shape, "h", 0), hv = (double)gen_kv_int(shape, "hv", 0);
+    double dk = (double)gen_kv_int(shape, "dk", 0), dv = (double)gen_kv_int(shape, "dv", 0);
+    /* q, k (bf16, h heads), v, o (bf16), g (fp32 [hv, dk]), beta (fp32) per token, and the
+     * fp32 state read and written once per (sequence, value head) */
+    w->amount = n * t * (2.0 * h * dk * 2 + 2.0 * hv * dv * 2 + 4.0 * hv * dk + 4.0 * hv) + 2.0 * n * hv * dk * dv * 4;
+    w->unit = "B/s";
 }

@@ -6,6 +6,7 @@
 
 #include "gen/kv.h"
 #include "tuner/attn_run.h"
+#include "tuner/tune_work.h"
 
 /*
  * One kda_prefill or kda_decode shape of a sweep (n sequences of t tokens, h q/k heads, hv value
@@ -34,5 +35,9 @@ int tune_kda_gate(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, i
 /* Timing of every kernel of v on the timing case (tune_ctx_time). -1 with msg on error. */
 int tune_kda_time(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, int samples, tune_attn_timing *t,
                   char *msg, size_t msgn);
+
+/* The work figure: bytes moved once, q, k, v, o, g, beta of every token and the fp32 state read and
+ * written once per (sequence, value head). */
+void tune_kda_work(const gen_kvset *shape, tune_work *w);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/family.h"
 #include "runtime/parts_launch.h"
 #include "tuner/check.h"
 #include "tuner/ref_parts.h"
@@ -298,7 +299,12 @@ static int prepare(tune_attn_ctx *ctx, const tune_attn_variant *v, prob *d, char
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     d->p.splits = (int)gen_kv_int(&v->vp, "sp", 1);
-    size_t ws = rt_parts_workspace_bytes(&v->vp, &d->p);
+    rt_launch l;
+    if (rt_parts_launch(&v->vp, &d->p, &l) || l.kernels > v->n_kernels) {
+        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, v->n_kernels);
+        return -1;
+    }
+    size_t ws = l.ws_bytes;
     if (ws > d->ws_bytes) {
         if (d->dws)
             cu->MemFree(d->dws);
@@ -314,10 +320,6 @@ static int prepare(tune_attn_ctx *ctx, const tune_attn_variant *v, prob *d, char
             return tune_ctx_fail(ctx, r, "split-score workspace: cuMemsetD8", msg, msgn);
     }
     rt_parts_set_workspace(&v->vp, &d->p, ws ? (void *)(uintptr_t)d->dws : NULL);
-    if (rt_parts_launch_count(&v->vp) < 1 || (d->p.splits > 1 ? 2 : 1) > v->n_kernels) {
-        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, v->n_kernels);
-        return -1;
-    }
     return 0;
 }
 
@@ -549,4 +551,18 @@ int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
     launch_arg a = {v, NULL, &k->time.p, k->layers, ctx, &k->time, k->tsets > 1 ? k : NULL};
     return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm, msg, msgn);
+}
+
+void tune_parts_work_of(const gen_kvset *shape, tune_work *w)
+{
+    /* cache bytes read once, or FLOPs (2 sq skv hq (key dims + dv) per layer) when the shape is
+     * compute-bound on an H200-like ridge (about 200 FLOP per byte of bf16 GEMM vs copy) */
+    double bytes, flops;
+    tune_parts_work(shape, &bytes, &flops);
+    w->amount = bytes;
+    w->unit = "B/s";
+    if (flops > 200.0 * bytes) {
+        w->amount = flops;
+        w->unit = "FLOP/s";
+    }
 }

@@ -6,6 +6,7 @@
 
 #include "gen/kv.h"
 #include "tuner/attn_run.h"
+#include "tuner/tune_work.h"
 
 /*
  * One attn_parts_decode shape of a sweep (dtype, b, sq, skv, hq, hkv, parts, value, dv, layers,
@@ -36,5 +37,9 @@ int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *
 /* Bytes of cache a call of the shape reads once (every cache row of every sequence) and its FLOPs,
  * 2 * sq * skv * hq * (key dims + dv) per layer. -1 (both 0) when the shape is not a parts shape. */
 int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops);
+
+/* The work figure: cache bytes read once, or the FLOPs when they exceed 200 per byte (the MLA Hq 128
+ * case: compute-bound). */
+void tune_parts_work_of(const gen_kvset *shape, tune_work *w);
 
 #endif

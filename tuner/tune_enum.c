@@ -1,5 +1,6 @@
 /* tuner/tune_enum.c: the variants to tune for one shape on one device, and the budget strategies over them */
 #include "tuner/tune_enum.h"
+#include "gen/variant.h"
 #include "tuner/tune_select.h"
 
 #include <math.h>
@@ -54,13 +55,11 @@ int tune_enumerate(gen_tmpl *t, const gen_kvset *shape, const gen_device *dev, t
 {
     memset(out, 0, sizeof *out);
     out->idefault = -1;
-    if (gen_tmpl_fixed(t, shape, &out->fixed))
+    gen_kvset dflt;
+    if (gen_variant_resolve(t, shape, dev, NULL, 0, &out->fixed, &dflt, NULL, 0))
         return -1;
     struct enum_ctx c = {t, out, 0};
     if (gen_tmpl_enumerate(t, &out->fixed, dev, enum_cb, &c) || c.rc)
-        return -1;
-    gen_kvset dflt;
-    if (gen_tmpl_default(t, shape, dev, &dflt))
         return -1;
     char key[512];
     if (gen_variant_key(t, &out->fixed, &dflt, 0, key, sizeof key))

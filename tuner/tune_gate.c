@@ -1,5 +1,6 @@
 /* tuner/tune_gate.c: the cases a shape is gated and timed on: full for timing, bounded for the correctness gate (pure) */
 #include "tuner/tune_gate.h"
+#include "runtime/family.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -42,8 +43,7 @@ int tune_gate_case(const gen_kvset *shape, uint64_t seed, tune_attn_case *c, int
     if (tune_time_case(shape, 0, c))
         return -1;
     tune_attn_case full = *c;
-    const char *fam = gen_kv_str(shape, "family");
-    int prefill = fam && !strcmp(fam, "attn_prefill");
+    int prefill = rt_family_is(shape, RT_FAM_ATTN_PREFILL);
     if (prefill) {
         int same = c->sq == c->skv;
         if (c->skv > TUNE_GATE_PREFILL_MAX)

@@ -17,11 +17,10 @@
 #include "gen/sweep.h"
 #include "runtime/cuda.h"
 #include "tuner/attn_run.h"
-#include "tuner/kda_run.h"
-#include "tuner/parts_run.h"
 #include "tuner/tune_ceiling.h"
 #include "tuner/tune_enum.h"
 #include "tuner/tune_eta.h"
+#include "tuner/tune_family.h"
 #include "tuner/tune_gate.h"
 #include "tuner/tune_ilv.h"
 #include "tuner/tune_select.h"
@@ -35,56 +34,6 @@
  * the shapes whose binaries are ready. A binary shared by several shapes (same fixed values)
  * is built once, with the first shape that needs it.
  */
-
-/* The families with their own runner (tuner/kda_run.h, tuner/parts_run.h): the shape's gate and
- * timing cases behind one set of calls; GQA attention uses tune_attn_* directly. */
-typedef struct runner_ops {
-    const char *families[2];
-    void *(*make)(const gen_kvset *shape, char *err, size_t errn);
-    void (*release)(void *st, tune_attn_ctx *ctx);
-    int (*gate)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, int *pass, double *rel_err, char *msg,
-                size_t msgn);
-    int (*time)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, int samples, tune_attn_timing *t,
-                char *msg, size_t msgn);
-} runner_ops;
-
-static void *kda_make(const gen_kvset *s, char *e, size_t n) { return tune_kda_new(s, e, n); }
-static void kda_release(void *st, tune_attn_ctx *c) { tune_kda_free(st, c); }
-static int kda_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int *pass, double *e, char *m, size_t n)
-{
-    return tune_kda_gate(c, st, v, pass, e, m, n);
-}
-static int kda_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
-                    size_t n)
-{
-    return tune_kda_time(c, st, v, s, t, m, n);
-}
-static void *parts_make(const gen_kvset *s, char *e, size_t n) { return tune_parts_new(s, e, n); }
-static void parts_release(void *st, tune_attn_ctx *c) { tune_parts_free(st, c); }
-static int parts_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int *pass, double *e, char *m,
-                      size_t n)
-{
-    return tune_parts_gate(c, st, v, pass, e, m, n);
-}
-static int parts_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
-                      size_t n)
-{
-    return tune_parts_time(c, st, v, s, t, m, n);
-}
-
-static const runner_ops RUNNERS[] = {
-    {{"kda_prefill", "kda_decode"}, kda_make, kda_release, kda_gate, kda_time},
-    {{"attn_parts_decode", NULL}, parts_make, parts_release, parts_gate, parts_time},
-};
-
-static const runner_ops *runner_of(const char *family)
-{
-    for (size_t i = 0; i < sizeof RUNNERS / sizeof RUNNERS[0]; i++)
-        for (int k = 0; k < 2; k++)
-            if (RUNNERS[i].families[k] && !strcmp(RUNNERS[i].families[k], family))
-                return &RUNNERS[i];
-    return NULL;
-}
 
 /* The current measurements of one shape, as the selection reads them. */
 typedef struct meas_list {
@@ -100,12 +49,9 @@ typedef struct plan {
     tune_space sp;
     int *todo;                   /* indices into sp.v of the variants this run looks at */
     int n_todo;
-    tune_attn_case time_case;
-    int use_naive, naive_job;    /* gate against the GPU naive kernel (large cases) */
-    int naive_checked;           /* the naive kernel was checked against fp64 in this run */
-    uint64_t gate_seed;          /* the gates' inputs in this run: fresh, drawn at the shape's first gate */
-    const runner_ops *run;       /* KDA, split-score: the family's runner (time_case unused) */
+    const tune_runner *run;      /* the family's runner (tuner/tune_family.h) */
     void *run_st;                /* its per-shape state */
+    int ref_job;                 /* the job of the reference binary the runner's gates need, or -1 */
     tune_work work;
     double ceiling;              /* of work.ceiling on this GPU, NaN when not measured */
     const char *ceiling_kind;    /* the stored kind it came from ("copy" for an older "read"), or NULL */
@@ -301,10 +247,13 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
     snprintf(p->family, sizeof p->family, "%s", fam ? fam : "");
     if (gen_shape_key(shape, p->shape_key, sizeof p->shape_key))
         return gen_host_fail(w->h, "shape key of a %s shape is too long", p->family);
-    const runner_ops *run = runner_of(p->family);
-    if (strcmp(p->family, "attn_decode") && strcmp(p->family, "attn_prefill") && !run)
-        return gen_host_fail(w->h, "the tuner times attn_decode, attn_prefill, attn_parts_decode, kda_prefill and"
-                             " kda_decode shapes, not '%s'", p->family);
+    const tune_family *tf = tune_family_find(p->family);
+    const tune_runner *run = tf ? tf->runner : NULL;
+    if (!run) {
+        char names[256];
+        rt_family_list(1, names, sizeof names);
+        return gen_host_fail(w->h, "the tuner times %s shapes, not '%s'", names, p->family);
+    }
     p->t = gen_tmpl_load(w->h, p->family);
     if (!p->t || tune_enumerate(p->t, shape, &w->tg.dev, &p->sp) || plan_todo(w, p))
         return -1;
@@ -329,37 +278,21 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
         snprintf(t->key + kl, sizeof t->key - kl, ".twin");
         p->todo[p->n_todo++] = p->sp.n++;     /* room: todo has sp.n + 1 entries */
     }
-    p->naive_job = -1;
-    if (run) {
-        char e[400];
-        if (!(p->run_st = run->make(shape, e, sizeof e)))
-            return gen_host_fail(w->h, "shape '%s': %s", p->shape_key, e);
-        p->run = run;
-        return plan_finish(w, p, shape);
-    }
-    uint64_t seed = tune_seed_of(p->shape_key, 0x6b666f72);
-    int *kvl = malloc(sizeof(int) * (size_t)(gen_kv_int(shape, "b", 1) + 1));
-    tune_attn_case gc;
-    if (!kvl || tune_time_case(shape, seed, &p->time_case) || tune_gate_case(shape, 1, &gc, kvl) < 0) {
-        free(kvl);
-        return gen_host_fail(w->h, "shape '%s' is not a GQA attention shape (b, sq, skv, hq, hkv, d,"
-                             " dtype bf16/fp16)", p->shape_key);
-    }
-    p->use_naive = tune_attn_ref_work(&gc) > TUNE_GATE_CPU_REF_MAX;
-    p->naive_job = -1;
-    if (p->use_naive) {
-        gen_job nj;
-        memset(&nj, 0, sizeof nj);
-        if (tune_attn_naive_job(w->h, &gc, &w->tg, &nj)) {
-            free(kvl);
+    p->ref_job = -1;
+    char e[400];
+    if (!(p->run_st = run->make(shape, e, sizeof e)))
+        return gen_host_fail(w->h, "shape '%s': %s", p->shape_key, e);
+    p->run = run;
+    if (run->ref_job) {
+        gen_job rj;
+        memset(&rj, 0, sizeof rj);
+        int need = run->ref_job(p->run_st, w->h, &w->tg, &rj);
+        if (need > 0)
+            p->ref_job = job_for(w, rj.tmpl, &rj.fixed, &rj.params);
+        gen_job_free(&rj);
+        if (need < 0 || (need > 0 && p->ref_job < 0))
             return -1;
-        }
-        p->naive_job = job_for(w, nj.tmpl, &nj.fixed, &nj.params);
-        gen_job_free(&nj);
     }
-    free(kvl);
-    if (p->naive_job < 0 && p->use_naive)
-        return -1;
     return plan_finish(w, p, shape);
 }
 
@@ -523,12 +456,18 @@ enum { M_OK = 0, M_REJECTED = 1, M_BROKEN = 2, M_STOP = 3, M_DBERR = -1 };
 
 /* The correctness gate: fresh inputs on the bounded gate case, poisoned outputs, against
  * the reference. M_OK when it passed (nothing stored), else the verdict is stored. */
-static int gate_runner(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
+static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
 {
     int pass;
     double e;
     char msg[800], r[700];
-    if (p->run->gate(w->ctx, p->run_st, tv, &pass, &e, r, sizeof r)) {
+    tune_attn_variant ref;
+    if (p->ref_job >= 0 && tune_attn_variant_from_job(&ref, &w->jobs[p->ref_job])) {
+        snprintf(msg, sizeof msg, "gate: the %s reference did not build: %.600s",
+                 gen_tmpl_family(w->jobs[p->ref_job].tmpl), w->jobs[p->ref_job].err);
+        return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
+    }
+    if (p->run->gate(w->ctx, p->run_st, tv, p->ref_job >= 0 ? &ref : NULL, &pass, &e, r, sizeof r)) {
         snprintf(msg, sizeof msg, "gate: %s", r);
         return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
                : tune_attn_broken(w->ctx)                        ? M_BROKEN
@@ -538,74 +477,6 @@ static int gate_runner(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_
         return M_OK;
     snprintf(msg, sizeof msg, "gate: %s", r);
     return store(w, p, l, vi, 0, TUNE_WRONG, isfinite(e) ? e : NAN, msg, NULL) ? M_DBERR : M_REJECTED;
-}
-
-/* Before the GPU naive kernel gates a shape's variants, it is itself checked against the CPU
- * fp64 reference on a small case of the shape (its dtype, heads, d and causal flag; one
- * sequence, at most 64 query rows and 512 keys). A naive kernel that disagrees gates nothing:
- * the shape falls back to the CPU reference, with a warning. */
-static void naive_selfcheck(sweep *w, plan *p)
-{
-    if (!p->use_naive || p->naive_checked)
-        return;
-    p->naive_checked = 1;
-    tune_attn_variant nv;
-    if (tune_attn_variant_from_job(&nv, &w->jobs[p->naive_job]))
-        return;                                         /* the gate reports the build error */
-    tune_attn_case c = p->time_case;
-    c.seed = 0, c.kv_len = NULL, c.q_lens = NULL, c.b = 1;
-    c.skv = c.skv < 512 ? c.skv : 512;
-    c.sq = c.sq < 64 ? c.sq : 64;
-    c.sq = c.sq < c.skv ? c.sq : c.skv;
-    tune_attn_result r;
-    int bad = tune_attn_check(w->ctx, &nv, &c, NULL, 0, &r, NULL) || !r.pass;
-    if (bad && !tune_attn_broken(w->ctx)) {
-        p->use_naive = 0;
-        fprintf(stderr, "warning: %s %s: the attn_naive reference disagrees with the CPU fp64 one on b1 sq%d"
-                " skv%d (%s); gating against the CPU reference\n", p->family, p->shape_key, c.sq, c.skv, r.msg);
-    }
-    tune_attn_result_free(&r);
-}
-
-static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
-{
-    if (p->run)
-        return gate_runner(w, p, l, vi, tv);
-    naive_selfcheck(w, p);
-    int *kvl = malloc(sizeof(int) * (size_t)(p->time_case.b + 1));
-    tune_attn_case gc;
-    /* fresh inputs, one draw per shape and run: every variant of the shape is gated on them, so
-     * they are filled and the reference computed once (tune_attn_check keeps both); each gate
-     * uploads them into fresh buffers and poisons fresh outputs */
-    if (!p->gate_seed)
-        p->gate_seed = check_fresh_seed();
-    int reduced = tune_gate_case(p->shape, p->gate_seed, &gc, kvl);
-    gc.seed = p->gate_seed;
-    tune_attn_variant nv;
-    tune_attn_result r;
-    memset(&r, 0, sizeof r);
-    int rc;
-    char msg[800], cs[64];
-    tune_case_str(&gc, cs, sizeof cs);
-    if (p->use_naive && tune_attn_variant_from_job(&nv, &w->jobs[p->naive_job])) {
-        snprintf(msg, sizeof msg, "gate: the attn_naive reference did not build: %.600s",
-                 w->jobs[p->naive_job].err);
-        rc = store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
-    } else if (tune_attn_check(w->ctx, tv, &gc, p->use_naive ? &nv : NULL, 0, &r, NULL)) {
-        snprintf(msg, sizeof msg, "gate (%s%s): %s", cs, reduced ? ", reduced" : "", r.msg);
-        rc = store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
-             : tune_attn_broken(w->ctx)                        ? M_BROKEN
-                                                               : M_REJECTED;
-    } else if (!r.pass) {
-        double e = r.o.nonfinite || r.o.unwritten ? NAN : r.o.rel_err;
-        snprintf(msg, sizeof msg, "gate (%s%s): %s", cs, reduced ? ", reduced" : "", r.msg);
-        rc = store(w, p, l, vi, 0, TUNE_WRONG, e, msg, NULL) ? M_DBERR : M_REJECTED;
-    } else {
-        rc = M_OK;
-    }
-    tune_attn_result_free(&r);
-    free(kvl);
-    return rc;
 }
 
 /* Variant vi as the runners take it: its binary and this variant's runtime params (not the
@@ -628,12 +499,11 @@ static int variant_of(sweep *w, plan *p, meas_list *l, int vi, int is_control, t
     return 0;
 }
 
-/* One timing of tv on the shape's timing case (the family's runner, or GQA attention). */
+/* One timing of tv on the shape's timing case (the family's runner). */
 static int time_variant(sweep *w, plan *p, const tune_attn_variant *tv, int samples, tune_attn_timing *t, char *err,
                         size_t errn)
 {
-    return p->run ? p->run->time(w->ctx, p->run_st, tv, samples, t, err, errn)
-                  : tune_attn_time(w->ctx, tv, &p->time_case, samples, t, err, errn);
+    return p->run->time(w->ctx, p->run_st, tv, samples, t, err, errn);
 }
 
 /* Gates (when do_gate) and times variant vi with `samples` samples, storing the result. */
@@ -1298,6 +1168,8 @@ static void release_jobs(sweep *w, int pi)
 
 static int open_device(sweep *w, char *err, size_t errn)
 {
+    if (tune_family_check(err, errn))
+        return -1;
     if (rt_device_info(w->o->ordinal, &w->info, err, errn))
         return -1;
     gen_device dev;
@@ -1365,8 +1237,8 @@ static int plan_all(sweep *w, const gen_kvset *shapes, int n)
         plan *p = &w->p[i];
         for (int k = 0; p->ok && k < p->sp.n; k++)
             w->job_last[p->sp.v[k].job] = i;
-        if (p->ok && p->naive_job >= 0)
-            w->job_last[p->naive_job] = i;
+        if (p->ok && p->ref_job >= 0)
+            w->job_last[p->ref_job] = i;
     }
     return 0;
 }

@@ -10,21 +10,13 @@ typedef struct tune_work {
     const char *ceiling;    /* ceilings kind to compare with: tune_work_ceiling(family, unit) */
 } tune_work;
 
-/*
- * attn_decode: bytes of K and V read once: 2 * b * skv * hkv * d * element size
- *   (the memory-bound figure; q and o are negligible).
- * attn_prefill: 4 * b * hq * sq * skv * d FLOPs (QK^T and PV, 2 per multiply-add),
- *   halved when causal (the convention of FlashAttention's papers).
- * attn_parts_decode: cache bytes read once, or its FLOPs (both from tune_parts_work) with
- *   the gemm ceiling when they exceed 200 per byte (the MLA Hq 128 case).
- * kda_prefill, kda_decode: bytes moved once: q, k, v, o, g, beta of every token and the fp32
- *   state read and written once per (sequence, value head).
- * Other families: amount NaN.
- */
+/* The work of one call of a shape of family: the family table's work figure (tuner/tune_family.h;
+ * each family's own in its runner's file: tuner/gqa_run.h, tuner/kda_run.h, tuner/parts_run.h).
+ * Families without one: amount NaN. */
 void tune_work_of(const char *family, const gen_kvset *shape, tune_work *w);
-/* The ceilings kind a family's figure in unit is compared with: "gemm_bf16" for FLOP/s; for B/s
- * "copy" (bytes read + written) where the figure counts written bytes too (kda_*), else "read"
- * (bytes read: decode's K+V). tune_ceiling_lookup falls back from "read" to "copy". */
+/* The ceilings kind a family's figure in unit is compared with: "gemm_bf16" for FLOP/s; for B/s the
+ * family table's bytes_ceiling: "copy" (bytes read + written) where the figure counts written bytes
+ * too (kda_*), else "read" (bytes read: decode's K+V). tune_ceiling_lookup falls back from "read" to "copy". */
 const char *tune_work_ceiling(const char *family, const char *unit);
 /* Throughput of one call of median_ms, or NaN. */
 double tune_throughput(const tune_work *w, double median_ms);

@@ -3,6 +3,7 @@
 #include "runtime/device.h"
 #include "gen/build.h"
 #include "gen/template.h"
+#include "gen/variant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,15 +126,14 @@ int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen
     gen_device g;
     rt_gen_device(dev, &g);
     gen_kvset fixed, params;
-    if (!t || gen_tmpl_fixed(t, shape, &fixed) || gen_tmpl_default(t, shape, &g, &params)) {
+    char why[256];
+    int rc = t ? gen_variant_resolve(t, shape, &g, NULL, GEN_RESOLVE_VALID, &fixed, &params, why, sizeof why) : -1;
+    if (rc < 0) {   /* the template's error (its file:line) */
         snprintf(err, errn, "%s", gen_host_errmsg(j->host));
         return -1;
     }
-    char why[256];
-    int ok = gen_tmpl_valid(t, &fixed, &params, &g, why, sizeof why);
-    if (ok <= 0) {
-        snprintf(err, errn, "default variant of '%s' is not valid on %s: %s", family, dev->arch,
-                 ok < 0 ? gen_host_errmsg(j->host) : why);
+    if (rc) {
+        snprintf(err, errn, "default variant of '%s' is not valid on %s: %s", family, dev->arch, why);
         return -1;
     }
     *vp = fixed;
@@ -156,13 +156,13 @@ static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_jo
     /* a variant the template refuses (a param it lacks or no longer lists, a tile that does not fit
      * this device) is never keyed or compiled */
     char why[512] = "";
-    int ok = gen_tmpl_check_params(job->tmpl, &job->params) ? -1
-             : gen_tmpl_valid(job->tmpl, &job->fixed, &job->params, &g, why, sizeof why);
-    if (ok != 1) {
+    int rc = gen_variant_check(job->tmpl, &job->fixed, &job->params, &g, GEN_RESOLVE_SPACE | GEN_RESOLVE_VALID, why,
+                               sizeof why);
+    if (rc) {
         char pk[400];
         gen_kv_keyform(&job->params, pk, sizeof pk);
         snprintf(err, errn, "%s variant %s is not valid for %s: %s", gen_kv_str(vp, "family"), pk, dev->arch,
-                 ok < 0 ? gen_host_errmsg(j->host) : why);
+                 rc < 0 ? gen_host_errmsg(j->host) : why);
         return -1;
     }
     if (gen_target_init(tg, dev->arch, 0, &g)) {
@@ -204,20 +204,20 @@ int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *var
     return 0;
 }
 
-int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
-                   rt_binary *out, char *err, size_t errn)
+kf_status rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
+                         rt_binary *out, char *err, size_t errn)
 {
     gen_job job;
     gen_target tg;
     memset(out, 0, sizeof *out);
     if (prepare(j, vp, dev, &job, &tg, err, errn))
-        return -1;
+        return KF_ERR_UNSUPPORTED;
     char dberr[512];
     int failed = gen_build_run(&job, 1, 1, db, &tg, NULL, NULL, dberr, sizeof dberr);
     if (failed != 0) {
         snprintf(err, errn, "%s", failed < 0 ? dberr : job.err);
         gen_job_free(&job);
-        return -1;
+        return failed < 0 ? KF_ERR_DB : KF_ERR_NVRTC;
     }
     out->image = job.bin.image;
     out->size = job.bin.size;
@@ -225,5 +225,5 @@ int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_sto
     out->n_kernels = job.n_kernels;
     memcpy(out->kernels, job.kernels, sizeof(gen_kernel) * (size_t)job.n_kernels);
     gen_job_free(&job);
-    return 0;
+    return KF_OK;
 }

@@ -26,11 +26,11 @@ int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *var
     return -1;
 }
 
-int rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
-                   rt_binary *out, char *err, size_t errn)
+kf_status rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
+                         rt_binary *out, char *err, size_t errn)
 {
     snprintf(err, errn, "no JIT in libkforge_rt");
-    return -1;
+    return KF_ERR_NOT_TUNED;
 }
 
 long rt_jit_renders(const rt_jit *j)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/family.h"
 #include "runtime/jit.h"
 #include "runtime/kforge.h"
 #include "runtime/parts_plan.h"
@@ -499,10 +500,18 @@ static void test_api__sizes_cannot_overflow(void **state)
     gen_kv_clear(&vp);
     gen_kv_set_str(&vp, "family", "attn_decode");
     gen_kv_set_int(&vp, "d", 256);
+    rt_launch l;
     p.splits = 128, p.ws_rows = 2147483647, p.hq = 2147483647;
-    assert_true(rt_attn_workspace_bytes(&vp, &p) == SIZE_MAX);
+    assert_int_equal(rt_attn_launch(&vp, &p, &l), 0);
+    assert_true(l.ws_bytes == SIZE_MAX);
     p.splits = 2, p.ws_rows = 4, p.hq = 8;
-    assert_int_equal(rt_attn_workspace_bytes(&vp, &p), 2 * 4 * 8 * 257 * 4);
+    assert_int_equal(rt_attn_launch(&vp, &p, &l), 0);
+    assert_int_equal(l.ws_bytes, 2 * 4 * 8 * 257 * 4);
+    assert_int_equal(l.n, 2);   /* the combine kernel runs for split calls only */
+    p.splits = 1;
+    assert_int_equal(rt_attn_launch(&vp, &p, &l), 0);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.ws_bytes, 0);
     /* KDA: the span of declared strides, the token count n * t */
     kf_kda_desc k = kda_prefill();
     k.q_strides[1] = 1LL << 60;

@@ -21,6 +21,7 @@
 #include "gen/template.h"
 #include "runtime/cuda.h"
 #include "runtime/nvml.h"
+#include "tuner/tune_family.h"
 #include "tuner/attn_run.h"
 #include "tuner/ceil_read.h"
 #include "tuner/tune_clock.h"
@@ -737,6 +738,34 @@ static void test_tune__work_of_decode_and_prefill(void **state)
     tune_work_of("attn_combine", &p, &w);
     assert_true(isnan(w.amount));
     assert_true(isnan(tune_throughput(&w, 1.0)));
+}
+
+/* The family table's two halves (runtime/family.c, tuner/tune_family.c) list the same families in the
+ * same order; every family the tuner times has a runner and a work figure; look-ups find each entry. */
+static void test_tune__family_tables_agree(void **state)
+{
+    char err[256];
+    assert_int_equal(tune_family_check(err, sizeof err), 0);
+    int tuned = 0;
+    for (int i = 0; i < RT_FAM_COUNT; i++) {
+        const rt_family *f = &rt_families[i];
+        assert_int_equal(f->id, i);
+        assert_ptr_equal(rt_family_find(f->name), f);
+        assert_ptr_equal(tune_family_find(f->name), &tune_families[i]);
+        assert_non_null(f->shape);
+        if (f->tuned) {
+            tuned++;
+            assert_non_null(tune_families[i].runner);
+            assert_non_null(tune_families[i].work);
+            assert_non_null(f->class_keys);
+            assert_non_null(f->launch);
+        }
+    }
+    assert_int_equal(tuned, 5);
+    assert_null(rt_family_find("no_such_family"));
+    char names[256];
+    rt_family_list(1, names, sizeof names);
+    assert_string_equal(names, "attn_prefill, attn_decode, attn_parts_decode, kda_prefill and kda_decode");
 }
 
 /* ---- the read ceiling ------------------------------------------------------------- */
@@ -1529,6 +1558,7 @@ int main(void)
         cmocka_unit_test(test_tune__shard_split_covers_once_and_balances),
         cmocka_unit_test(test_tune__eta),
         cmocka_unit_test(test_tune__work_of_decode_and_prefill),
+        cmocka_unit_test(test_tune__family_tables_agree),
         cmocka_unit_test(test_tune__read_ceiling_kernel_compiles),
         cmocka_unit_test(test_tune__read_ceiling_without_device_fails_cleanly),
         cmocka_unit_test_setup_teardown(test_tune__report_picks_read_then_copy, setup, teardown),

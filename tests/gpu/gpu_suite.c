@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tests/gpu/gpu_job.h"
+#include "tuner/combine_run.h"
 #include "runtime/cuda.h"
 
 #define KV(...) .kv_len = {__VA_ARGS__}, .kv_len_n = sizeof((int[]){__VA_ARGS__}) / sizeof(int)

@@ -1,0 +1,38 @@
+/* tuner/combine_run.h: the tuner's split-KV combine runner (attn_combine): a gate against ref_attn_combine and timing */
+#ifndef KF_TUNER_COMBINE_RUN_H
+#define KF_TUNER_COMBINE_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gen/kv.h"
+#include "tuner/attn_run.h"
+#include "tuner/tune_ctx.h"
+
+/* attn_combine: random partials (some splits empty, lse -inf; some rows with every split
+ * empty) of b*sq rows x hq heads x dv, merged by v, against ref_attn_combine. */
+typedef struct tune_combine_case {
+    check_dtype dtype;
+    int b, sq, hq, dv, splits;
+    uint64_t seed;
+    int sinks;                     /* 1: sink logits tune_attn_sink(h) (the variant built with sinks=1) */
+} tune_combine_case;
+int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
+                            tune_attn_result *r);
+
+/*
+ * One attn_combine shape (dtype, b, sq, hq, dv), with the gate (tune_attn_check_combine of 4 splits,
+ * fresh partials each call) and the timing case (4 splits of partials filled once). A helper family:
+ * `kforge run attn_combine` uses it, `kforge tune` does not time it (attn_decode's combine is timed
+ * with it). The same shape of runner as tuner/gqa_run.h, tuner/kda_run.h, tuner/parts_run.h.
+ */
+typedef struct tune_combine tune_combine;
+
+tune_combine *tune_combine_new(const gen_kvset *shape, char *err, size_t errn);
+void tune_combine_free(tune_combine *k, tune_attn_ctx *ctx);
+int tune_combine_gate(tune_attn_ctx *ctx, tune_combine *k, const tune_attn_variant *v, int *pass, double *rel_err,
+                      char *msg, size_t msgn);
+int tune_combine_time(tune_attn_ctx *ctx, tune_combine *k, const tune_attn_variant *v, int samples,
+                      tune_attn_timing *t, char *msg, size_t msgn);
+
+#endif

@@ -1,0 +1,66 @@
+/* tuner/tune_family.h: the family table, tuner side: work figure, tuner runner and CPU reference of each family */
+#ifndef KF_TUNER_TUNE_FAMILY_H
+#define KF_TUNER_TUNE_FAMILY_H
+
+#include <stddef.h>
+
+#include "gen/build.h"
+#include "gen/kv.h"
+#include "runtime/family.h"
+#include "tuner/attn_run.h"
+#include "tuner/tune_work.h"
+
+/*
+ * The tuner's extension of the family table (runtime/family.h says why there are two tables):
+ * tune_families[i] is the entry of rt_families[i], in the same order; tune_family_check() says
+ * whether the names agree (the sweep calls it before it plans; tests/cpu/test_tune asserts it).
+ */
+
+/* A family's tuner runner: one shape's inputs, its correctness gate and its timing, behind one
+ * set of calls (tuner/gqa_run.c, tuner/kda_run.c, tuner/parts_run.c). */
+typedef struct tune_runner {
+    /* The per-shape state (inputs are made on first use, on the session's device): NULL with a
+     * message in err when shape is not one of the family's. */
+    void *(*make)(const gen_kvset *shape, char *err, size_t errn);
+    /* Frees the state's host and device buffers (ctx: the session they were made in, or NULL). */
+    void (*release)(void *st, tune_attn_ctx *ctx);
+    /* A reference binary the gate needs besides the CPU one (GQA's GPU naive kernel on large
+     * cases): 1 with j prepared (gen_build_prepare; the sweep builds it with the shape's
+     * variants), 0 when none, -1 with the host's message. NULL: never. */
+    int (*ref_job)(void *st, gen_host *h, const gen_target *tg, gen_job *j);
+    /* Gate: 0 when the variant ran (*pass, *rel_err; msg the verdict), -1 on an error of the harness
+     * or the driver (msg says which). ref: the built ref_job, or NULL. */
+    int (*gate)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, const tune_attn_variant *ref, int *pass,
+                double *rel_err, char *msg, size_t msgn);
+    /* One timing of v on the shape's timing case (tune_ctx_time). -1 with msg on error. */
+    int (*time)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, int samples, tune_attn_timing *t, char *msg,
+                size_t msgn);
+} tune_runner;
+
+typedef struct tune_family {
+    rt_family_id id;
+    const char *name;                /* rt_families[id].name */
+    /* The work of one call of shape (bytes or FLOPs, tuner/tune_work.h); NULL: unknown (NaN). */
+    void (*work)(const gen_kvset *shape, tune_work *w);
+    /* The ceilings kind of a bytes figure: "copy" when it counts written bytes too, else "read". */
+    const char *bytes_ceiling;
+    const tune_runner *runner;       /* NULL: none (`kforge tune` times the families the runtime's table
+                                      * marks tuned, each with a runner; a helper may have one for
+                                      * `kforge run`) */
+    /* `kforge run` checks it on tune_attn_case, the GQA harness (tuner/attn_run.h), with its full
+     * report (o, lse, stray writes); else through the runner's gate. */
+    int attn_case;
+    const char *reference;           /* the CPU fp64 reference the gate compares with, for `kforge list` */
+} tune_family;
+
+extern const tune_family tune_families[RT_FAM_COUNT];
+
+/* The entry named name (NULL: a family the table does not list). */
+const tune_family *tune_family_find(const char *name);
+/* The entry of an entry of the runtime's table. */
+static inline const tune_family *tune_family_of(const rt_family *f) { return f ? &tune_families[f->id] : NULL; }
+/* 0 when every entry names the family of the same index of rt_families, else -1 with the first that
+ * does not in err. */
+int tune_family_check(char *err, size_t errn);
+
+#endif

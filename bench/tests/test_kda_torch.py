@@ -231,7 +231,11 @@ class TestKdaSet(unittest.TestCase):
         self.assertEqual(table, {("prefill", 1, 8192, None, 16, 16, 128, 128),
                                  ("prefill", 1, 8192, None, 64, 64, 128, 128),
                                  ("prefill", 3, None, (17, 0, 16), 2, 4, 128, 128),
-                                 ("decode", 128, 1, None, 32, 32, 128, 128)})
+                                 ("prefill", 8, 2048, None, 16, 16, 128, 128),
+                                 ("prefill", 3, None, (1024, 0, 31), 2, 2, 128, 128),
+                                 ("decode", 128, 1, None, 32, 32, 128, 128),
+                                 ("decode", 32, 1, None, 32, 32, 128, 128),
+                                 ("decode", 512, 1, None, 16, 16, 128, 128)})   # issue 17's rows
         for s in shs:
             self.assertTrue(s.initial_state)
             self.assertEqual(s.lower_bound, -5.0)

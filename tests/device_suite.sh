@@ -26,7 +26,7 @@ result() {  # result NAME: the test's closing lines
 # 1. correctness, side by side
 cd "$B/tests"
 par="${TESTS:-test_attn_gpu test_api_gpu test_parts_gpu test_kda_gpu test_kda_api_gpu test_mutants test_kda_mutants}"
-lim=$(left 150); [ "$lim" -gt 220 ] && lim=220
+lim=${LIM:-$(left 150)}; [ "$lim" -gt 220 ] && lim=220
 for t in $par; do ( timeout "$lim" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
 # the Python GPU tests check results only: they run beside the C tests (the binding, and the engine path:
 # torch ops, compat, MLA, graphs)

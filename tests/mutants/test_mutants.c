@@ -50,11 +50,13 @@ static int child(int m)
             }
     /* a mutant of one impl's fragment lives in the sources of that impl only; one it reaches nowhere is
      * not a test */
-    printf("    planted in %d of %d case sources%s%s\n", s.planted, s.planted + s.unplanted,
-           s.unplanted ? "; e.g. " : "", s.unplanted ? s.unplanted_why : "");
-    if (s.planted == 0) {
-        suite_close(&s);
-        return 4;
+    if (m >= 0) {
+        printf("    planted in %d of %d case sources%s%s\n", s.planted, s.planted + s.unplanted,
+               s.unplanted ? "; e.g. " : "", s.unplanted ? s.unplanted_why : "");
+        if (s.planted == 0) {
+            suite_close(&s);
+            return 4;
+        }
     }
     suite_build(&s);
     if (getenv("KF_MUTANT_BUILD_ONLY")) {

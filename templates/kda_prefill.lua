@@ -69,16 +69,15 @@ return {
     -- vs64 2.81 ms (the chunk-32 default of before: 4.58); 8 x 2048 H16 vs64 1.42 ms (x1.34);
     -- [17,0,16] H2/HV4 vs32 28 us (the fused one-launch path: 45). Few state blocks (N HV < 32) take
     -- narrow value slices (vs 16) to fill the SMs, many take vs 64.
-    -- Segments (issue 17, 2026-11-30, unmeasured at chunk 16): with N HV < 32 the serial pass runs on
-    -- N HV V/VS <= 128 blocks, fewer than the SMs, over t/16 chunks each; seg 4 halves that chain
-    -- (segop + state, nch/4 steps each, + the composition) when the call has >= 8 seg chunks of tokens (the longest sequence gains; short ones leave segments empty).
-    -- Workspace for the segments (N HV seg (2 K V + K^2) fp32) is sized only for seg > 1 variants.
+    -- Segments (issue 17): with N HV < 32 the serial pass runs on N HV V/VS <= 128 blocks, fewer than the
+    -- SMs, over t/16 chunks each, and seg 4 shortens that chain. Measured 2026-12-01 (H200, kforge run,
+    -- sustained, 1980 MHz): T 8192 H16 seg 4 1.305 ms, against seg 1's 1.109 ms of 2026-11-29: the
+    -- segments' extra passes cost more than the shorter chain gains at chunk 16, so seg stays 1 here and
+    -- the tuner may pick seg 4 (its workspace, N HV seg (2 K V + K^2) fp32, is sized only for seg > 1).
     local tokens = shape.n * shape.t
     local vs = (shape.n * shape.hv < 32) and 16 or 64
     if tokens * shape.hv <= 4096 then vs = 32 end
-    local seg = 1
-    if shape.n * shape.hv < 32 and tokens >= 16 * 8 * 4 then seg = 4 end
-    return { chunk = 16, vs = vs, w = 8, tr = 1, fused = 0, mma = 1, seg = seg }
+    return { chunk = 16, vs = vs, w = 8, tr = 1, fused = 0, mma = 1, seg = 1 }
   end,
   render   = function(p, f)
     local hdr = subst([[

@@ -560,7 +560,8 @@ static void long_case(const char *what, ref_kda_case *c, int cpu_heads)
     rt_module_unload(&v.m);
     static const char *alts[] = { "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1",
                                   "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1",
-                                  "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
+                                  "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
+                                  "chunk=16,vs=16,w=8,tr=1,fused=0,mma=1,seg=4" };
     for (size_t i = 0; i < sizeof alts / sizeof alts[0]; ++i) {
         gen_kvset pp;
         char err[128];
@@ -593,7 +594,7 @@ static void test_kda_gpu__prefill_long_sequences(void **state)
     c = kcase(1, NULL, 8192, 4, 4, 128);
     c.gate = 0; c.log_gate_max = 1e-3;
     long_case("1 x 8192 padded log gate ~0", &c, 1);
-    /* one long sequence, HV = 4H: the default takes segments (N HV < 32); fp64 oracle on one head */
+    /* one long sequence, HV = 4H (N HV < 32: the segment scan's case, among the alternatives); fp64 oracle on one head */
     static const int L16K[] = { 16384 + 31 };
     c = kcase(1, L16K, 0, 1, 4, 128);
     c.pad_qk = 8;

@@ -26,6 +26,7 @@ typedef struct cli_opts {
     const char *shard;        /* --shard i/n (tune) */
     const char *strategy;     /* --strategy random|halving (tune) */
     const char *timing;       /* --timing sustained|burst (tune, run; NULL: sustained) */
+    int page_size;            /* --page-size N (run: paged K/V; 0: contiguous) */
     int jobs;                 /* -j N */
     int budget;               /* --budget N (tune; 0: every variant) */
     int samples;              /* --samples N (tune; 0: the tuner's default) */

@@ -173,7 +173,16 @@ int cmd_run(cli_opts *o)
     /* the model features (issue 21): the shape's optional keys */
     c.window = gen_kv_find(&shape, "window") != NULL, c.window_left = shape_int(&shape, "window", 0);
     c.softcap = shape_int(&shape, "softcap", 0), c.sinks = shape_int(&shape, "sinks", 0);
-    int feat = c.window || c.softcap > 0 || c.sinks;
+    const char *kvd = gen_kv_str(&shape, "kv_dtype");
+    c.kv_fp8 = kvd && !strcmp(kvd, "e4m3");     /* e4m3 bytes with per-head scales */
+    int feat = c.window || c.softcap > 0 || c.sinks || c.kv_fp8;
+    if (o->page_size) {
+        if (!tf->attn_case || rf->id == RT_FAM_ATTN_NAIVE) {
+            gen_host_free(h);
+            return cli_usage_error("--page-size is for attn_prefill and attn_decode, not '%s'", family);
+        }
+        c.page_size = o->page_size;             /* a shuffled pool through a block table */
+    }
 
     gen_target tg;
     if (gen_target_init(&tg, dev.arch, 0, &dev)) {
@@ -251,7 +260,7 @@ int cmd_run(cli_opts *o)
     int crc;
     if (unchecked) {
         fprintf(stderr, "warning: %s: not checked (too large for the CPU fp64 reference, and the GPU naive kernel has no "
-                        "window / softcap / sinks): timing only; the GPU suite checks these kernels\n", family);
+                        "window / softcap / sinks / FP8 K/V): timing only; the GPU suite checks these kernels\n", family);
         memset(&r, 0, sizeof r);
         r.pass = 1;
         snprintf(r.ref, sizeof r.ref, "unchecked");

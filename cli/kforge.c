@@ -18,7 +18,7 @@ enum {
     OPT_MEASURE = 1 << 10, OPT_GPU = 1 << 11, OPT_FAMILY = 1 << 12, OPT_JOBS = 1 << 13, OPT_OUTPUT = 1 << 14,
     OPT_DEVICES = 1 << 15, OPT_SHARD = 1 << 16, OPT_BUDGET = 1 << 17, OPT_STRATEGY = 1 << 18,
     OPT_SEED = 1 << 19, OPT_SAMPLES = 1 << 20, OPT_BAND = 1 << 21, OPT_RETRY = 1 << 22, OPT_MD = 1 << 23,
-    OPT_CSV = 1 << 24, OPT_TIMING = 1 << 25,
+    OPT_CSV = 1 << 24, OPT_TIMING = 1 << 25, OPT_PAGE = 1 << 26,
     OPT_PASS = 1u << 31,  /* the command's arguments go to it as they are (bench); only --help is read */
 };
 
@@ -57,6 +57,7 @@ static const struct cli_opt {
     {OPT_RETRY, "retry-errors", no_argument, 277, NULL},
     {OPT_MD, "markdown", no_argument, 278, NULL},
     {OPT_TIMING, "timing", required_argument, 279, NULL},
+    {OPT_PAGE, "page-size", required_argument, 280, NULL},
     {OPT_JOBS, "jobs", required_argument, 'j', "  -j N               compile threads (default: the number of cores)\n"},
     {OPT_OUTPUT, "output", required_argument, 'o', NULL},
 };
@@ -93,8 +94,8 @@ static const struct cli_cmd commands[] = {
      "                                  no sweep, needs --shape: 'kforge list FAMILY' gives one)\n"
      "  With no FAMILY, --shape or --sweep: --sweep default --all.\n"
      "  A binary already in the database (same cache key) is a cache hit, not recompiled.\n"},
-    {"run", cmd_run, OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_TIMING | OPT_JSON | OPT_QUIET, "run one variant on the GPU against the reference: error and time",
-     "usage: kforge run FAMILY --shape S [--params P] [--timing sustained|burst] [--db PATH] [--json]\n"
+    {"run", cmd_run, OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_PARAMS | OPT_TIMING | OPT_PAGE | OPT_JSON | OPT_QUIET, "run one variant on the GPU against the reference: error and time",
+     "usage: kforge run FAMILY --shape S [--params P] [--timing sustained|burst] [--page-size N] [--db PATH] [--json]\n"
      "  Allocates random inputs on the GPU, runs the variant (default params: the\n"
      "  template's default), checks it against the CPU fp64 reference (or, for shapes\n"
      "  too large for the CPU, the GPU naive kernel, itself checked against the CPU\n"
@@ -102,7 +103,10 @@ static const struct cli_cmd commands[] = {
      "  Timing as 'kforge tune' takes it (--timing sustained, the default: after a warm-up to\n"
      "  steady state, samples of back-to-back calls over rotating inputs larger than the L2;\n"
      "  burst: one call after an L2 flush a sample), with the SM clock, power and temperature\n"
-     "  during the samples (NVML; 'unknown' without it).\n"},
+     "  during the samples (NVML; 'unknown' without it).\n"
+     "  --page-size N  (attn_prefill, attn_decode) K/V in a pool of N-row pages through a shuffled\n"
+     "                 block table, as kf_attn_desc.page_size; a shape with kv_dtype=e4m3 runs on\n"
+     "                 FP8 K/V with per-head scales (checked only on the CPU fp64 reference).\n"},
     {"db", cmd_db, OPT_DB | OPT_TEMPLATES | OPT_OUTPUT | OPT_JSON | OPT_CSV | OPT_QUIET, "inspect, clean or merge databases: info, ls, gc, merge",
      "usage: kforge db info|gc [--db PATH] [--json]\n"
      "       kforge db ls [FAMILY] [--db PATH] [--json | --csv]\n"
@@ -296,6 +300,10 @@ static int parse(const struct cli_cmd *cmd, int argc, char **argv, cli_opts *o)
         case OPT_RETRY: o->retry_errors = 1; break;
         case OPT_MD: o->markdown = 1; break;
         case OPT_TIMING: o->timing = optarg; break;
+        case OPT_PAGE:
+            if (parse_long("--page-size", optarg, 1, 1 << 20, &o->page_size))
+                return EXIT_USAGE;
+            break;
         case OPT_JOBS: {
             char *end;
             long v = strtol(optarg, &end, 10);

@@ -17,22 +17,29 @@ say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
 say "env: $(cat "$OUT/env.txt"); kforge $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 cd "$B/tests"
-# 1. the GPU cases (the fp64 references themselves are CPU tests: test_ref_feat) (every row printed: family, shape with
-#    win/cap/sinks, variant, rel_err, lse max-abs, pass/FAIL)
-# 2. beside them the mutants (the plain ones and window +1 / -1, softcap after the max, sink in the numerator):
+# 1. the GPU cases (the fp64 references themselves are CPU tests: test_ref_feat; the harness's FP8 and paged inputs:
+#    test_attn_case) (every row printed: family, shape with win/cap/sinks/e4m3/page, variant, rel_err, lse max-abs,
+#    pass/FAIL); the filter takes the FP8 K/V and paged groups too (test_attn_gpu__features_fp8_kv, _features_paged)
+# 2. beside them the mutants (the plain ones and window +1 / -1, softcap after the max, sink in the numerator, the FP8
+#    scale of the next head, the block-table row of the next sequence):
 #    their NVRTC compiles overlap on the machine's cores
 ( KF_TEST_FILTER='*features*' KFORGE_TEST_DB=/tmp/kf_feat.db timeout ${GPU_S:-240} ./test_attn_gpu > "$OUT/test_attn_gpu_features.log" 2>&1
-  echo $? > "$OUT/features.rc" ) &
+  echo $? > "$OUT/features.rc"
+  # the bitwise GQA = expanded-MHA pairs, paged prefill among them (mma and the sm_90a impls)
+  KF_TEST_FILTER='*bitwise*' KFORGE_TEST_DB=/tmp/kf_feat.db timeout ${GPU_S:-240} ./test_attn_gpu > "$OUT/test_attn_gpu_bitwise.log" 2>&1
+  echo $? > "$OUT/bitwise.rc" ) &
 ( KFORGE_TEST_DB=/tmp/kf_feat_mut.db timeout ${GPU_S:-240} ./test_mutants > "$OUT/test_mutants.log" 2>&1; echo $? > "$OUT/mutants.rc" ) &
 wait
 say "test_attn_gpu features: exit $(cat "$OUT/features.rc") $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUT/test_attn_gpu_features.log")"
 grep -E 'FAIL|->' "$OUT/test_attn_gpu_features.log" | head -20 >> "$SUM"
+say "test_attn_gpu bitwise: exit $(cat "$OUT/bitwise.rc") $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUT/test_attn_gpu_bitwise.log")"
+grep -E 'FAIL' "$OUT/test_attn_gpu_bitwise.log" | head -10 >> "$SUM"
 say "test_mutants: exit $(cat "$OUT/mutants.rc") $(grep -iE 'killed|planted' "$OUT/test_mutants.log" | tail -n 3 | tr '\n' ' ')"
 # 3. figures, sustained (kforge run: warm-up, back-to-back over rotating inputs; clock and power in the log)
-run() {  # run NAME FAMILY SHAPE
-  timeout ${RUN_S:-45} "$K" run "$2" --shape "$3" --db /tmp/kf_feat_run.db --json > "$OUT/run_$1.json" 2> "$OUT/run_$1.err"
+run() {  # run NAME FAMILY SHAPE [kforge run options, e.g. --page-size 64]
+  timeout ${RUN_S:-45} "$K" run "$2" --shape "$3" "${@:4}" --db /tmp/kf_feat_run.db --json > "$OUT/run_$1.json" 2> "$OUT/run_$1.err"
   local rc=$?
-  say "run $1 ($2 $3): exit $rc $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median_ms", d.get("median_ms"), "ref", d.get("reference"), "pass", d.get("pass"), "sm_mhz", d.get("sm_clock_mean"), "W", d.get("power_mean"))' "$OUT/run_$1.json" 2>/dev/null)"
+  say "run $1 ($2 $3 ${*:4}): exit $rc $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median_ms", d.get("median_ms"), "ref", d.get("reference"), "pass", d.get("pass"), "sm_mhz", d.get("sm_clock_mean"), "W", d.get("power_mean"))' "$OUT/run_$1.json" 2>/dev/null)"
 }
 P="dtype=bf16,b=1,hq=32,hkv=8,d=128"
 run win4096_32k attn_prefill "$P,sq=32768,skv=32768,causal=1,window=4096"
@@ -43,6 +50,10 @@ run dec_win4096_32k attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=12
 run dec_dense_32k attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0"
 run gemma_cap_win attn_prefill "dtype=bf16,b=1,sq=8192,skv=8192,hq=16,hkv=8,d=256,causal=1,window=4096,softcap=50"
 run gptoss_sink_win attn_prefill "dtype=bf16,b=1,sq=8192,skv=8192,hq=64,hkv=8,d=64,causal=1,window=128,sinks=1"
+# FP8 (e4m3) K/V decode against dec_dense_32k (bf16, the same shape): timing only at this size (the GPU suite checks FP8)
+run dec_fp8_32k attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0,kv_dtype=e4m3"
+# paged prefill (pages of 64, a shuffled pool) against dense_4k_causal (contiguous, the same shape), gated on the GPU naive kernel
+run paged64_4k_causal attn_prefill "$P,sq=4096,skv=4096,causal=1" --page-size 64
 python3 - "$OUT" >> "$SUM" <<'PY'
 import json, sys, os
 o = sys.argv[1]
@@ -52,6 +63,10 @@ def ms(n):
 w, f, c = ms("win4096_32k"), ms("dense_4k_full"), ms("dense_4k_causal")
 if w and f: print("figure: window 4096 over 32K, per query token / dense 4K (non-causal, the same keys per token): %.3f (target <= 1.15)" % ((w / 32768) / (f / 4096)))
 if w and c: print("        per query token / dense causal 4K: %.3f" % ((w / 32768) / (c / 4096)))
+b16, f8 = ms("dec_dense_32k"), ms("dec_fp8_32k")
+if b16 and f8: print("figure: FP8 decode 32/8 D128 32K B32: bf16 / fp8 time = %.3fx (target >= 1.8)" % (b16 / f8))
+pg = ms("paged64_4k_causal")
+if pg and c: print("figure: paged (page 64) / contiguous prefill 4K causal: %.3f (target <= 1.05)" % (pg / c))
 PY
-say "not measured here: FP8 decode vs bf16 and paged vs contiguous prefill (the harness has no FP8 or paged inputs yet), window rows vs SDPA with a mask (no bench set yet)"
+say "not measured here: window rows vs SDPA with a mask (no bench set yet)"
 pack

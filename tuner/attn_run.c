@@ -70,9 +70,38 @@ void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
         gen_kv_set_int(shape, "softcap", (long long)ceil(c->softcap));
     if (c->sinks)
         gen_kv_set_int(shape, "sinks", 1);
+    if (c->kv_fp8)
+        gen_kv_set_str(shape, "kv_dtype", "e4m3");
 }
 
 double tune_attn_sink(int h) { return -2.0 + 1.5 * (h % 5); }
+
+/* K: 0.5, 0.75, 1.0, 1.25 (times 1/amp: dequantised K ~ N(0, that^2)); V: 0.95, 1.15, 0.75 (1/amp) */
+float tune_attn_kv_scale(int is_v, int kh)
+{
+    return is_v ? (float)((0.75 + 0.2 * ((kh + 1) % 3)) / TUNE_KV8_AMP_V)
+                : (float)((0.5 + 0.25 * (kh % 4)) / TUNE_KV8_AMP_K);
+}
+
+unsigned char tune_e4m3_encode(double x)
+{
+    unsigned char s = signbit(x) ? 0x80 : 0;
+    double a = fabs(x);
+    if (!(a < 448.0))
+        return s | 0x7e;                                  /* saturate (448 = 1.75 * 2^8) */
+    if (a < 0.015625) {                                   /* subnormal: m/8 * 2^-6; m = 8 is the first normal */
+        int m = (int)nearbyint(a * 512.0);
+        return s | (unsigned char)m;
+    }
+    int e;
+    double f = frexp(a, &e);                              /* a = f 2^e, f in [0.5, 1): exponent field e + 6 */
+    int m = (int)nearbyint((2.0 * f - 1.0) * 8.0), E = e + 6;
+    if (m == 8)
+        m = 0, E++;
+    if (E > 15 || (E == 15 && m == 7))
+        return s | 0x7e;
+    return s | (unsigned char)(E << 3 | m);
+}
 
 /* The sink logits of a case (hq of them), or NULL without sinks; malloc'd. */
 static float *case_sinks(const tune_attn_case *c)
@@ -136,6 +165,12 @@ typedef struct geom {
     int window, window_left;    /* model features of the case */
     double softcap;
     float *sinks;               /* [hq] host, or NULL */
+    int kv_fp8;                 /* K/V e4m3 bytes, scales below */
+    size_t kv_esz;              /* bytes of a K/V element */
+    float *k_scale, *v_scale;   /* [hkv] host (as run: an expanded head has its logical head's), or NULL */
+    int page_size;              /* > 0: paged K/V, the k view a pool [n_pages, page_size, hkv, d] */
+    int n_pages, bt_sb;         /* pool pages; block-table columns */
+    int *bt;                    /* [B, bt_sb] host, or NULL */
 } geom;
 
 static void geom_free(geom *g)
@@ -145,9 +180,47 @@ static void geom_free(geom *g)
     free(g->cu_q);
     free(g->cu_k);
     free(g->sinks);
+    free(g->k_scale);
+    free(g->v_scale);
+    free(g->bt);
 }
 
-static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *v, char *msg, size_t msgn)
+/* The block table of a paged case: each sequence gets ceil(skv / page_size) pages of a shuffled pool (pages wholly
+ * past its kv_len included, never written: NaN), then one spare column pointing at a page no sequence owns; two pool
+ * pages belong to no one. The permutation depends on the seed and the geometry only (not on the heads), so an
+ * expanded-K/V run pages exactly as its GQA twin. */
+static int geom_pages(geom *g, int skv, uint64_t seed)
+{
+    int need = (skv + g->page_size - 1) / g->page_size;
+    g->bt_sb = need + 1;
+    g->n_pages = g->B * need + 2;
+    int *perm = malloc(sizeof(int) * (size_t)g->n_pages);
+    g->bt = malloc(sizeof(int) * (size_t)g->B * (size_t)g->bt_sb);
+    if (!perm || !g->bt) {
+        free(perm);
+        return -1;
+    }
+    check_rng r;
+    check_rng_seed(&r, seed ^ 0x70616765736b6676ull);
+    for (int i = 0; i < g->n_pages; i++)
+        perm[i] = i;
+    for (int i = g->n_pages - 1; i > 0; i--) {           /* Fisher-Yates */
+        int j = (int)(check_rng_uniform(&r) * 0.5 * (i + 1) + 0.5 * (i + 1));
+        j = j < 0 ? 0 : j > i ? i : j;
+        int t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int b = 0; b < g->B; b++) {
+        for (int k = 0; k < need; k++)
+            g->bt[b * g->bt_sb + k] = perm[b * need + k];
+        g->bt[b * g->bt_sb + need] = perm[g->B * need + (b & 1)];
+    }
+    free(perm);
+    return 0;
+}
+
+static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *v, uint64_t seed, char *msg,
+                     size_t msgn)
 {
     memset(g, 0, sizeof *g);
     if (c->b < 1 || c->sq < 1 || c->skv < 0 || c->hq < 1 || c->hkv < 1 || c->hq % c->hkv || c->d < 8 ||
@@ -184,7 +257,34 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *
     int pad = c->row_pad;
     g->q = make_view(c->layout, pad, g->packed_q, c->b, g->packed_q ? g->rows : c->sq, c->hq, c->d);
     g->o = g->q;
-    g->k = make_view(c->layout, pad, g->packed_kv, c->b, g->kv_rows, g->hkv, c->d);
+    g->page_size = c->page_size;
+    if (c->page_size < 0 || (c->page_size > 0 && (g->packed_kv || c->skv < 1))) {
+        snprintf(msg, msgn, "bad case: page_size %d (pages hold a cache of skv %d rows; not with packed K/V)",
+                 c->page_size, c->skv);
+        return -1;
+    }
+    if (g->page_size) {                   /* the pool: [n_pages, page_size, hkv, d] (or its BHSD view) */
+        if (geom_pages(g, c->skv, seed)) {
+            snprintf(msg, msgn, "out of host memory for the block table");
+            return -1;
+        }
+        g->k = make_view(c->layout, pad, 0, g->n_pages, g->page_size, g->hkv, c->d);
+    } else {
+        g->k = make_view(c->layout, pad, g->packed_kv, c->b, g->kv_rows, g->hkv, c->d);
+    }
+    g->kv_fp8 = c->kv_fp8;
+    g->kv_esz = c->kv_fp8 ? 1 : check_dtype_size(c->dtype);
+    if (c->kv_fp8) {
+        int rep = g->hkv / g->hkv_logical;
+        g->k_scale = malloc(sizeof(float) * (size_t)g->hkv);
+        g->v_scale = malloc(sizeof(float) * (size_t)g->hkv);
+        if (!g->k_scale || !g->v_scale) {
+            snprintf(msg, msgn, "out of host memory for the scales");
+            return -1;
+        }
+        for (int kh = 0; kh < g->hkv; kh++)
+            g->k_scale[kh] = tune_attn_kv_scale(0, kh / rep), g->v_scale[kh] = tune_attn_kv_scale(1, kh / rep);
+    }
     if (g->k.elems == 0)
         g->k.elems = 8;        /* every sequence empty: still a valid pointer */
     long long sp = v ? gen_kv_int(&v->vp, "sp", 1) : 1;
@@ -206,6 +306,9 @@ static long long q_off(const geom *g, int b, long long i, int h)
 
 static long long k_off(const geom *g, int b, long long j, int kh)
 {
+    if (g->page_size)
+        return (long long)g->bt[b * g->bt_sb + j / g->page_size] * g->k.sb + (j % g->page_size) * g->k.ss +
+               (long long)kh * g->k.sh;
     if (g->packed_kv)
         return ((long long)g->cu_k[b] + j) * g->k.ss + (long long)kh * g->k.sh;
     return b * g->k.sb + j * g->k.ss + (long long)kh * g->k.sh;
@@ -238,7 +341,10 @@ static void fill_nan_part(void *arg, int part, int parts)
     for (int t = 0; t < 3; t++) {
         long long lo, hi;
         par_range((long long)n[t], part, parts, &lo, &hi);
-        check_fill_nan(F->dt, (char *)buf[t] + (size_t)lo * F->h->esz, (size_t)(hi - lo));
+        if (t && F->g->kv_fp8)
+            memset((char *)buf[t] + lo, 0x7f, (size_t)(hi - lo));   /* e4m3 NaN */
+        else
+            check_fill_nan(F->dt, (char *)buf[t] + (size_t)lo * F->h->esz, (size_t)(hi - lo));
     }
 }
 
@@ -287,6 +393,14 @@ static void fill_val_part(void *arg, int part, int parts)
             long long off0 = k_off(g, b, j, kh * rep);
             for (int c = 0; c < g->d; c++) {
                 double x = rnd_val(&r, vn);
+                if (g->kv_fp8) {          /* e4m3 bytes of x * amp, never zero */
+                    unsigned char q8 = tune_e4m3_encode(x * (t ? TUNE_KV8_AMP_V : TUNE_KV8_AMP_K));
+                    if (!(q8 & 0x7f))
+                        q8 |= 0x01;
+                    for (int e = 0; e < rep; e++)
+                        ((unsigned char *)dst)[off0 + (long long)e * g->k.sh + c] = q8;
+                    continue;
+                }
                 for (int e = 0; e < rep; e++) {
                     long long off = off0 + (long long)e * g->k.sh;
                     check_store(dt, dst, (size_t)(off + c), x);
@@ -307,9 +421,10 @@ static void fill_val_part(void *arg, int part, int parts)
 static int host_in_fill(host_in *h, const geom *g, check_dtype dt, uint64_t seed, int v_normal)
 {
     h->esz = check_dtype_size(dt);
+    h->kv_esz = g->kv_esz;
     h->q = malloc(g->q.elems * h->esz);
-    h->k = malloc(g->k.elems * h->esz);
-    h->v = malloc(g->k.elems * h->esz);
+    h->k = malloc(g->k.elems * h->kv_esz);
+    h->v = malloc(g->k.elems * h->kv_esz);
     if (!h->q || !h->k || !h->v)
         return -1;
     fill_job F = {h, g, dt, seed, v_normal};
@@ -344,11 +459,25 @@ static void ref_item(ref_job *J, int item)
         return;
     ref_attn_desc a;
     memset(&a, 0, sizeof a);
-    size_t es = J->in->esz;
+    size_t es = J->in->esz, kes = J->in->kv_esz;
     a.dtype = J->dt;
     a.q = (const char *)J->in->q + (size_t)q_off(g, b, 0, h) * es;
-    a.k = (const char *)J->in->k + (size_t)k_off(g, b, 0, kh) * es;
-    a.v = (const char *)J->in->v + (size_t)k_off(g, b, 0, kh) * es;
+    if (g->page_size) {                   /* through this sequence's row of the block table */
+        a.k = (const char *)J->in->k + (size_t)kh * g->k.sh * kes;
+        a.v = (const char *)J->in->v + (size_t)kh * g->k.sh * kes;
+        a.block_table = g->bt + (size_t)b * g->bt_sb;
+        a.bt_sb = g->bt_sb;
+        a.page_size = g->page_size;
+        a.k_sb = a.v_sb = g->k.sb;
+    } else {
+        a.k = (const char *)J->in->k + (size_t)k_off(g, b, 0, kh) * kes;
+        a.v = (const char *)J->in->v + (size_t)k_off(g, b, 0, kh) * kes;
+    }
+    if (g->kv_fp8) {                      /* one kv head: its scales */
+        a.kv_fp8 = 1;
+        a.k_scale = g->k_scale + kh;
+        a.v_scale = g->v_scale + kh;
+    }
     a.q_ss = g->q.ss, a.q_sh = g->q.sh;
     a.k_ss = g->k.ss, a.k_sh = g->k.sh;
     a.v_ss = g->k.ss, a.v_sh = g->k.sh;
@@ -411,10 +540,40 @@ double tune_attn_ref_work(const tune_attn_case *c)
     return w * c->hq * c->d * 3.0 * (c->causal ? 0.5 : 1.0);
 }
 
+int tune_attn_case_reference(const tune_attn_case *c, uint64_t seed, double **o, double **lse, long long *rows,
+                             char *msg, size_t msgn)
+{
+    geom g;
+    host_in in = {0};
+    int rc = -1;
+    *o = NULL, *lse = NULL, *rows = 0;
+    if (geom_init(&g, c, NULL, seed, msg, msgn))
+        goto out;
+    if (host_in_fill(&in, &g, c->dtype, seed, 0)) {
+        snprintf(msg, msgn, "out of host memory for the inputs");
+        goto out;
+    }
+    *o = malloc(sizeof(double) * ((size_t)g.rows * g.hq * g.d + 1));
+    *lse = malloc(sizeof(double) * ((size_t)g.rows * g.hq + 1));
+    if (!*o || !*lse) {
+        snprintf(msg, msgn, "out of host memory for the reference");
+        free(*o), free(*lse);
+        *o = NULL, *lse = NULL;
+        goto out;
+    }
+    cpu_reference(&g, &in, c->dtype, c->causal, *o, *lse);
+    *rows = g.rows;
+    rc = 0;
+out:
+    host_in_free(&in);
+    geom_free(&g);
+    return rc;
+}
+
 /* ---- device run ------------------------------------------------------------------ */
 
 typedef struct dev_run {
-    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, kv_len, ws, o2, lse2, sinks;
+    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, kv_len, ws, o2, lse2, sinks, bt, k_scale, v_scale;
     size_t ws_bytes, lse_elems;
     kf_attn_params p;
     rt_module mod, mod_naive;
@@ -423,7 +582,7 @@ typedef struct dev_run {
 static void dev_free(tune_attn_ctx *ctx, dev_run *d)
 {
     CUdeviceptr *all[] = {&d->q, &d->k, &d->v, &d->o, &d->lse, &d->cu_q, &d->cu_k, &d->kv_len, &d->ws, &d->o2, &d->lse2,
-                          &d->sinks};
+                          &d->sinks, &d->bt, &d->k_scale, &d->v_scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (*all[i]) {
             ctx->cu->MemFree(*all[i]);
@@ -456,9 +615,9 @@ static int upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t by
 static int dev_inputs(tune_attn_ctx *ctx, const tune_attn_case *c, const geom *g, const host_in *in, dev_run *d,
                       char *msg, size_t msgn)
 {
-    size_t es = in->esz;
-    if (upload(ctx, &d->q, in->q, g->q.elems * es, msg, msgn) || upload(ctx, &d->k, in->k, g->k.elems * es, msg, msgn) ||
-        upload(ctx, &d->v, in->v, g->k.elems * es, msg, msgn))
+    size_t es = in->esz, kes = in->kv_esz;
+    if (upload(ctx, &d->q, in->q, g->q.elems * es, msg, msgn) || upload(ctx, &d->k, in->k, g->k.elems * kes, msg, msgn) ||
+        upload(ctx, &d->v, in->v, g->k.elems * kes, msg, msgn))
         return -1;
     if (g->packed_q && upload(ctx, &d->cu_q, g->cu_q, sizeof(int) * (size_t)(g->B + 1), msg, msgn))
         return -1;
@@ -517,7 +676,6 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
                 p->skv = g->n_kv[b];
     p->hq = g->hq;
     p->hkv = g->hkv;
-    p->page_size = 0;
     p->splits = g->splits;
     p->ws_rows = (int)g->rows;
     p->scale = (float)g->scale;
@@ -528,6 +686,20 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
         if (upload(ctx, &d->sinks, g->sinks, sizeof(float) * (size_t)g->hq, msg, msgn))
             return -1;
         p->sinks = (const float *)(uintptr_t)d->sinks;
+    }
+    if (g->kv_fp8) {                  /* per-head scales (strides of the e4m3 bytes are bytes: the element strides) */
+        if (upload(ctx, &d->k_scale, g->k_scale, sizeof(float) * (size_t)g->hkv, msg, msgn) ||
+            upload(ctx, &d->v_scale, g->v_scale, sizeof(float) * (size_t)g->hkv, msg, msgn))
+            return -1;
+        p->k_scale = (const float *)(uintptr_t)d->k_scale;
+        p->v_scale = (const float *)(uintptr_t)d->v_scale;
+    }
+    if (g->page_size) {               /* the block table; k_sb / v_sb are the page strides */
+        if (upload(ctx, &d->bt, g->bt, sizeof(int) * (size_t)g->B * (size_t)g->bt_sb, msg, msgn))
+            return -1;
+        p->block_table = (const int *)(uintptr_t)d->bt;
+        p->bt_sb = g->bt_sb;
+        p->page_size = g->page_size;
     }
     rt_launch l = {0, 0, 0};
     if (v && rt_attn_launch(&v->vp, p, &l)) {
@@ -652,7 +824,8 @@ int tune_attn_same_inputs(const tune_attn_case *t, const tune_attn_case *c)
     return t->dtype == c->dtype && t->b == c->b && t->sq == c->sq && t->skv == c->skv && t->hq == c->hq &&
            t->hkv == c->hkv && t->d == c->d && t->causal == c->causal && t->packed_kv == c->packed_kv &&
            t->layout == c->layout && t->row_pad == c->row_pad && t->expand_kv == c->expand_kv &&
-           t->seed == c->seed && same_lens(t->kv_len, c->kv_len, c->b) && same_lens(t->q_lens, c->q_lens, c->b);
+           t->seed == c->seed && t->kv_fp8 == c->kv_fp8 && t->page_size == c->page_size &&
+           same_lens(t->kv_len, c->kv_len, c->b) && same_lens(t->q_lens, c->q_lens, c->b);
 }
 
 static int *dup_lens(const int *v, int n);
@@ -668,9 +841,9 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     r->seed = c->seed ? c->seed : check_fresh_seed();
     r->tol = check_tol(c->dtype);
     snprintf(r->ref, sizeof r->ref, "%s", naive ? "gpu-naive" : "cpu-fp64");
-    if (naive && (c->window || c->softcap > 0 || c->sinks)) {   /* never a reference that ignores a feature */
-        snprintf(msg, msgn, "the GPU naive reference has no window / softcap / sinks: check this case against the "
-                            "CPU fp64 reference");
+    if (naive && (c->window || c->softcap > 0 || c->sinks || c->kv_fp8)) {   /* never a reference that ignores a feature */
+        snprintf(msg, msgn, "the GPU naive reference has no window / softcap / sinks / FP8 K/V: check this case against "
+                            "the CPU fp64 reference");
         return -1;
     }
     if (!ctx || ctx->broken) {
@@ -700,7 +873,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
               ctx->gc.sinks == c->sinks &&
               ctx->gc_naive == (naive ? naive->image : NULL);
     int in_owned = 1, ref_owned = 1;
-    if (geom_init(&g, c, v, msg, msgn))
+    if (geom_init(&g, c, v, r->seed, msg, msgn))
         goto out;
     if (hit) {
         in = ctx->gc_in;
@@ -763,8 +936,8 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
     } else if (naive) {
         /* a reference to be reused is taken on the inputs as filled, whatever the variant did to them */
         if (cacheable && (ctx->cu->MemcpyHtoD(d.q, in.q, g.q.elems * es) ||
-                          ctx->cu->MemcpyHtoD(d.k, in.k, g.k.elems * es) ||
-                          ctx->cu->MemcpyHtoD(d.v, in.v, g.k.elems * es))) {
+                          ctx->cu->MemcpyHtoD(d.k, in.k, g.k.elems * in.kv_esz) ||
+                          ctx->cu->MemcpyHtoD(d.v, in.v, g.k.elems * in.kv_esz))) {
             snprintf(msg, msgn, "cuMemcpyHtoD (inputs again for the reference) failed");
             goto out;
         }
@@ -914,7 +1087,7 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
             ctx->time_seed = check_fresh_seed();
         cc.seed = ctx->time_seed;
     }
-    if (geom_init(&g, &cc, v, err, errn))
+    if (geom_init(&g, &cc, v, cc.seed, err, errn))
         goto out;
     if (!time_cache_hit(ctx, &cc)) {
         tune_ctx_time_cache_drop(ctx);
@@ -939,7 +1112,7 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
         ctx->tc_valid = 1;
         ctx->tc_sets = 1;
         size_t es = check_dtype_size(cc.dtype);
-        ctx->tc_bytes[0] = g.q.elems * es, ctx->tc_bytes[1] = ctx->tc_bytes[2] = g.k.elems * es;
+        ctx->tc_bytes[0] = g.q.elems * es, ctx->tc_bytes[1] = ctx->tc_bytes[2] = g.k.elems * g.kv_esz;
     }
     /* sustained: copies of q, k, v, so that the rotated sets exceed the L2 */
     int sets = tune_ctx_sets(ctx, (double)ctx->tc_bytes[0] + (double)ctx->tc_bytes[1] + (double)ctx->tc_bytes[2]);

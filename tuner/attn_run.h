@@ -65,7 +65,24 @@ typedef struct tune_attn_case {
     int window, window_left;       /* sliding window: keys pi - window_left .. pi */
     double softcap;                /* > 0: score = softcap * tanh(score / softcap) */
     int sinks;                     /* 1: sink logits tune_attn_sink(h, hq) join the denominators */
+    /* FP8 K/V and paged K/V (appended; 0: off) */
+    int kv_fp8;                    /* 1: K/V uploaded as e4m3 bytes (values up to +-448, some saturated there; tails
+                                    * and unused storage 0x7f, e4m3's NaN) with per-head fp32 scales
+                                    * tune_attn_kv_scale(); the variant built with kv_dtype=e4m3; CPU reference only */
+    int page_size;                 /* > 0: K/V in a pool of page_size-row pages through a block table [b, bt_sb]: the
+                                    * pages shuffled (a permutation drawn from the seed), a spare column and pages
+                                    * never referenced, every unused page NaN; not with packed_kv */
 } tune_attn_case;
+
+/* The per-head dequantisation scale of FP8 K (is_v 0) or V (1), logical kv head kh: distinct for neighbouring
+ * heads, so a kernel reading another head's scale fails. */
+float tune_attn_kv_scale(int is_v, int kh);
+/* The byte amplitude of the e4m3 inputs: byte value = round_e4m3(x * amp), x ~ N(0,1) for K (|x| > 2.8 saturates at
+ * 448), U[-1,1) for V (gates; up to 440); dequantised: tune_attn_kv_scale * byte value. */
+#define TUNE_KV8_AMP_K 160.0
+#define TUNE_KV8_AMP_V 440.0
+/* The e4m3 byte nearest x (ties to even), saturated at +-448, never NaN. */
+unsigned char tune_e4m3_encode(double x);
 
 /* The sink logit of query head h of a case with sinks: spread over [-2, 4] (near the lse of a few hundred keys,
  * so it weighs in). */
@@ -129,6 +146,13 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
  * prepares it (gen_build_prepare); the caller builds it with gen_build_run. -1 with the
  * host's message. */
 int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *tg, gen_job *j);
+
+/* The host half of tune_attn_check, no GPU: fills the inputs of case c from seed exactly as a gate would (layout,
+ * pages, FP8 bytes and scales) and computes the CPU fp64 reference on them: *o [rows, hq, d], *lse [rows, hq]
+ * (malloc'd, the caller frees), *rows the query rows. Two cases with the same logical inputs (layout, pages or an
+ * expanded K/V aside) give the same reference bit for bit. -1 with msg on a bad case or no memory. */
+int tune_attn_case_reference(const tune_attn_case *c, uint64_t seed, double **o, double **lse, long long *rows,
+                             char *msg, size_t msgn);
 
 /* "dtype=bf16,b=1,..." shape kvset of a case (for templates' fixed()/default()). */
 void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape);

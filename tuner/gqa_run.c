@@ -125,7 +125,8 @@ void tune_gqa_work_decode(const gen_kvset *shape, tune_work *w)
 {
     double b = (double)gen_kv_int(shape, "b", 1), skv = (double)gen_kv_int(shape, "skv", 0);
     double hkv = (double)gen_kv_int(shape, "hkv", 0), d = (double)gen_kv_int(shape, "d", 0);
-    w->amount = 2.0 * b * skv * hkv * d * esize(shape);
+    const char *kv = gen_kv_str(shape, "kv_dtype");   /* FP8 K/V: the bytes actually read */
+    w->amount = 2.0 * b * skv * hkv * d * (kv && !strcmp(kv, "e4m3") ? 1.0 : esize(shape));
     w->unit = "B/s";
 }
 

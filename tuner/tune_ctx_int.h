@@ -19,6 +19,7 @@
 typedef struct host_in {
     void *q, *k, *v;           /* storage, NaN outside the logical elements */
     size_t esz;
+    size_t kv_esz;             /* of k and v: esz, or 1 (FP8) */
 } host_in;
 
 struct tune_attn_ctx {

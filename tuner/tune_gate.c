@@ -19,6 +19,11 @@ int tune_time_case(const gen_kvset *shape, uint64_t seed, tune_attn_case *c)
     c->hkv = (int)gen_kv_int(shape, "hkv", 0);
     c->d = (int)gen_kv_int(shape, "d", 0);
     c->causal = (int)gen_kv_int(shape, "causal", 0);
+    /* the model features the variant was built for (issue 21): timed and gated with them, not as plain attention */
+    c->window = gen_kv_find(shape, "window") != NULL, c->window_left = (int)gen_kv_int(shape, "window", 0);
+    c->softcap = (double)gen_kv_int(shape, "softcap", 0), c->sinks = (int)gen_kv_int(shape, "sinks", 0);
+    const char *kv = gen_kv_str(shape, "kv_dtype");
+    c->kv_fp8 = kv && !strcmp(kv, "e4m3");
     c->seed = seed;
     if (c->b < 1 || c->sq < 1 || c->skv < 1 || c->hq < 1 || c->hkv < 1 || c->d < 1)
         return -1;

@@ -17,7 +17,8 @@ from ._lib import (KF_OK, KF_ERR_ARG, KF_ERR_UNSUPPORTED, KF_ERR_NOT_TUNED, KF_E
                    KF_ERR_NVRTC, KF_ERR_DB, KF_ERR_BUNDLE, KF_ERR_NOMEM, KF_BF16, KF_FP16,
                    KF_ATTN_PREFILL, KF_ATTN_DECODE, KF_JIT_ALLOW, KF_JIT_FORBID, STATUS_NAMES,
                    KF_KDA_PREFILL, KF_KDA_DECODE, KF_KDA_GATE_LOG, KF_KDA_GATE_SIGMOID, KF_KDA_STATE_KV,
-                   KF_KDA_STATE_VK, KF_PARTS_VALUE_ALIAS, KF_PARTS_VALUE_SEPARATE, kf_config, kf_attn_desc,
+                   KF_KDA_STATE_VK, KF_PARTS_VALUE_ALIAS, KF_PARTS_VALUE_SEPARATE, KF_KV_SAME, KF_KV_E4M3, kf_config,
+                   kf_attn_desc,
                    kf_attn_tensors, kf_kda_desc, kf_kda_tensors, kf_parts_desc, kf_parts_view, kf_parts_tensors,
                    candidate_paths)
 from .api import (Error, ArgumentError, LibraryNotFound, Context, Plan, Call, attention, prepare,

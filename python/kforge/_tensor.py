@@ -12,7 +12,7 @@ class TensorInfo:
         self.ptr = int(ptr)
         self.shape = tuple(int(s) for s in shape)
         self.strides = tuple(int(s) for s in strides)
-        self.dtype = dtype          # "bf16", "fp16", "fp32", "int32", "int64", or a description of another type
+        self.dtype = dtype          # "bf16", "fp16", "fp32", "int32", "int64", "e4m3", or a description of another type
         self.device = device        # CUDA ordinal, or None when unknown
         self.obj = obj              # keeps the memory alive
         self.is_torch = is_torch
@@ -27,7 +27,7 @@ class TensorInfo:
                 f"device={self.device})")
 
 
-ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "int32": 4, "int64": 8}
+ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "int32": 4, "int64": 8, "e4m3": 1}
 
 
 def view(t, name, offset, shape, strides):
@@ -62,7 +62,8 @@ def _is_torch_tensor(x):
     return t is not None and isinstance(x, t.Tensor)
 
 
-_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "int32": "int32", "int64": "int64"}
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "int32": "int32", "int64": "int64",
+                 "float8_e4m3fn": "e4m3"}
 
 _TYPESTR = {"f2": "fp16", "f4": "fp32", "i4": "int32", "i8": "int64"}
 
@@ -92,6 +93,11 @@ def _from_cai(name, x):
         names = " ".join(str(d[0]) for d in descr if d)
         if "bfloat16" in names or "bf16" in names:
             dtype = "bf16"
+    if dtype is None and code == "V1":   # FP8: a one-byte void type whose descr names it
+        descr = cai.get("descr") or []
+        names = " ".join(str(d[0]) for d in descr if d)
+        if "e4m3" in names:
+            dtype = "e4m3"
     if dtype is None:
         dtype = "typestr " + typestr
     itemsize = int(code[1:]) if code[1:].isdigit() else 0

@@ -6,7 +6,7 @@ import threading
 
 from . import _lib
 from ._lib import (KF_OK, KF_ERR_ARG, KF_BF16, KF_FP16, KF_ATTN_PREFILL, KF_ATTN_DECODE,
-                   KF_JIT_ALLOW, KF_JIT_FORBID, STATUS_NAMES)
+                   KF_JIT_ALLOW, KF_JIT_FORBID, KF_KV_SAME, KF_KV_E4M3, STATUS_NAMES)
 from ._tensor import describe, torch_module, InterfaceError, TensorInfo, view
 
 DECODE_MAX_Q = 16  # kf_attn_kind: decode serves Sq 1..16
@@ -175,7 +175,7 @@ def _desc_key(d):
         return ("kda",) + tuple(tuple(v) if isinstance(v, ctypes.Array) else v for v in vals)
     return (d.kind, d.dtype, d.hq, d.hkv, d.d, d.causal, float(d.scale), d.max_batch, d.max_q,
             d.max_kv, d.packed_q, tuple(d.q_strides), tuple(d.k_strides), tuple(d.v_strides),
-            tuple(d.o_strides), d.page_size)
+            tuple(d.o_strides), d.page_size, d.window, d.window_left, float(d.softcap), d.sinks, d.kv_dtype)
 
 
 class Context:
@@ -475,19 +475,59 @@ def split_kv_cache(kv_cache, name="kv_cache"):
         raise ArgumentError(str(e)) from None
 
 
+def _feature_vector(name, x, n, keep):
+    """Pointer of a contiguous fp32 [n] device array (sinks, k_scale, v_scale), kept alive in keep."""
+    t = _info(name, x)
+    if t.dtype != "fp32" or t.shape != (n,) or (n > 1 and t.strides[0] != 1):
+        raise ArgumentError(f"{name}: expected a contiguous fp32 [{n}]; got {t.dtype} {t.shape} strides {t.strides}")
+    keep.append(x)
+    return t.ptr
+
+
+def _check_features(window_left, softcap, causal):
+    """(window on, window_left, softcap) checked as the C API checks them, refused in Python with the argument's name."""
+    if window_left is not None:
+        if isinstance(window_left, bool) or not isinstance(window_left, int) or window_left < 0:
+            raise ArgumentError(f"window_left must be None (no window) or an int >= 0 (keys before the query's "
+                                f"own), got {window_left!r}")
+        if not causal:
+            raise ArgumentError(f"window_left={window_left}: a sliding window needs causal=True (kforge serves the "
+                                "left window of causal attention, not a two-sided one)")
+    if softcap is None:
+        softcap = 0.0
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+        raise ArgumentError(f"softcap must be a number (0: none), got {softcap!r}")
+    cap = float(softcap)
+    if not (cap == 0.0 or 1e-3 <= cap < float("inf")):
+        raise ArgumentError(f"softcap must be 0 (none) or a finite cap >= 0.001, got {softcap!r}")
+    return (0, 0) if window_left is None else (1, window_left), cap
+
+
 def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, out=None,
-            lse=False, kind=None, max_seqlen_q=None, stream=None, block_table=None):
+            lse=False, kind=None, max_seqlen_q=None, stream=None, block_table=None, window_left=None,
+            softcap=0.0, sinks=None, k_scale=None, v_scale=None):
     """Checks the arguments and builds the kf_attn_desc and kf_attn_tensors; makes no call
     into libkforge. Raises ArgumentError. With block_table (int32 [B, max_pages]) k and v are
-    page pools [pages, page_size, Hkv, D] (decode only). With v None, k is vLLM's combined paged
-    cache [2, num_blocks, block_size, Hkv, D], read in place (split_kv_cache)."""
+    page pools [pages, page_size, Hkv, D] (decode and prefill). With v None, k is vLLM's combined paged
+    cache [2, num_blocks, block_size, Hkv, D], read in place (split_kv_cache). Model features:
+    window_left, softcap, sinks (fp32 [Hq]); k, v of dtype e4m3 (torch.float8_e4m3fn) with k_scale, v_scale
+    (fp32 [Hkv]) -- see attention()."""
     tq = _info("q", q)
     tk, tv = split_kv_cache(k) if v is None else (_info("k", k), _info("v", v))
-    for t in (tq, tk, tv):
+    fp8 = tk.dtype == "e4m3" or tv.dtype == "e4m3"
+    for t in (tq,) if fp8 else (tq, tk, tv):
         if t.dtype not in _DTYPES:
             raise ArgumentError(f"{t.name}: dtype {t.dtype} is not supported (bf16 or fp16)")
-    if tk.dtype != tq.dtype or tv.dtype != tq.dtype:
+    if fp8 and (tk.dtype != "e4m3" or tv.dtype != "e4m3"):
+        raise ArgumentError(f"k and v: FP8 K/V are both e4m3; got {tk.dtype}, {tv.dtype}")
+    if not fp8 and (tk.dtype != tq.dtype or tv.dtype != tq.dtype):
         raise ArgumentError(f"q, k, v must have one dtype; got {tq.dtype}, {tk.dtype}, {tv.dtype}")
+    if fp8 and (k_scale is None or v_scale is None):
+        raise ArgumentError("k and v are FP8 (e4m3): k_scale and v_scale (fp32 [Hkv], the per-head dequantisation "
+                            "scales) are required")
+    if not fp8 and (k_scale is not None or v_scale is not None):
+        raise ArgumentError(f"k_scale / v_scale are for FP8 (e4m3) k and v; k and v are {tk.dtype}")
+    (win, win_left), cap = _check_features(window_left, softcap, causal)
     for t in (tq, tk, tv):
         _check_last_contiguous(t)
     packed = cu_seqlens_q is not None
@@ -586,7 +626,7 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
         keep.append(lse_out)
 
     if kind is None:
-        kind = KF_ATTN_DECODE if sq <= DECODE_MAX_Q or paged else KF_ATTN_PREFILL
+        kind = KF_ATTN_DECODE if sq <= DECODE_MAX_Q else KF_ATTN_PREFILL
     elif isinstance(kind, str):
         names = {"decode": KF_ATTN_DECODE, "prefill": KF_ATTN_PREFILL}
         if kind not in names:
@@ -599,9 +639,10 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
     _fill(d_, kind=kind, dtype=_DTYPES[tq.dtype], hq=hq, hkv=hkv, d=d, causal=1 if causal else 0,
           max_batch=b, max_q=sq, max_kv=skv, packed_q=1 if packed else 0)
     d_.scale = 0.0 if scale is None else float(scale)
-    if paged and kind != KF_ATTN_DECODE:
-        raise ArgumentError("block_table: paged K/V is served by decode only (kind='decode', Sq <= 16)")
-    _put(d_, "page_size", page_size)
+    _put(d_, "page_size", page_size)   # paged: decode and prefill (chunked prefill, prefix caching)
+    _fill(d_, window=win, window_left=win_left, sinks=1 if sinks is not None else 0,
+          kv_dtype=KF_KV_E4M3 if fp8 else KF_KV_SAME)
+    d_.softcap = cap
 
     def strides3(t, packed_rows):
         if packed_rows:  # [total, H, D]: the batch stride is unused; give a plausible positive one
@@ -619,6 +660,11 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
     if paged:
         _fill(ts, block_table=tbt.ptr, bt_stride=tbt.strides[0])
         keep.append(block_table)
+    if sinks is not None:
+        _put(ts, "sinks", _feature_vector("sinks", sinks, hq, keep))
+    if fp8:
+        _fill(ts, k_scale=_feature_vector("k_scale", k_scale, hkv, keep),
+              v_scale=_feature_vector("v_scale", v_scale, hkv, keep))
     ts.workspace = None
 
     s = _stream_handle(stream)
@@ -629,7 +675,8 @@ def prepare(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, o
 
 
 def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None, out=None,
-              lse=False, kind=None, ctx=None, max_seqlen_q=None, stream=None, block_table=None):
+              lse=False, kind=None, ctx=None, max_seqlen_q=None, stream=None, block_table=None, window_left=None,
+              softcap=0.0, sinks=None, k_scale=None, v_scale=None):
     """Attention of q [B, Sq, Hq, D] (or packed [total, Hq, D] with cu_seqlens_q and
     max_seqlen_q) over k, v [B, Skv, Hkv, D], bf16 or fp16, last dimension contiguous.
 
@@ -643,10 +690,19 @@ def attention(q, k, v, causal=False, kv_len=None, cu_seqlens_q=None, scale=None,
     per device with $KFORGE_DB). stream: a CUstream handle or torch stream (default: the
     current torch stream). block_table: int32 [B, max_pages] page indices: k and v are then
     page pools [pages, page_size, Hkv, D] and key j of sequence b is row j % page_size of page
-    block_table[b, j // page_size] (decode only; capacity max_pages * page_size).
+    block_table[b, j // page_size] (capacity max_pages * page_size; decode, and prefill over pages: each
+    sequence's queries sit at the end of its kv_len keys).
+    Model features (kf_attn_desc's; each a compile-time value of the kernel, so one plan per combination):
+    window_left: None, or W >= 0: the query at key position p sees keys p - W .. p (causal only; flash-attn's
+    window_size=(W, 0)). softcap: 0, or c > 0: score <- c * tanh(score / c) before the softmax (Gemma-2).
+    sinks: fp32 [Hq] device array, one logit per query head joining each softmax denominator only (gpt-oss's
+    s_aux); an empty sequence gives o = 0 and lse = sinks[h]. FP8 K/V: k and v of dtype e4m3
+    (torch.float8_e4m3fn, rows 16-byte aligned) with k_scale and v_scale, fp32 [Hkv] per-head scales
+    (value = scale[kv head] * e4m3); decode, and the mma.sync prefill.
     Returns out, or (out, lse). Raises kforge.Error.
     """
     call = prepare(q, k, v, causal=causal, kv_len=kv_len, cu_seqlens_q=cu_seqlens_q,
                    scale=scale, out=out, lse=lse, kind=kind, max_seqlen_q=max_seqlen_q,
-                   stream=stream, block_table=block_table)
+                   stream=stream, block_table=block_table, window_left=window_left, softcap=softcap,
+                   sinks=sinks, k_scale=k_scale, v_scale=v_scale)
     return attach_default(call, ctx).run()

@@ -6,12 +6,15 @@ Argument names and layouts are flash-attn 2's (q [B, Sq, Hq, D], k/v [B, Skv, Hk
 [B, Hq, Sq], varlen packed [total, H, D] with softmax_lse [Hq, total_q]); causal is bottom-right aligned
 when Sq != Skv, as in flash-attn >= 2.1 and kforge. The calls go through the torch ops of kforge.ops, so
 they trace under torch.compile and capture in CUDA graphs (after a warm-up call of each shape), and their
-results equal kforge's native calls bit for bit (the same plan runs). What kforge does not serve yet is
-refused with kforge.ArgumentError naming the argument: window_size != (-1, -1), softcap != 0,
-alibi_slopes, dropout_p != 0, rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad. Importing this module
-needs no torch; calling it does.
+results equal kforge's native calls bit for bit (the same plan runs). Model features: window_size=(left, 0)
+(a left sliding window on causal attention; (left, -1) with causal=True means the same, (-1, 0) is causal),
+softcap, s_aux (gpt-oss's per-head sink logits, fp32 [Hq], as vLLM's flash-attn takes them), FP8 k / v
+(torch.float8_e4m3fn, also as caches) with k_scale / v_scale (fp32 [Hkv], per-head dequantisation scales).
+What kforge does not serve is refused with kforge.ArgumentError naming the argument: a window reaching right
+of the query (window_size right > 0, or (left, -1) without causal), alibi_slopes, dropout_p != 0,
+rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad. Importing this module needs no torch; calling it does.
 """
-from .api import ArgumentError, DECODE_MAX_Q
+from .api import ArgumentError
 
 
 def _ops():
@@ -24,15 +27,52 @@ def _torch():
     return torch
 
 
-def _refuse(fn, dropout_p=0.0, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, **others):
+def _window(window_size, causal):
+    """(causal, window_left, why-not) of flash-attn's window_size=(left, right) (-1: unbounded on that side)."""
+    if window_size is None:
+        return causal, None, None
+    try:
+        left, right = (int(x) for x in window_size)
+    except (TypeError, ValueError):
+        return causal, None, f"window_size={window_size!r} (a pair (left, right) of ints, -1 for unbounded)"
+    if (left, right) == (-1, -1):
+        return causal, None, None
+    if left < -1 or right < -1:
+        return causal, None, f"window_size={(left, right)!r} (each side >= 0, or -1 for unbounded)"
+    if right == 0 or (right == -1 and causal):   # flash-attn: right 0 is causal, whatever causal says
+        return True, None if left == -1 else left, None
+    return causal, None, (f"window_size={(left, right)!r} (kforge serves a left window on causal attention: "
+                          f"(left, 0), or (left, -1) with causal=True; not a window reaching right of the query)")
+
+
+def _features(fn, window_size, causal, softcap, s_aux, k_scale, v_scale):
+    """(causal, keyword arguments of the op) for the model features of a call; refuses what kforge does not serve."""
+    causal, left, why = _window(window_size, causal)
+    if why:
+        raise ArgumentError(f"kforge.compat.{fn}: {why}")
+    if softcap is None:
+        softcap = 0.0
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not softcap >= 0:
+        raise ArgumentError(f"kforge.compat.{fn}: softcap={softcap!r} (0 for none, or a cap > 0)")
+    if (k_scale is None) != (v_scale is None):
+        raise ArgumentError(f"kforge.compat.{fn}: k_scale and v_scale go together (FP8 K/V, fp32 [Hkv] each)")
+    feat = {}
+    if left is not None:
+        feat["window_left"] = left
+    if softcap:
+        feat["softcap"] = float(softcap)
+    if s_aux is not None:
+        feat["sinks"] = s_aux
+    if k_scale is not None:
+        feat["k_scale"], feat["v_scale"] = k_scale, v_scale
+    return causal, feat
+
+
+def _refuse(fn, dropout_p=0.0, alibi_slopes=None, **others):
     """ArgumentError naming every argument set that kforge does not serve."""
     bad = []
     if dropout_p:
         bad.append(f"dropout_p={dropout_p!r} (inference only: 0)")
-    if window_size is not None and tuple(window_size) != (-1, -1):
-        bad.append(f"window_size={tuple(window_size)!r} (sliding windows are not served yet: (-1, -1))")
-    if softcap:
-        bad.append(f"softcap={softcap!r} (not served yet: 0.0)")
     if alibi_slopes is not None:
         bad.append("alibi_slopes (ALiBi is not served: None)")
     for name, val in others.items():
@@ -49,13 +89,15 @@ def _lse_result(out, lse, return_lse, with_probs):
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False, s_aux=None, k_scale=None,
+                    v_scale=None):
     """flash_attn.flash_attn_func: q [B, Sq, Hq, D], k, v [B, Skv, Hkv, D] (bf16/fp16; Hq % Hkv == 0).
     Returns out [B, Sq, Hq, D], or (out, softmax_lse [B, Hq, Sq], None) with return_attn_probs (kforge
     returns no attention probabilities; the third value is None). deterministic is accepted: kforge's
-    kernels are deterministic."""
-    _refuse("flash_attn_func", dropout_p, window_size, softcap, alibi_slopes)
-    res = _ops().attention(q, k, v, causal=causal, scale=softmax_scale, return_lse=return_attn_probs)
+    kernels are deterministic. window_size, softcap, s_aux, k_scale / v_scale: the module's doc."""
+    _refuse("flash_attn_func", dropout_p, alibi_slopes)
+    causal, feat = _features("flash_attn_func", window_size, causal, softcap, s_aux, k_scale, v_scale)
+    res = _ops().attention(q, k, v, causal=causal, scale=softmax_scale, return_lse=return_attn_probs, **feat)
     return _lse_result(*(res if return_attn_probs else (res, None)), return_attn_probs, True)
 
 
@@ -69,21 +111,22 @@ def _varlen_lengths(cu, name):
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, block_table=None, seqused_k=None):
+                           deterministic=False, return_attn_probs=False, block_table=None, seqused_k=None, s_aux=None,
+                           k_scale=None, v_scale=None):
     """flash_attn.flash_attn_varlen_func: q packed [total_q, Hq, D] with cu_seqlens_q (int32 [B + 1]) and
     max_seqlen_q; k, v packed [total_k, Hkv, D] with cu_seqlens_k and max_seqlen_k, or (block_table int32
     [B, max_blocks]) page pools [num_blocks, page_size, Hkv, D] read in place, keys per sequence from
     seqused_k (int32 [B], vLLM's) or cu_seqlens_k. Causal: bottom-right per sequence.
     kforge's C API takes packed queries but not packed keys: packed k and v are gathered into a padded
     [B, max_seqlen_k, Hkv, D] copy (on the device, no synchronisation); pass a block_table to avoid it.
-    A paged call is served by the decode kernels: max_seqlen_q <= 16.
+    A paged call with max_seqlen_q <= 16 runs the decode kernels, past that the paged prefill (chunked
+    prefill: each sequence's queries are the last of its keys). window_size, softcap, s_aux, k_scale / v_scale:
+    the module's doc.
     Returns out [total_q, Hq, D], or (out, softmax_lse [Hq, total_q], None) with return_attn_probs."""
-    _refuse("flash_attn_varlen_func", dropout_p, window_size, softcap, alibi_slopes)
+    _refuse("flash_attn_varlen_func", dropout_p, alibi_slopes)
+    causal, feat = _features("flash_attn_varlen_func", window_size, causal, softcap, s_aux, k_scale, v_scale)
     torch = _torch()
     if block_table is not None:
-        if max_seqlen_q > DECODE_MAX_Q:
-            raise ArgumentError(f"kforge.compat.flash_attn_varlen_func: a paged K/V (block_table) is served by the "
-                                f"decode kernels, max_seqlen_q <= {DECODE_MAX_Q}; got {max_seqlen_q}")
         kv_len = seqused_k if seqused_k is not None else _varlen_lengths(cu_seqlens_k, "cu_seqlens_k")
         kp, vp = k, v
     else:
@@ -98,7 +141,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         kp, vp = k[pos], v[pos]   # [B, max_seqlen_k, Hkv, D]; keys past kv_len are never read
     res = _ops().attention(q, kp, vp, causal=causal, kv_len=kv_len, block_table=block_table,
                            cu_seqlens_q=cu_seqlens_q, max_seqlen_q=int(max_seqlen_q), scale=softmax_scale,
-                           return_lse=return_attn_probs)
+                           return_lse=return_attn_probs, **feat)
     return _lse_result(*(res if return_attn_probs else (res, None)), return_attn_probs, True)
 
 
@@ -134,20 +177,21 @@ def _lengths_tensor(n, b, device):
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
+                            s_aux=None, k_scale=None, v_scale=None):
     """flash_attn.flash_attn_with_kvcache: q [B, Sq, Hq, D]; k_cache, v_cache [B, S_cache, Hkv, D], or page
     pools [num_blocks, page_size, Hkv, D] with block_table int32 [B, max_blocks]; cache_seqlens int32 [B]
     or an int (keys per sequence; None: the whole cache). k, v [B, Snew, Hkv, D]: appended in place at
     cache_seqlens first, then attended (as flash-attn does). num_splits is ignored (kforge's plan picks the
-    split count). Causal: bottom-right. A paged cache is served by the decode kernels (Sq <= 16).
+    split count). Causal: bottom-right. A paged cache runs the decode kernels up to Sq 16, the paged prefill past
+    that. FP8 caches (float8_e4m3fn) with k_scale / v_scale: k and v to append are then FP8 too (written as they are).
+    window_size, softcap, s_aux: the module's doc.
     Returns out, or (out, softmax_lse [B, Hq, Sq]) with return_softmax_lse."""
-    _refuse("flash_attn_with_kvcache", 0.0, window_size, softcap, alibi_slopes, rotary_cos=rotary_cos,
+    _refuse("flash_attn_with_kvcache", 0.0, alibi_slopes, rotary_cos=rotary_cos,
             rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad)
+    causal, feat = _features("flash_attn_with_kvcache", window_size, causal, softcap, s_aux, k_scale, v_scale)
     if (k is None) != (v is None):
         raise ArgumentError("kforge.compat.flash_attn_with_kvcache: k and v are given together or not at all")
-    if block_table is not None and q.shape[1] > DECODE_MAX_Q:
-        raise ArgumentError(f"kforge.compat.flash_attn_with_kvcache: a paged cache is served by the decode kernels, "
-                            f"Sq <= {DECODE_MAX_Q}; got Sq {q.shape[1]}")
     if k is not None:
         kv_len = _append_kv(k_cache, v_cache, k, v, cache_seqlens, block_table)
     elif cache_seqlens is not None:
@@ -160,7 +204,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     else:
         kv_len = None
     res = _ops().attention(q, k_cache, v_cache, causal=causal, kv_len=kv_len, block_table=block_table, scale=softmax_scale,
-                           return_lse=return_softmax_lse)
+                           return_lse=return_softmax_lse, **feat)
     return _lse_result(*(res if return_softmax_lse else (res, None)), return_softmax_lse, False)
 
 
@@ -176,7 +220,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     exactly: Sq < Skv as bottom-right over the first Sq keys (the later keys are masked for every query);
     Sq > Skv as two calls (the first Skv rows causal, the rest seeing every key) whose outputs are
     concatenated. causal_align="bottom_right" gives kforge's own mask. attn_mask and dropout_p are refused."""
-    _refuse("sdpa", dropout_p, attn_mask=attn_mask)
+    _refuse("sdpa", dropout_p, None, attn_mask=attn_mask)
     if causal_align not in ("top_left", "bottom_right"):
         raise ArgumentError(f"kforge.compat.sdpa: causal_align is 'top_left' (SDPA's) or 'bottom_right'; got "
                             f"{causal_align!r}")

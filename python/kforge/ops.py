@@ -8,8 +8,11 @@
     o = kforge.ops.kda_inplace(q, k, v, g, beta, state)                   # state updated in place
 
 Ops (schemas in torch.ops.kforge.<name>.default._schema):
-  kforge::attention(q, k, v?, kv_len?, block_table?, cu_seqlens_q?, max_seqlen_q, causal, scale?, return_lse)
-      -> (out, lse)          v None: k is vLLM's [2, blocks, block_size, Hkv, D] cache
+  kforge::attention(q, k, v?, kv_len?, block_table?, cu_seqlens_q?, max_seqlen_q, causal, scale?, return_lse,
+      window_left=-1, softcap=0., sinks?=None, k_scale?=None, v_scale?=None)
+      -> (out, lse)          v None: k is vLLM's [2, blocks, block_size, Hkv, D] cache; the model features
+                             (appended, with defaults: the ten-argument call is unchanged) as kforge.attention's,
+                             window_left -1 for none; k, v float8_e4m3fn with k_scale, v_scale (fp32 [Hkv])
   kforge::mla_decode(q, kv_cache, block_table, cache_seqlens, softmax_scale?, causal, return_lse) -> (out, lse)
   kforge::kda(q, k, v, g, beta, initial_state?, cu_seqlens?, A_log?, dt_bias?, scale?, gate, lower_bound,
       l2norm, beta_sigmoid, state_layout, output_final_state, kda_mode) -> (out, final_state)
@@ -77,19 +80,22 @@ def _empty_lse(like):
 @torch.library.custom_op(f"{LIB}::attention", mutates_args=())
 def _attention(q: Tensor, k: Tensor, v: Optional[Tensor], kv_len: Optional[Tensor], block_table: Optional[Tensor],
                cu_seqlens_q: Optional[Tensor], max_seqlen_q: int, causal: bool, scale: Optional[float],
-               return_lse: bool) -> Tuple[Tensor, Tensor]:
+               return_lse: bool, window_left: int = -1, softcap: float = 0.0, sinks: Optional[Tensor] = None,
+               k_scale: Optional[Tensor] = None, v_scale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     if cu_seqlens_q is not None and max_seqlen_q <= 0 and _capturing():
         raise api.Error(KF_ERR_ARG, "kforge::attention: a packed q needs max_seqlen_q > 0 inside a CUDA graph "
                         "capture (reading it from cu_seqlens_q synchronises)", "kforge::attention")
     call = api.prepare(q, k, v, causal=causal, kv_len=kv_len, cu_seqlens_q=cu_seqlens_q, scale=scale,
                        lse=return_lse, max_seqlen_q=max_seqlen_q if max_seqlen_q > 0 else None,
-                       block_table=block_table)
+                       block_table=block_table, window_left=None if window_left < 0 else window_left,
+                       softcap=softcap, sinks=sinks, k_scale=k_scale, v_scale=v_scale)
     res = _run("kforge::attention", call)
     return (res[0], res[1]) if return_lse else (res, _empty_lse(q))
 
 
 @_attention.register_fake
-def _attention_fake(q, k, v, kv_len, block_table, cu_seqlens_q, max_seqlen_q, causal, scale, return_lse):
+def _attention_fake(q, k, v, kv_len, block_table, cu_seqlens_q, max_seqlen_q, causal, scale, return_lse,
+                    window_left=-1, softcap=0.0, sinks=None, k_scale=None, v_scale=None):
     out = q.new_empty(q.shape)
     if not return_lse:
         return out, _empty_lse(q)
@@ -99,10 +105,16 @@ def _attention_fake(q, k, v, kv_len, block_table, cu_seqlens_q, max_seqlen_q, ca
 
 
 def attention(q, k, v=None, causal=False, kv_len=None, block_table=None, cu_seqlens_q=None, max_seqlen_q=0,
-              scale=None, return_lse=False):
-    """torch.ops.kforge.attention with keywords; returns out, or (out, lse). See kforge.attention."""
+              scale=None, return_lse=False, window_left=None, softcap=0.0, sinks=None, k_scale=None, v_scale=None):
+    """torch.ops.kforge.attention with keywords; returns out, or (out, lse). See kforge.attention (window_left None:
+    no window; softcap; sinks fp32 [Hq]; FP8 k, v with k_scale, v_scale fp32 [Hkv])."""
+    if window_left is not None and (isinstance(window_left, bool) or not isinstance(window_left, int)
+                                    or window_left < 0):
+        raise api.ArgumentError(f"window_left must be None (no window) or an int >= 0, got {window_left!r}")
+    feat = () if window_left is None and not softcap and sinks is None and k_scale is None and v_scale is None else (
+        -1 if window_left is None else int(window_left), float(softcap or 0.0), sinks, k_scale, v_scale)
     out, lse = torch.ops.kforge.attention(q, k, v, kv_len, block_table, cu_seqlens_q, int(max_seqlen_q), bool(causal),
-                                          None if scale is None else float(scale), bool(return_lse))
+                                          None if scale is None else float(scale), bool(return_lse), *feat)
     return (out, lse) if return_lse else out
 
 

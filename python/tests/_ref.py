@@ -1,26 +1,36 @@
 """fp64 torch references of kforge's calls, written plainly from design.md (CPU tests of the compat layer and
 the GPU tests share them): attention with GQA, per-sequence key lengths, bottom-right causal, packed q,
-paged K/V; absorbed MLA; split-score parts. A row that sees no key gives o = 0 and lse = -inf."""
+paged K/V, the model features (window_left, softcap, sinks, FP8 K/V with per-head scales); absorbed MLA; split-score
+parts. A row that sees no key gives o = 0 and lse = -inf (the sink with sinks)."""
 import math
 
 import torch
 
 
-def _one(q, k, v, causal, scale):
-    """q [Sq, Hq, D], k [L, Hkv, Dk], v [L, Hkv, Dv] fp64 -> o [Sq, Hq, Dv], lse [Hq, Sq]."""
+def _one(q, k, v, causal, scale, window_left=None, softcap=0.0, sinks=None):
+    """q [Sq, Hq, D], k [L, Hkv, Dk], v [L, Hkv, Dv] fp64 -> o [Sq, Hq, Dv], lse [Hq, Sq]. window_left W: query i (key
+    position p = i + L - Sq) sees keys p - W .. p; softcap c: score = c tanh(score / c); sinks [Hq]: one more term
+    of each denominator."""
     sq, hq = q.shape[0], q.shape[1]
     n, hkv = k.shape[0], k.shape[1]
     g = hq // hkv
+    sink = None if sinks is None else sinks.double().to(q.device)[:, None].expand(hq, sq)
     if n == 0:
-        return q.new_zeros(sq, hq, v.shape[2]), q.new_full((hq, sq), float("-inf"))
+        return q.new_zeros(sq, hq, v.shape[2]), (q.new_full((hq, sq), float("-inf")) if sink is None else sink.clone())
     kk = k.repeat_interleave(g, dim=1)       # head h reads kv head h // g
     vv = v.repeat_interleave(g, dim=1)
     s = torch.einsum("ihd,jhd->hij", q, kk) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(sq, device=q.device)[:, None]
+    j = torch.arange(n, device=q.device)[None, :]
     if causal:   # bottom-right: query i sees keys j <= i + n - sq
-        i = torch.arange(sq, device=q.device)[:, None]
-        j = torch.arange(n, device=q.device)[None, :]
         s = s.masked_fill((j > i + n - sq)[None], float("-inf"))
+    if window_left is not None:
+        s = s.masked_fill((j < i + n - sq - window_left)[None], float("-inf"))
     lse = torch.logsumexp(s, dim=-1)                       # [hq, sq]
+    if sink is not None:
+        lse = torch.logaddexp(lse, sink)
     p = torch.exp(s - lse[..., None]).nan_to_num(0.0)      # rows with no key: 0
     o = torch.einsum("hij,jhd->ihd", p, vv)
     return o, lse
@@ -35,11 +45,16 @@ def keys_of(k, b, n, block_table=None):
     return k[pages].reshape(-1, k.shape[2], k.shape[3])[:n]
 
 
-def attention(q, k, v, causal=False, kv_len=None, block_table=None, cu_seqlens_q=None, scale=None):
-    """kforge.attention's result in fp64: (o like q with v's last dim, lse [B, Hq, Sq] or packed [Hq, total])."""
+def attention(q, k, v, causal=False, kv_len=None, block_table=None, cu_seqlens_q=None, scale=None, window_left=None,
+              softcap=0.0, sinks=None, k_scale=None, v_scale=None):
+    """kforge.attention's result in fp64: (o like q with v's last dim, lse [B, Hq, Sq] or packed [Hq, total]).
+    FP8 k, v (float8_e4m3fn): value = scale[kv head] * e4m3, k_scale / v_scale fp32 [Hkv]."""
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     qd, kd, vd = q.double(), k.double(), v.double()
+    if k_scale is not None:
+        kd = kd * k_scale.double().to(kd.device)[:, None]
+        vd = vd * v_scale.double().to(vd.device)[:, None]
     if cu_seqlens_q is not None:
         cu = cu_seqlens_q.tolist()
         b = len(cu) - 1
@@ -50,7 +65,8 @@ def attention(q, k, v, causal=False, kv_len=None, block_table=None, cu_seqlens_q
     outs, lses = [], []
     for i in range(b):
         qi = qd[cu[i]:cu[i + 1]] if cu_seqlens_q is not None else qd[i]
-        o, l = _one(qi, keys_of(kd, i, lens[i], block_table), keys_of(vd, i, lens[i], block_table), causal, scale)
+        o, l = _one(qi, keys_of(kd, i, lens[i], block_table), keys_of(vd, i, lens[i], block_table), causal, scale,
+                    window_left, softcap, sinks)
         outs.append(o)
         lses.append(l)
     if cu_seqlens_q is not None:

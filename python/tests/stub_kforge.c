@@ -57,6 +57,11 @@ static void put_desc(kf_ctx *ctx, const char *what, const kf_attn_desc *d) {
              d->max_q, d->max_kv, d->packed_q, d->q_strides[0], d->q_strides[1], d->q_strides[2], d->k_strides[0],
              d->k_strides[1], d->k_strides[2], d->v_strides[0], d->v_strides[1], d->v_strides[2], d->o_strides[0],
              d->o_strides[1], d->o_strides[2]);
+    if (d->window || d->window_left || d->softcap != 0.0f || d->sinks || d->kv_dtype) {   /* the model features */
+        size_t n = strlen(ctx->msg);
+        snprintf(ctx->msg + n, sizeof ctx->msg - n, " window=%d window_left=%d softcap=%g sinks=%d kv_dtype=%d",
+                 d->window, d->window_left, (double)d->softcap, d->sinks, (int)d->kv_dtype);
+    }
 }
 kf_status kf_attn_supported(kf_ctx *ctx, const kf_attn_desc *d) {
     put_desc(ctx, "supported", d);
@@ -77,6 +82,11 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream) {
              "run: q=%p k=%p v=%p o=%p lse=%p cu=%p kv_len=%p batch=%d q_len=%d kv_len_all=%d ws=%p stream=%p",
              t->q, t->k, t->v, t->o, (void *)t->lse, (const void *)t->cu_seqlens_q, (const void *)t->kv_len,
              t->batch, t->q_len, t->kv_len_all, t->workspace, stream);
+    if (t->sinks || t->k_scale || t->v_scale) {
+        size_t n = strlen(p->ctx->msg);
+        snprintf(p->ctx->msg + n, sizeof p->ctx->msg - n, " sinks=%p k_scale=%p v_scale=%p", (const void *)t->sinks,
+                 (const void *)t->k_scale, (const void *)t->v_scale);
+    }
     return KF_ERR_ARG;
 }
 size_t kf_plan_workspace(const kf_plan *p) { return 4096; }

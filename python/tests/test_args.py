@@ -139,9 +139,11 @@ class TestPrepare(unittest.TestCase):
         with self.assertRaises(kforge.ArgumentError) as cm:
             kforge.prepare(q, pool, pool, out=arr((3, 1, 8, 128)), block_table=arr((3, 5), "<i8"))
         self.assertIn("block_table: expected int32", str(cm.exception))
-        with self.assertRaises(kforge.ArgumentError) as cm:
-            kforge.prepare(q, pool, pool, out=arr((3, 1, 8, 128)), block_table=bt, kind="prefill")
-        self.assertIn("decode only", str(cm.exception))
+        # paged prefill (chunked prefill over a paged cache): kind prefill, the default past Sq 16
+        c = kforge.prepare(q, pool, pool, out=arr((3, 1, 8, 128)), block_table=bt, kind="prefill")
+        self.assertEqual((c.desc.kind, c.desc.page_size), (kforge.KF_ATTN_PREFILL, 64))
+        c = kforge.prepare(arr((3, 40, 8, 128)), pool, pool, out=arr((3, 40, 8, 128)), block_table=bt, causal=True)
+        self.assertEqual((c.desc.kind, c.desc.page_size, c.desc.max_q), (kforge.KF_ATTN_PREFILL, 64, 40))
         with self.assertRaises(kforge.ArgumentError) as cm:
             kforge.prepare(arr((2, 1, 8, 128)), pool, pool, out=arr((2, 1, 8, 128)), block_table=bt)
         self.assertIn("batch of k/v (3) differs from the batch of q (2)", str(cm.exception))

@@ -29,24 +29,47 @@ class TestRefusals(unittest.TestCase):
     def test_flash_attn_func(self):
         x = object()
         f = compat.flash_attn_func
-        self.refused(r"flash_attn_func: window_size=\(128, 0\) \(sliding windows are not served", f, x, x, x,
-                     window_size=(128, 0))
-        self.refused(r"softcap=30.0 \(not served yet", f, x, x, x, softcap=30.0)
+        # a left window on causal attention is served ((L, 0); (L, -1) with causal): a window reaching right is not
+        self.refused(r"flash_attn_func: window_size=\(4, 4\) \(kforge serves a left window on causal attention",
+                     f, x, x, x, window_size=(4, 4))
+        self.refused(r"window_size=\(128, -1\) \(kforge serves a left window", f, x, x, x, window_size=(128, -1))
+        self.refused(r"window_size=\(-2, 0\) \(each side >= 0, or -1", f, x, x, x, window_size=(-2, 0))
+        self.refused(r"window_size=5 \(a pair", f, x, x, x, window_size=5)
+        self.refused(r"softcap=-1.0 \(0 for none, or a cap > 0\)", f, x, x, x, softcap=-1.0)
+        self.refused(r"k_scale and v_scale go together", f, x, x, x, k_scale=x)
         self.refused(r"alibi_slopes \(ALiBi is not served", f, x, x, x, alibi_slopes=x)
         self.refused(r"dropout_p=0.1 \(inference only", f, x, x, x, dropout_p=0.1)
         # every unserved argument is named at once
-        self.refused(r"dropout_p=0.1.*window_size=\(4, 4\).*softcap=1.0.*alibi_slopes", f, x, x, x, dropout_p=0.1,
-                     window_size=(4, 4), softcap=1.0, alibi_slopes=x)
+        self.refused(r"dropout_p=0.1.*alibi_slopes", f, x, x, x, dropout_p=0.1, window_size=(4, 4), alibi_slopes=x)
 
     def test_varlen_and_kvcache(self):
         x = object()
-        self.refused(r"flash_attn_varlen_func: window_size", compat.flash_attn_varlen_func, x, x, x, x, x, 4, 4,
-                     window_size=(2, -1))
+        self.refused(r"flash_attn_varlen_func: window_size=\(2, -1\)", compat.flash_attn_varlen_func, x, x, x, x, x,
+                     4, 4, window_size=(2, -1))
         self.refused(r"flash_attn_with_kvcache: rotary_cos \(not served: None\); rotary_sin", compat.flash_attn_with_kvcache,
                      x, x, x, rotary_cos=x, rotary_sin=x)
         self.refused(r"cache_batch_idx \(not served", compat.flash_attn_with_kvcache, x, x, x, cache_batch_idx=x)
         self.refused(r"cache_leftpad \(not served", compat.flash_attn_with_kvcache, x, x, x, cache_leftpad=x)
-        self.refused(r"softcap", compat.flash_attn_with_kvcache, x, x, x, softcap=5.0)
+        self.refused(r"softcap=nan", compat.flash_attn_with_kvcache, x, x, x, softcap=float("nan"))
+        self.refused(r"flash_attn_with_kvcache: window_size=\(8, 1\)", compat.flash_attn_with_kvcache, x, x, x,
+                     window_size=(8, 1), causal=True)
+
+    def test_window_mapping(self):
+        w = compat._window
+        self.assertEqual(w((-1, -1), False), (False, None, None))
+        self.assertEqual(w((-1, -1), True), (True, None, None))
+        self.assertEqual(w((128, 0), False), (True, 128, None))   # flash-attn: right 0 is causal
+        self.assertEqual(w((128, 0), True), (True, 128, None))
+        self.assertEqual(w((128, -1), True), (True, 128, None))
+        self.assertEqual(w((-1, 0), False), (True, None, None))
+        self.assertEqual(w((0, 0), True), (True, 0, None))
+        self.assertEqual(w(None, True), (True, None, None))
+        self.assertIsNotNone(w((128, -1), False)[2])
+        self.assertIsNotNone(w((3, 2), True)[2])
+        self.assertEqual(compat._features("f", (64, 0), False, 30.0, "sinks", "ks", "vs"),
+                         (True, {"window_left": 64, "softcap": 30.0, "sinks": "sinks", "k_scale": "ks",
+                                 "v_scale": "vs"}))
+        self.assertEqual(compat._features("f", (-1, -1), False, 0.0, None, None, None), (False, {}))
 
     def test_sdpa(self):
         x = object()
@@ -70,13 +93,13 @@ class RefOps:
         self.calls = []
 
     def attention(self, q, k, v=None, causal=False, kv_len=None, block_table=None, cu_seqlens_q=None,
-                  max_seqlen_q=0, scale=None, return_lse=False):
+                  max_seqlen_q=0, scale=None, return_lse=False, **feat):
         self.calls.append(dict(q=q, k=k, v=v, causal=causal, kv_len=kv_len, block_table=block_table,
-                               cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q, scale=scale))
+                               cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q, scale=scale, **feat))
         if v is None:
             k, v = k[0], k[1]
         o, lse = _ref.attention(q, k, v, causal=causal, kv_len=kv_len, block_table=block_table,
-                                cu_seqlens_q=cu_seqlens_q, scale=scale)
+                                cu_seqlens_q=cu_seqlens_q, scale=scale, **feat)
         o = o.to(q.dtype)
         return (o, lse.float()) if return_lse else o
 
@@ -168,10 +191,17 @@ class TestMapping(unittest.TestCase):
         self.assertIs(c["block_table"], bt)
         want, _ = _ref.attention(q[:, None], pool, vpool, kv_len=used, block_table=bt)
         self.close(out, want[:, 0])
-        with self.assertRaises(kforge.ArgumentError) as cm:
-            compat.flash_attn_varlen_func(torch.randn(40, 4, 16), pool, vpool, torch.tensor([0, 20, 40], dtype=torch.int32),
-                                          None, 20, 12, block_table=bt, seqused_k=used)
-        self.assertIn("max_seqlen_q <= 16", str(cm.exception))
+        # past 16 query rows: the paged prefill (chunked prefill over the pool), bottom-right per sequence
+        q = torch.randn(20, 4, 16, dtype=torch.float64)
+        cq = torch.tensor([0, 3, 20], dtype=torch.int32)
+        used = torch.tensor([10, 12], dtype=torch.int32)
+        out = compat.flash_attn_varlen_func(q, pool, vpool, cq, None, 17, 12, block_table=bt, seqused_k=used,
+                                            causal=True)
+        self.assertIs(self.ops.calls[-1]["block_table"], bt)
+        for b in range(2):
+            want, _ = _ref.attention(q[None, cq[b]:cq[b + 1]], pool[bt[b].long()].reshape(1, -1, 2, 16),
+                                     vpool[bt[b].long()].reshape(1, -1, 2, 16), kv_len=int(used[b]), causal=True)
+            self.close(out[cq[b]:cq[b + 1]], want[0])
 
     def test_kvcache_appends_in_place(self):
         b, cap, hkv, d = 3, 20, 2, 16
@@ -214,6 +244,60 @@ class TestMapping(unittest.TestCase):
         self.assertEqual(self.ops.calls[-1]["kv_len"].tolist(), [3, 3])   # an int: one plan for every length
         with self.assertRaises(kforge.ArgumentError):
             compat.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=13, block_table=bt)
+
+
+@unittest.skipIf(torch is None, "skipped: torch is not installed (the compat layer's argument mapping needs it)")
+class TestFeatureMapping(unittest.TestCase):
+    """window_size, softcap, s_aux, FP8 scales reach the op as kforge's arguments; the fp64 reference of the
+    features (tests/_ref.py) against one written here from the definitions."""
+
+    def setUp(self):
+        self.ops = RefOps()
+        p = mock.patch.object(compat, "_ops", return_value=self.ops)
+        p.start()
+        self.addCleanup(p.stop)
+        torch.manual_seed(1)
+
+    def test_window_softcap_sinks(self):
+        b, sq, skv, hq, hkv, d = 2, 5, 40, 4, 2, 16
+        q = torch.randn(b, sq, hq, d, dtype=torch.float64)
+        k = torch.randn(b, skv, hkv, d, dtype=torch.float64) * 3
+        v = torch.randn(b, skv, hkv, d, dtype=torch.float64)
+        s_aux = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.float64)
+        out, lse, _ = compat.flash_attn_func(q, k, v, window_size=(7, 0), softcap=2.5, s_aux=s_aux,
+                                             return_attn_probs=True)
+        c = self.ops.calls[-1]
+        self.assertEqual((c["causal"], c["window_left"], c["softcap"]), (True, 7, 2.5))
+        self.assertIs(c["sinks"], s_aux)
+        # written out: query i at key position p = i + skv - sq sees keys p - 7 .. p
+        for bi in range(b):
+            for h in range(hq):
+                for i in range(sq):
+                    p = i + skv - sq
+                    js = list(range(max(0, p - 7), p + 1))
+                    sc = [2.5 * torch.tanh((q[bi, i, h] @ k[bi, j, h // 2]) / 4.0 / 2.5) for j in js]
+                    sc = torch.stack(sc)
+                    den = torch.exp(sc).sum() + torch.exp(s_aux[h])
+                    o = sum(torch.exp(sc[n]) * v[bi, j, h // 2] for n, j in enumerate(js)) / den
+                    self.assertLess(float((out[bi, i, h] - o).abs().max()), 1e-9)
+                    self.assertLess(abs(float(lse[bi, h, i] - torch.log(den))), 1e-9)
+
+    def test_fp8_scales_passed(self):
+        if not hasattr(torch, "float8_e4m3fn"):
+            self.skipTest("skipped: this torch has no float8_e4m3fn")
+        q = torch.randn(1, 2, 4, 16, dtype=torch.float64)
+        k8 = (torch.randn(1, 30, 2, 16) * 100).to(torch.float8_e4m3fn)
+        v8 = (torch.randn(1, 30, 2, 16) * 100).to(torch.float8_e4m3fn)
+        ks = torch.tensor([0.01, 0.02], dtype=torch.float32)
+        vs = torch.tensor([0.03, 0.005], dtype=torch.float32)
+        out = compat.flash_attn_with_kvcache(q, k8, v8, cache_seqlens=20, k_scale=ks, v_scale=vs, causal=True)
+        c = self.ops.calls[-1]
+        self.assertIs(c["k_scale"], ks)
+        self.assertIs(c["v_scale"], vs)
+        kd = k8.double() * ks.double()[:, None]
+        vd = v8.double() * vs.double()[:, None]
+        want, _ = _ref.attention(q, kd, vd, kv_len=20, causal=True)
+        self.assertLess(_ref.rel(out, want), 1e-9)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 --   Gemma-2-9B: 16/8, D 256, softcap 50 and window 4096 (the local layers; prefill 8K, decode B 32 at 8K)
 --   gpt-oss-20B: 64/8, D 64, sinks and window 128 (the banded layers; prefill 8K, decode B 32 at 8K)
 --   Llama-3-70B decode with FP8 (e4m3) K/V: 64/8, D 128, B 32 at 32K keys (and the 32/8 row of the figure)
--- Not yet in sweeps/models.lua: the tuner's gate checks big shapes against the GPU naive kernel, which has
--- none of these features, and its inputs have no FP8 K/V; `kforge compile --sweep models_features` builds them.
+-- Not yet in sweeps/models.lua: the tuner times these shapes with their features (and FP8 inputs), but its gate
+-- checks big shapes against the GPU naive kernel, which has none of these features, and refuses to (the variant
+-- is recorded as an error); `kforge compile --sweep models_features` builds them, `kforge run` times them.
 local shapes = {}
 local function add(fam, hq, hkv, d, b, sq, skv, extra)
   local s = { family = fam, dtype = "bf16", b = b, sq = sq, skv = skv, hq = hq, hkv = hkv, d = d, causal = 1 }

@@ -962,6 +962,13 @@ static void test_tune__gate_case_is_bounded(void **state)
     assert_true(c.sq == TUNE_GATE_PREFILL_MAX && c.skv == TUNE_GATE_PREFILL_MAX && c.kv_len == NULL);
     gen_kvset bad = shape_of("family=attn_decode,dtype=fp8,b=1,sq=1,skv=1,hq=1,hkv=1,d=64,causal=0");
     assert_int_equal(tune_gate_case(&bad, 1, &c, kvl), -1);
+    /* the model features of the shape are the case's (a window, softcap, sinks, FP8 K/V kernel is not timed plain) */
+    gen_kvset feat = shape_of("family=attn_decode,dtype=bf16,b=2,sq=1,skv=4096,hq=8,hkv=2,d=128,causal=1,window=0,"
+                              "softcap=50,sinks=1,kv_dtype=e4m3");
+    assert_int_equal(tune_gate_case(&feat, 1, &c, kvl), 0);
+    assert_true(c.window == 1 && c.window_left == 0 && c.softcap == 50.0 && c.sinks == 1 && c.kv_fp8 == 1);
+    assert_int_equal(tune_time_case(&small, 7, &t), 0);
+    assert_true(t.window == 0 && t.softcap == 0 && t.sinks == 0 && t.kv_fp8 == 0);
 }
 
 /* The parallel input fill seeds each part by skipping draws: skip(n) must be n draws. */

@@ -235,6 +235,62 @@ const suite_case suite_feat_sm90[] = {
 };
 const int suite_feat_sm90_n = sizeof suite_feat_sm90 / sizeof suite_feat_sm90[0];
 
+/*
+ * FP8 (e4m3) K/V (issue 21): bytes up to +-448 (K saturates there past 2.8 sigma), per-head scales that differ
+ * between neighbouring heads (tune_attn_kv_scale), 0x7f (e4m3 NaN) in every byte a kernel must not read; against the
+ * CPU fp64 reference on the same dequantised values. Decode: ratios 8/2, 8/4 and 32/8, splits 1 and > 1, ragged
+ * lengths with 0 and 1, paged, with a window and sinks; the mma prefill (2+ stages).
+ */
+#define E4M3 .kv_fp8 = 1
+const suite_case suite_kv8[] = {
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .params = "sp=1", .mut = MUT_YES},
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .params = "sp=4", .mut = MUT_YES},
+    {DEC, "fp16", 3, 4, 600, 8, 4, 128, 1, KV(600, 1, 0), E4M3, .params = "sp=1", .mut = MUT_YES},
+    {DEC, "fp16", 3, 4, 600, 8, 4, 128, 1, KV(600, 1, 0), E4M3, .params = "sp=8", .mut = MUT_YES},
+    {DEC, "bf16", 2, 2, 900, 8, 4, 64, 1, KV(900, 333), E4M3, .params = "sp=2"},
+    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 17), E4M3, .params = "sp=1"},
+    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 17), E4M3, .params = "sp=16"},
+    {DEC, "bf16", 2, 8, 500, 8, 2, 128, 1, KV(500, 77), E4M3, .params = "tm=64,w=4,bn=64,stages=3,sp=2"},
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .page_size = 64, .params = "sp=4", .mut = MUT_YES},
+    {DEC, "bf16", 2, 1, 800, 8, 2, 128, 1, KV(800, 5), WIN(128), .sinks = 1, E4M3, .params = "sp=4"},
+    {PRE, "bf16", 2, 130, 300, 8, 2, 128, 1, KV(300, 64), E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=2",
+     .mut = MUT_YES},
+    {PRE, "fp16", 1, 200, 200, 8, 4, 64, 0, E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=3"},
+};
+const int suite_kv8_n = sizeof suite_kv8 / sizeof suite_kv8[0];
+
+/*
+ * Paged K/V: a shuffled pool of pages (tune_attn_case.page_size), NaN in the pages no sequence owns, in the block
+ * table's spare column and past each kv_len; ragged lengths with 0 and 1; dense q (bottom-right causal, kv_len >= and
+ * < sq) and packed q over the paged cache; pages of 16, 64 and 128; a [B, H, S, D] pool with padded rows; a window.
+ */
+#define PG(n) .page_size = (n)
+const suite_case suite_paged[] = {
+    {PRE, "bf16", 4, 200, 700, 8, 2, 128, 1, KV(700, 0, 1, 333), PG(16), .params = "impl=mma,bm=64,w=4,bn=64,stages=2",
+     .mut = MUT_YES},
+    {PRE, "fp16", 4, 150, 600, 8, 4, 64, 1, KV(600, 1, 0, 257), QL(150, 1, 0, 100), PG(64), .mut = MUT_YES},
+    {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(128), .params = "impl=mma,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "fp16", 2, 65, 500, 6, 2, 128, 0, KV(500, 64), PG(16), .params = "impl=mma,bm=64,w=4,bn=128,stages=3"},
+    {PRE, "bf16", 2, 100, 300, 8, 4, 128, 1, KV(300, 100), PG(64), .layout = TUNE_LAYOUT_BHSD, .row_pad = 2,
+     .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
+    {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
+    {PRE, "bf16", 1, 64, 64, 8, 2, 256, 1, PG(16), .params = "impl=mma,bm=64,w=4,bn=32,stages=2"},
+    {DEC, "bf16", 3, 4, 700, 8, 2, 128, 1, KV(700, 0, 1), PG(16), .params = "sp=4", .mut = MUT_YES},
+    {DEC, "fp16", 2, 1, 900, 32, 8, 128, 0, KV(900, 65), PG(128), .params = "sp=1"},
+};
+const int suite_paged_n = sizeof suite_paged / sizeof suite_paged[0];
+
+const suite_case suite_paged_sm90[] = {
+    {PRE, "bf16", 4, 200, 700, 8, 2, 128, 1, KV(700, 0, 1, 333), PG(16), WG2, .mut = MUT_YES},
+    {PRE, "fp16", 4, 150, 600, 8, 4, 128, 1, KV(600, 1, 0, 257), QL(150, 1, 0, 100), PG(64), OV3, .mut = MUT_YES},
+    {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(128), PP3},
+    {PRE, "bf16", 2, 300, 1000, 8, 2, 64, 1, KV(1000, 129), PG(64), WG3},
+    {PRE, "fp16", 2, 130, 400, 8, 4, 128, 0, KV(400, 1), PG(16), OV2},
+    {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 1), PG(64), .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .sinks = 1, WG2},
+};
+const int suite_paged_sm90_n = sizeof suite_paged_sm90 / sizeof suite_paged_sm90[0];
+
 /* Head-mapping bugs, an off-by-one causal bound, wrong split boundaries (templates/attn/fwd.cuh). */
 const suite_mutant suite_mutants[] = {
     {"kvhead (h/hkv)%hkv", "KF_MUTANT_KVHEAD", "h / KF_G", "(h / p.hkv) % p.hkv"},
@@ -249,7 +305,13 @@ const suite_mutant suite_mutants[] = {
     {"window -1", "KF_MUTANT_WINDOW", "p.window_left;", "p.window_left - 1;"},
     {"softcap after the max", "KF_MUTANT_CAPORDER", "KF_CAP_BEFORE_MAX 1", "KF_CAP_BEFORE_MAX 0"},
     {"sink in the numerator too", "KF_MUTANT_SINK", "expf(lse0 - lse)", "1.f"},
-    /* KF_MUTANT_FP8HEAD (sh8 = (kvh + 1) % p.hkv) is not planted here: this harness has no FP8 inputs yet */
+    /* FP8 K/V: the next kv head's scales (only in the sources built with kv_dtype=e4m3: suite_kv8) */
+    {"fp8 scale of the next head", "KF_MUTANT_FP8HEAD", "sh8 = kvh;", "sh8 = (kvh + 1) % p.hkv;"},
+    /* paged K/V: the block-table row of the next sequence. The marker is the line's own text, the same in
+     * attn/fwd.cuh and attn/fwd_sm90.cuh: a marker comment there would re-key every binary (and fwd_sm90.cuh is not
+     * this change's to edit); it reaches every GQA source, and only the paged cases (suite_paged*) can see it */
+    {"page of the wrong sequence", "p.block_table + (long long)b * p.bt_sb", "(long long)b * p.bt_sb",
+     "(long long)((b + 1) % p.b) * p.bt_sb"},
 };
 const int suite_mutants_n = sizeof suite_mutants / sizeof suite_mutants[0];
 
@@ -332,6 +394,8 @@ static void case_shape(const suite_case *c, gen_kvset *shape)
         gen_kv_set_int(shape, "softcap", (long long)(c->softcap + 0.999));
     if (c->sinks)
         gen_kv_set_int(shape, "sinks", 1);
+    if (c->kv_fp8)
+        gen_kv_set_str(shape, "kv_dtype", "e4m3");
 }
 
 int suite_job(suite *s, const suite_case *c, int naive, char *why, size_t whyn)
@@ -490,6 +554,8 @@ void suite_attn_case(const suite_case *c, tune_attn_case *tc)
     tc->expand_kv = c->expand;
     tc->window = c->window, tc->window_left = c->window_left, tc->softcap = c->softcap, tc->sinks = c->sinks;
     tc->scale = c->scale;
+    tc->kv_fp8 = c->kv_fp8;
+    tc->page_size = c->page_size;
 }
 
 int suite_ref_mode(const suite_case *c)
@@ -535,7 +601,11 @@ void suite_case_str(const suite_case *c, char *buf, size_t n)
     if (c->sinks && w < n)
         w += (size_t)snprintf(buf + w, n - w, " sinks");
     if (c->scale > 0 && w < n)
-        snprintf(buf + w, n - w, " scale%g", c->scale);
+        w += (size_t)snprintf(buf + w, n - w, " scale%g", c->scale);
+    if (c->kv_fp8 && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " e4m3");
+    if (c->page_size && w < n)
+        snprintf(buf + w, n - w, " page%d", c->page_size);
 }
 
 static const char *short_key(const char *key)

@@ -29,6 +29,8 @@ typedef struct suite_case {
     double softcap;
     int sinks;
     double scale;              /* 0: 1/sqrt(d); large: large logits */
+    int kv_fp8;                /* 1: K/V as e4m3 bytes with per-head scales (tune_attn_case.kv_fp8), kv_dtype=e4m3 */
+    int page_size;             /* > 0: K/V through a shuffled block table of pages of that many rows */
 } suite_case;
 
 extern const suite_case suite_decode[];
@@ -39,6 +41,14 @@ extern const suite_case suite_combine[];
  * impls in suite_feat_sm90), and the combine with sinks */
 extern const suite_case suite_feat[], suite_feat_sm90[];
 extern const int suite_feat_n, suite_feat_sm90_n;
+/* FP8 (e4m3) K/V with per-head scales: decode (splits 1 and > 1, ratios 8/2, 8/4, 32/8, paged, with features) and the
+ * mma prefill */
+extern const suite_case suite_kv8[];
+extern const int suite_kv8_n;
+/* Paged K/V (shuffled pages, NaN in unused pages and past each length, ragged lengths with 0 and 1, pages of 16, 64
+ * and 128): prefill on mma.sync (and decode) in suite_paged, on the sm_90a impls in suite_paged_sm90 */
+extern const suite_case suite_paged[], suite_paged_sm90[];
+extern const int suite_paged_n, suite_paged_sm90_n;
 extern const int suite_decode_n, suite_prefill_n, suite_naive_n, suite_combine_n;
 /* attn_prefill impl=wgmma / wgmma_ov / wgmma_pp (sm_90a only): their own cases, and the params strings
  * that turn a D 128 case of suite_prefill into a case of each impl */

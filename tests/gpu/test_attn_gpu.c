@@ -43,6 +43,19 @@ static const suite_case bitwise_cases[] = {
     {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"},
     {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 64, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"},
     {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 256, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+    /* paged prefill (shuffled pages; the expanded twin pages exactly alike): mma and the sm_90a impls */
+    {.family = "attn_prefill", "fp16", 3, 200, 600, 8, 2, 128, 1, .kv_len = {600, 1, 0}, .kv_len_n = 3, .page_size = 64,
+     .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
+    {.family = "attn_prefill", "fp16", 2, 130, 500, 8, 4, 64, 1, .kv_len = {500, 129}, .kv_len_n = 2,
+     .q_lens = {130, 17}, .q_lens_n = 2, .page_size = 16, .params = "impl=mma,bm=128,w=8,bn=64,stages=3"},
+    {.family = "attn_prefill", "fp16", 3, 200, 600, 8, 2, 128, 1, .kv_len = {600, 1, 0}, .kv_len_n = 3, .page_size = 16,
+     .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"},
+    {.family = "attn_prefill", "fp16", 2, 300, 700, 8, 4, 128, 1, .kv_len = {700, 300}, .kv_len_n = 2, .page_size = 128,
+     .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"},
+    {.family = "attn_prefill", "fp16", 2, 300, 700, 8, 2, 128, 0, .kv_len = {700, 65}, .kv_len_n = 2, .page_size = 64,
+     .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"},
+    {.family = "attn_decode", "fp16", 2, 4, 900, 16, 4, 128, 0, .kv_len = {900, 333}, .kv_len_n = 2, .page_size = 64,
+     .params = "tm=16,w=4,bn=64,stages=2,sp=4"},
 };
 #define N_BITWISE (int)(sizeof bitwise_cases / sizeof bitwise_cases[0])
 
@@ -142,6 +155,25 @@ static void test_attn_gpu__features(void **state)
         bad += run_group(suite_feat_sm90, suite_feat_sm90_n, "features (window, softcap, sinks): attn_prefill wgmma impls");
     else
         printf("\n== features on the wgmma impls: skipped, the target is %s, not sm_90a\n", g_suite.tg.arch);
+    assert_int_equal(bad, 0);
+}
+
+/* FP8 (e4m3) K/V with per-head scales (issue 21): decode, split and not, and the mma prefill */
+static void test_attn_gpu__features_fp8_kv(void **state)
+{
+    (void)state;
+    assert_int_equal(run_group(suite_kv8, suite_kv8_n, "FP8 (e4m3) K/V, per-head scales: decode, mma prefill"), 0);
+}
+
+/* Paged K/V through a shuffled block table: prefill on mma.sync (and decode), then the sm_90a impls */
+static void test_attn_gpu__features_paged(void **state)
+{
+    (void)state;
+    int bad = run_group(suite_paged, suite_paged_n, "paged K/V (shuffled pages): attn_prefill mma.sync, attn_decode");
+    if (g_sm90)
+        bad += run_group(suite_paged_sm90, suite_paged_sm90_n, "paged K/V (shuffled pages): attn_prefill wgmma impls");
+    else
+        printf("\n== paged prefill on the wgmma impls: skipped, the target is %s, not sm_90a\n", g_suite.tg.arch);
     assert_int_equal(bad, 0);
 }
 
@@ -248,6 +280,10 @@ int main(void)
     register_jobs(suite_feat, suite_feat_n);
     if (g_sm90)
         register_jobs(suite_feat_sm90, suite_feat_sm90_n);
+    register_jobs(suite_kv8, suite_kv8_n);
+    register_jobs(suite_paged, suite_paged_n);
+    if (g_sm90)
+        register_jobs(suite_paged_sm90, suite_paged_sm90_n);
     int bad = suite_build(&g_suite);
     fprintf(stderr, "%d variants ready (%d failed to build) in %ld s for %s\n", g_suite.n_jobs, bad,
             (long)(time(NULL) - t0), g_suite.tg.arch);
@@ -270,8 +306,10 @@ int main(void)
         cmocka_unit_test(test_attn_gpu__combine),
         cmocka_unit_test(test_attn_gpu__gqa_bitwise_equals_expanded),
         cmocka_unit_test(test_attn_gpu__features),
+        cmocka_unit_test(test_attn_gpu__features_fp8_kv),
+        cmocka_unit_test(test_attn_gpu__features_paged),
     };
-    const char *only = getenv("KF_TEST_FILTER");   /* e.g. "*features*" (tests/device_feat.sh) */
+    const char *only = getenv("KF_TEST_FILTER");   /* e.g. "*features*" (tests/device_feat.sh: also FP8 and paged) */
     if (only && *only)
         cmocka_set_test_filter(only);
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

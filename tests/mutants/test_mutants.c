@@ -35,16 +35,20 @@ static int child(int m)
     suite s;
     if (suite_open(&s, 1, m))
         return 3;
-    /* the plain suites, and the model features' cases (issue 21; the sm_90a impls' only on sm_90a) */
+    /* the plain suites, the model features' cases, FP8 K/V and paged K/V (issue 21; the sm_90a impls' only on sm_90a) */
     int sm90 = strcmp(s.tg.arch, "sm_90a") == 0;
-    const suite_case *sets[4] = {suite_decode, suite_prefill, suite_feat, suite_feat_sm90};
-    const int ns[4] = {suite_decode_n, suite_prefill_n, suite_feat_n, sm90 ? suite_feat_sm90_n : 0};
+    enum { NSETS = 7 };
+    const suite_case *sets[NSETS] = {suite_decode, suite_prefill, suite_feat, suite_feat_sm90, suite_kv8, suite_paged,
+                                     suite_paged_sm90};
+    const int ns[NSETS] = {suite_decode_n, suite_prefill_n, suite_feat_n, sm90 ? suite_feat_sm90_n : 0, suite_kv8_n,
+                           suite_paged_n, sm90 ? suite_paged_sm90_n : 0};
+    const char *set_names[NSETS] = {"suite_decode", "suite_prefill", "suite_feat", "suite_feat_sm90", "suite_kv8",
+                                    "suite_paged", "suite_paged_sm90"};
     char why[512];
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NSETS; k++)
         for (int i = 0; i < ns[k]; i++)
             if (sets[k][i].mut == MUT_YES && suite_job(&s, &sets[k][i], 0, why, sizeof why) < 0) {
-                printf("    %s (case %d of %s)\n", why, i, k == 0 ? "suite_decode" : k == 1 ? "suite_prefill"
-                       : k == 2 ? "suite_feat" : "suite_feat_sm90");
+                printf("    %s (case %d of %s)\n", why, i, set_names[k]);
                 suite_close(&s);
                 return 3;
             }
@@ -71,7 +75,7 @@ static int child(int m)
         return 3;
     }
     int failed = 0, run = 0;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NSETS; k++)
         for (int i = 0; i < ns[k]; i++)
             if (sets[k][i].mut == MUT_YES) {
                 run++;

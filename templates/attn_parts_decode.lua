@@ -71,9 +71,11 @@ local function shape_wgmma_ks(p, f, lo)
   return { threads = 384, smem = 3 * 64 * lo.dq * 2 + 1024 + 8 * 13 + 1024 }
 end
 
+local function is_ks(p) return p.impl == "wgmma_ks" or p.impl == "wgmma_ksl" end
+
 local function shape_of(p, f, lo)
   if p.impl == "wgmma" then return shape_wgmma(p, f, lo) end
-  if p.impl == "wgmma_ks" then return shape_wgmma_ks(p, f, lo) end
+  if is_ks(p) then return shape_wgmma_ks(p, f, lo) end
   local wm = p.tm // 16
   local threads = 32 * f.layers * wm * p.wn
   local q = f.layers * p.tm * lo.dqp * 2
@@ -107,19 +109,19 @@ end
 -- The keys-split kernel's scope: absorbed MLA-like (value aliased, a key-only panel after the value for P).
 -- Any head count: rows past g x sq are zero (memory-bound Hq 16 pads 16 rows to the 64 of a wgmma tile).
 local function valid_wgmma_ks(p, f, lo, dev)
-  if dev.arch ~= "sm_90a" then return false, "impl wgmma_ks needs the sm_90a target, got " .. tostring(dev.arch) end
-  if f.layers ~= 1 then return false, "impl wgmma_ks takes layers 1, got " .. f.layers end
-  if f.value == "separate" then return false, "impl wgmma_ks needs value 'alias_" .. lo.parts[1].name .. "', got 'separate'" end
-  if lo.dq % 64 ~= 0 then return false, "impl wgmma_ks needs key columns " .. lo.dq .. " to be a multiple of 64" end
-  if f.dv ~= 256 and f.dv ~= 512 then return false, "impl wgmma_ks needs dv 256 or 512, got " .. f.dv end
+  if dev.arch ~= "sm_90a" then return false, "impl " .. p.impl .. " needs the sm_90a target, got " .. tostring(dev.arch) end
+  if f.layers ~= 1 then return false, "impl " .. p.impl .. " takes layers 1, got " .. f.layers end
+  if f.value == "separate" then return false, "impl " .. p.impl .. " needs value 'alias_" .. lo.parts[1].name .. "', got 'separate'" end
+  if lo.dq % 64 ~= 0 then return false, "impl " .. p.impl .. " needs key columns " .. lo.dq .. " to be a multiple of 64" end
+  if f.dv ~= 256 and f.dv ~= 512 then return false, "impl " .. p.impl .. " needs dv 256 or 512, got " .. f.dv end
   if lo.dq < f.dv + 64 then
-    return false, "impl wgmma_ks needs a key-only 64-column panel after the value (key columns " .. lo.dq .. " >= dv + 64)"
+    return false, "impl " .. p.impl .. " needs a key-only 64-column panel after the value (key columns " .. lo.dq .. " >= dv + 64)"
   end
-  if p.tm ~= 64 then return false, "impl wgmma_ks takes tm 64, got " .. p.tm end
-  if p.wn ~= 1 then return false, "impl wgmma_ks takes wn 1, got " .. p.wn end
-  if p.bn ~= 64 then return false, "impl wgmma_ks takes bn 64 (one block per consumer), got " .. p.bn end
-  if p.stages ~= 2 then return false, "impl wgmma_ks takes stages 2 (one slot per consumer), got " .. p.stages end
-  if f.ps ~= 0 and f.ps % 64 ~= 0 then return false, "impl wgmma_ks needs page_size 0 or a multiple of 64, got " .. f.ps end
+  if p.tm ~= 64 then return false, "impl " .. p.impl .. " takes tm 64, got " .. p.tm end
+  if p.wn ~= 1 then return false, "impl " .. p.impl .. " takes wn 1, got " .. p.wn end
+  if p.bn ~= 64 then return false, "impl " .. p.impl .. " takes bn 64 (one block per consumer), got " .. p.bn end
+  if p.stages ~= 2 then return false, "impl " .. p.impl .. " takes stages 2 (one slot per consumer), got " .. p.stages end
+  if f.ps ~= 0 and f.ps % 64 ~= 0 then return false, "impl " .. p.impl .. " needs page_size 0 or a multiple of 64, got " .. f.ps end
   return A.check_smem(shape_wgmma_ks(p, f, lo).smem, dev)
 end
 
@@ -144,7 +146,7 @@ local function valid(p, f, dev)
   if lo.dv ~= f.dv then return false, "dv " .. f.dv .. " does not match the value parts (" .. lo.dv .. ")" end
   if f.dv % 16 ~= 0 or f.dv > lo.parts[1].dim and f.value ~= "separate" then return false, "dv " .. f.dv .. " must be a multiple of 16 within the aliased part" end
   if p.impl == "wgmma" then return valid_wgmma(p, f, lo, dev) end
-  if p.impl == "wgmma_ks" then return valid_wgmma_ks(p, f, lo, dev) end
+  if is_ks(p) then return valid_wgmma_ks(p, f, lo, dev) end
   local s = shape_of(p, f, lo)
   if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/wn = " .. s.kw .. " must be a multiple of 16" end
   if s.dvw % 16 ~= 0 then return false, "value columns per warp dv/wn = " .. s.dvw .. " must be a multiple of 16" end
@@ -180,9 +182,10 @@ return {
   -- impl: "mma" parts/decode.cuh (mma.sync, sm_80+), "wgmma" parts/decode_sm90.cuh (sm_90a, absorbed MLA: layers 1,
   -- value aliased, tm 64, wn 1, bn 32/64, stages >= 2; a producer warpgroup and two consumers splitting the QK
   -- reduction and the value columns), "wgmma_ks" parts/decode_sm90_ks.cuh (sm_90a, absorbed MLA: bn 64, stages 2; the
-  -- consumers split the keys, one 64-key block each, and exchange the row maxima and P); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
+  -- consumers split the keys, one 64-key block each, and exchange the row maxima and P), "wgmma_ksl" the same with
+  -- consumer 1 half a block behind consumer 0 (chained row max: one's softmax under the other's wgmma); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
   -- keys for S, value columns for O); bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
-  params   = { impl = { "mma", "wgmma", "wgmma_ks" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
+  params   = { impl = { "mma", "wgmma", "wgmma_ks", "wgmma_ksl" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
                sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
   fixed    = fixed,
@@ -254,8 +257,9 @@ return {
 ]], { bf16 = A.bf16(f), g = f.g, causal = f.causal, layers = f.layers, tm = p.tm, bn = p.bn,
       wn = p.wn, stages = p.stages, ps = f.ps, dq = lo.dq, dqp = lo.dqp, dv = lo.dv, w = lo.w, nparts = #lo.parts,
       caches = table.concat(cl, " "), kparts = table.concat(kl, " ") }) .. A.combine_defines(lo.dv)
-    if p.impl == "wgmma_ks" then
-      return hdr .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
+    if is_ks(p) then
+      -- wgmma_ksl: the same kernel with the lagged consumer schedule (KF_KS_LAG, parts/decode_sm90_ks.cuh)
+      return hdr .. "#define KF_KS_LAG " .. (p.impl == "wgmma_ksl" and 1 or 0) .. "\n" .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
                                   "common/wgmma.cuh", "parts/decode_sm90_ks.cuh", "attn/combine.cuh" })
     end
     if p.impl == "wgmma" then

@@ -58,8 +58,15 @@
  * columns (128 bytes) of every row, 8-row atoms of 1024 bytes, 16-byte chunk c of row r at c ^ (r & 7).
  *
  * Mutation hooks: KF_VALIAS_OFF8 (KF_MUTANT_VALUE: V one panel to the right), KF_MUTANT_PAGE (in-page offset),
- * KF_MUTANT_KSP (the exchanged P read from the consumer's own slot), KF_MUTANT_KSCAUSAL (the causal bound +1).
+ * KF_MUTANT_KSP (the exchanged P read from the consumer's own slot), KF_MUTANT_KSCAUSAL (the causal bound +1),
+ * KF_MUTANT_KSLAG (wgmma_ksl: P_0 not brought to the pair's common max before consumer 1 reads it).
+ *
+ * KF_KS_LAG 1 (impl wgmma_ksl): the same producer, slots and panel groups; the consumers chain the row max instead
+ * of exchanging it, so consumer 1 runs half a block behind consumer 0 (FlashMLA's order; see the lagged loop).
  */
+#ifndef KF_KS_LAG
+#define KF_KS_LAG 0                                   /* 1: impl wgmma_ksl, the lagged schedule */
+#endif
 #define KF_KS_PANEL 8192                              /* bytes of one 64-column panel of 64 rows */
 #define KF_KS_NP (KF_DQ / 64)                         /* panels of a Q row / tile row */
 #define KF_KS_SLOT (KF_KS_NP * KF_KS_PANEL)
@@ -197,6 +204,76 @@ __device__ __forceinline__ void kf_ks_wait_full(kf_u32 bar, int ph)
     kf_fence_proxy_async();
 }
 
+/* Masks S of the block at j0 (keys >= kend, causal j > i + coff: only blocks reaching kmask) and returns the row
+ * maxima of accumulator rows r0 (mx0) and r1 (mx1), reduced over the quad. */
+__device__ __forceinline__ void kf_ks_mask_max(float (&sc)[32], int j0, int kmask, int kend, int coff, int qi0, int qi1,
+                                               int lane, float &mx0, float &mx1)
+{
+    if (j0 + 64 > kmask) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int j = j0 + k * 8 + 2 * (lane & 3) + (e & 1);
+                const int i = (e >> 1) ? qi1 : qi0;
+                if (j >= kend || (KF_CAUSAL && j > i + coff)) // KF_MUTANT_KSCAUSAL
+                    sc[4 * k + e] = KF_NEG_INF;
+            }
+    }
+    mx0 = KF_NEG_INF, mx1 = KF_NEG_INF;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        mx0 = fmaxf(mx0, fmaxf(sc[4 * k], sc[4 * k + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[4 * k + 2], sc[4 * k + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+}
+
+/* P = 2^(S sl2 - mu) in place (rows r0: mu0, r1: mu1), their row sums over this thread's keys */
+__device__ __forceinline__ void kf_ks_exp(float (&sc)[32], float sl2, float mu0, float mu1, float &ps0, float &ps1)
+{
+    ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        sc[4 * k] = kf_exp2(sc[4 * k] * sl2 - mu0);
+        sc[4 * k + 1] = kf_exp2(sc[4 * k + 1] * sl2 - mu0);
+        sc[4 * k + 2] = kf_exp2(sc[4 * k + 2] * sl2 - mu1);
+        sc[4 * k + 3] = kf_exp2(sc[4 * k + 3] * sl2 - mu1);
+        ps0 += sc[4 * k] + sc[4 * k + 1];
+        ps1 += sc[4 * k + 2] + sc[4 * k + 3];
+    }
+}
+
+/* P (fp32, times f0 on rows r0 and f1 on rows r1) -> A fragments: accumulator block k (8 keys) holds rows r0 (e 0, 1)
+ * and r1 (e 2, 3), keys 8k + 2 (lane % 4) + e % 2; the A fragment of k16 step kk is {r0 keys 16kk+2q.., r1 same, r0
+ * keys +8, r1 keys +8} = blocks 2kk, 2kk+1 */
+__device__ __forceinline__ void kf_ks_pack(const float (&sc)[32], float f0, float f1, kf_u32 (&pa)[4][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        pa[kk][0] = kf_pack2(sc[8 * kk + 0] * f0, sc[8 * kk + 1] * f0);
+        pa[kk][1] = kf_pack2(sc[8 * kk + 2] * f1, sc[8 * kk + 3] * f1);
+        pa[kk][2] = kf_pack2(sc[8 * kk + 4] * f0, sc[8 * kk + 5] * f0);
+        pa[kk][3] = kf_pack2(sc[8 * kk + 6] * f1, sc[8 * kk + 7] * f1);
+    }
+}
+
+/* P (A fragments) to its panel, K-major swizzled like Q: row r, keys 8k .. 8k+7 in chunk k ^ (r & 7); this thread's two
+ * keys at byte 4 (lane % 4) of the chunk. The 8 rows of a warp's store hit 8 distinct chunks: no conflict. */
+__device__ __forceinline__ void kf_ks_store_p(unsigned char *pp, const kf_u32 (&pa)[4][4], int r0, int r1, int lane)
+{
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const kf_u32 v0 = (k & 1) ? pa[k >> 1][2] : pa[k >> 1][0];
+        const kf_u32 v1 = (k & 1) ? pa[k >> 1][3] : pa[k >> 1][1];
+        *(kf_u32 *)(pp + r0 * 128 + ((k ^ (r0 & 7)) << 4) + 4 * (lane & 3)) = v0;
+        *(kf_u32 *)(pp + r1 * 128 + ((k ^ (r1 & 7)) << 4) + 4 * (lane & 3)) = v1;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1)
 kf_parts_decode(const kf_parts_params p)
 {
@@ -325,6 +402,231 @@ kf_parts_decode(const kf_parts_params p)
 
         if (npair > 0)
             kf_mbar_wait(bar_q, 0);
+#if KF_KS_LAG
+        /* The lagged schedule (impl wgmma_ksl; FlashMLA's order): the row max is chained, not exchanged, so consumer 1
+         * runs half a block behind consumer 0 and one's softmax runs under the other's wgmma. Per pair t:
+         *   consumer 0                                   consumer 1
+         *   S_0, m0 = max(m, mx_0) -> red[0..63]         S_1
+         *   P_0, O_0 *= 2^(m - m0), arrive A            sync A: m0; m1 = max(m0, mx_1) -> red[64..127]
+         *   O_0 += P_0 V_0 (own slot, P in registers)   P_1, O_1 *= 2^(m - m1), arrive B
+         *   sync B: m1; s = 2^(m0 - m1)                 P_1 -> slot 1's P panel, O_1 += P_1 V_1, arrive C
+         *   (wait O_0 += P_0 V_0) P_0 s -> slot 0's      sync D
+         *   P panel, arrive D; O_0 *= s
+         *   sync C; O_0 += P_1 V_1 (other slot)         O_1 += P_0 s V_0 (other slot)
+         *   S_0 of pair t+1 (its first panel group
+         *   issued before the wait for P_1 V_1)
+         * Both then hold the common max m1 (consumer 0 reads it, so m is the same bits on both) and O and l at it.
+         * Named barriers A..D = 1..4 (256 threads: one side arrives, the other syncs), 5 for the final sums. A barrier
+         * is never arrived at twice before it completes: each side's arrival of pair t+1 follows, in its own
+         * program order, its passing a barrier that the other side arrives at only after its sync of pair t (A t+1
+         * after B t, B t+1 after A t+1, D t+1 after B t+1 after C... each chain checked in bench/NOTES.md's list).
+         * No wait is circular: the producer's empty waits of pair t+1 need only pair-t work of the consumers (every
+         * consumer step of pair t waits on pair-t loads or on the other consumer's pair-t steps), and every wait
+         * (mbarrier or named) is on something issued earlier in that order; an mbarrier wait that never completes
+         * traps (kf_mbar_wait). red[0..63] (m0) is rewritten at pair t+1 only after sync B of t, which consumer 1
+         * arrives at after reading it; red[64..127] after sync A of t+1, after consumer 0's read in pair t. */
+        if (c == 0) {
+#pragma unroll 1
+            for (int t = 0; t < npair; ++t) {
+                const int ph = t & 1;
+                const int j0 = kbeg + (2 * t + c) * 64;
+                /* 1. S_c = Q K^T: own value panels, the other consumer's, then the key-only panels */
+                kf_ks_wait_full(fMine + 0, ph);
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, true);
+                kf_wgmma_commit();
+                /* the previous pair's O_0 += P_1 V_1 is done: its slot-1 panels are free. The wait is unconditional
+                 * (at t = 0 it waits for nothing older), and each consumer has its own loop: behind a run-time branch
+                 * (a flag, or one loop for both consumers) ptxas sees a path that touches O while this P V is in
+                 * flight and serialises every wgmma of the kernel (C7514, C7515 in ptxas -v; none now) */
+                kf_wgmma_wait<1>();
+                if (t > 0) {
+                    kf_mbar_arrive(eOther + 0);
+                    kf_mbar_arrive(eOther + 16);
+                }
+                kf_ks_wait_full(fMine + 8, ph);
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
+                kf_ks_wait_full(fMine + 16, ph);
+                kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(sc);
+                kf_wg_fence_regs(o);
+
+                float mx0, mx1;
+                kf_ks_mask_max(sc, j0, kmask, kend, coff, qi0, qi1, lane, mx0, mx1);
+                /* 2-3. m0 = max(m, mx_0) to consumer 1; P_0 and O_0 at m0 */
+                mx0 = fmaxf(rmax0, mx0);
+                mx1 = fmaxf(rmax1, mx1);
+                if ((lane & 3) == 0) {
+                    red[r0] = mx0;
+                    red[r1] = mx1;
+                }
+                asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+                const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;      /* no -inf - -inf */
+                const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
+                const float corr0 = kf_exp2(rmax0 * sl2 - mu0), corr1 = kf_exp2(rmax1 * sl2 - mu1);
+                rmax0 = mx0;
+                rmax1 = mx1;
+                float ps0, ps1;
+                kf_ks_exp(sc, sl2, mu0, mu1, ps0, ps1);
+                rsum0 = rsum0 * corr0 + ps0;
+                rsum1 = rsum1 * corr1 + ps1;
+#pragma unroll
+                for (int k = 0; k < KF_KS_DVH / 8; ++k) {
+                    o[4 * k] *= corr0;
+                    o[4 * k + 1] *= corr0;
+                    o[4 * k + 2] *= corr1;
+                    o[4 * k + 3] *= corr1;
+                }
+                kf_ks_pack(sc, 1.f, 1.f, pa);
+                /* 4. O_0 += P_0 V_0 (own slot, own value panels), under consumer 1's softmax */
+                kf_wg_fence_regs(o);
+                kf_wgmma_fence();
+                {
+                    kf_u32 sv = sMine + vpanel * KF_KS_PANEL;
+                    asm volatile("" : "+r"(sv));
+                    const unsigned long long dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        kf_wgmma_rs(o, pa[kk], dv + kk * (2048 >> 4));
+                }
+                kf_wgmma_commit();
+                /* consumer 1's max: the pair's common max m1, and s = 2^(m0 - m1) for P_0 and O_0 */
+                asm volatile("bar.sync 2, 256;\n" ::: "memory");
+                const float n0 = red[64 + r0], n1 = red[64 + r1];
+                const float nu0 = (n0 == KF_NEG_INF) ? 0.f : n0 * sl2;
+                const float nu1 = (n1 == KF_NEG_INF) ? 0.f : n1 * sl2;
+                const float s0 = kf_exp2(rmax0 * sl2 - nu0), s1 = kf_exp2(rmax1 * sl2 - nu1);
+                rmax0 = n0;
+                rmax1 = n1;
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(o);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        asm volatile("" : "+r"(pa[kk][e]) :: "memory");   /* pa was read by the wgmma until here */
+                kf_mbar_arrive(eMine + 0);                 /* own slot, own value panels: step 4 is done */
+                kf_ks_pack(sc, s0, s1, pa); // KF_MUTANT_KSLAG
+                kf_ks_store_p(gbase + (pMine - sbase), pa, r0, r1, lane);
+                kf_fence_proxy_async();
+                asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+                rsum0 *= s0;
+                rsum1 *= s1;
+#pragma unroll
+                for (int k = 0; k < KF_KS_DVH / 8; ++k) {
+                    o[4 * k] *= s0;
+                    o[4 * k + 1] *= s0;
+                    o[4 * k + 2] *= s1;
+                    o[4 * k + 3] *= s1;
+                }
+                /* 5. O_0 += P_1 V_1 (other slot, own value panels); waited for under the next pair's first S group */
+                asm volatile("bar.sync 3, 256;\n" ::: "memory");
+                kf_ks_wait_full(fOther + 0, ph);
+                kf_wg_fence_regs(o);
+                kf_wgmma_fence();
+                {
+                    kf_u32 sp = pOther, sv = sOther + vpanel * KF_KS_PANEL;
+                    asm volatile("" : "+r"(sp), "+r"(sv));
+                    const unsigned long long dp = kf_gmma_desc(sp, 16, 1024), dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        kf_ks_wgmma_ss_mn(o, dp + kk * (32 >> 4), dv + kk * (2048 >> 4));
+                }
+                kf_wgmma_commit();
+            }
+        } else {
+#pragma unroll 1
+            for (int t = 0; t < npair; ++t) {
+                const int ph = t & 1;
+                const int j0 = kbeg + (2 * t + c) * 64;
+                /* 1. S_c = Q K^T: own value panels, the other consumer's, then the key-only panels */
+                kf_ks_wait_full(fMine + 8, ph);
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, true);
+                kf_wgmma_commit();
+                kf_ks_wait_full(fMine + 0, ph);
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
+                kf_ks_wait_full(fMine + 16, ph);
+                kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, false);
+                kf_wgmma_commit();
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(sc);
+                kf_wg_fence_regs(o);
+
+                float mx0, mx1;
+                kf_ks_mask_max(sc, j0, kmask, kend, coff, qi0, qi1, lane, mx0, mx1);
+                /* 2-3. m0 from consumer 0, m1 = max(m0, mx_1) back; P_1 and O_1 at m1 */
+                asm volatile("bar.sync 1, 256;\n" ::: "memory");
+                mx0 = fmaxf(red[r0], mx0);
+                mx1 = fmaxf(red[r1], mx1);
+                if ((lane & 3) == 0) {
+                    red[64 + r0] = mx0;
+                    red[64 + r1] = mx1;
+                }
+                asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+                const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;
+                const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
+                const float corr0 = kf_exp2(rmax0 * sl2 - mu0), corr1 = kf_exp2(rmax1 * sl2 - mu1);
+                rmax0 = mx0;
+                rmax1 = mx1;
+                float ps0, ps1;
+                kf_ks_exp(sc, sl2, mu0, mu1, ps0, ps1);
+                rsum0 = rsum0 * corr0 + ps0;
+                rsum1 = rsum1 * corr1 + ps1;
+#pragma unroll
+                for (int k = 0; k < KF_KS_DVH / 8; ++k) {
+                    o[4 * k] *= corr0;
+                    o[4 * k + 1] *= corr0;
+                    o[4 * k + 2] *= corr1;
+                    o[4 * k + 3] *= corr1;
+                }
+                kf_ks_pack(sc, 1.f, 1.f, pa);
+                kf_ks_store_p(gbase + (pMine - sbase), pa, r0, r1, lane);
+                kf_fence_proxy_async();
+                /* 4. O_1 += P_1 V_1 (own slot), then P_1 is announced */
+                kf_wg_fence_regs(o);
+                kf_wgmma_fence();
+                {
+                    kf_u32 sv = sMine + vpanel * KF_KS_PANEL;
+                    asm volatile("" : "+r"(sv));
+                    const unsigned long long dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        kf_wgmma_rs(o, pa[kk], dv + kk * (2048 >> 4));
+                }
+                kf_wgmma_commit();
+                asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+                /* 5. O_1 += (P_0 s) V_0 (other slot) */
+                asm volatile("bar.sync 4, 256;\n" ::: "memory");
+                kf_ks_wait_full(fOther + 8, ph);
+                kf_wgmma_fence();
+                {
+                    kf_u32 sp = pOther, sv = sOther + vpanel * KF_KS_PANEL;
+                    asm volatile("" : "+r"(sp), "+r"(sv));
+                    const unsigned long long dp = kf_gmma_desc(sp, 16, 1024), dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk)
+                        kf_ks_wgmma_ss_mn(o, dp + kk * (32 >> 4), dv + kk * (2048 >> 4));
+                }
+                kf_wgmma_commit();
+                kf_wgmma_wait<1>();
+                kf_mbar_arrive(eMine + 8);                 /* own slot, own value panels */
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(o);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        asm volatile("" : "+r"(pa[kk][e]) :: "memory");
+                kf_mbar_arrive(eOther + 8);                /* other slot, own value panels */
+                kf_mbar_arrive(eOther + 16);               /* other slot's P panel (and key-only panels) */
+            }
+        }
+        kf_wgmma_wait<0>();   /* consumer 0's last O_0 += P_1 V_1 */
+        kf_wg_fence_regs(o);
+#else
 #pragma unroll 1
         for (int t = 0; t < npair; ++t) {
             const int ph = t & 1;
@@ -354,27 +656,8 @@ kf_parts_decode(const kf_parts_params p)
             kf_wg_fence_regs(sc);
 
             /* 2. mask, the block's row max, exchanged */
-            if (j0 + 64 > kmask) {
-#pragma unroll
-                for (int k = 0; k < 8; ++k)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int j = j0 + k * 8 + 2 * (lane & 3) + (e & 1);
-                        const int i = (e >> 1) ? qi1 : qi0;
-                        if (j >= kend || (KF_CAUSAL && j > i + coff)) // KF_MUTANT_KSCAUSAL
-                            sc[4 * k + e] = KF_NEG_INF;
-                    }
-            }
-            float mx0 = KF_NEG_INF, mx1 = KF_NEG_INF;
-#pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                mx0 = fmaxf(mx0, fmaxf(sc[4 * k], sc[4 * k + 1]));
-                mx1 = fmaxf(mx1, fmaxf(sc[4 * k + 2], sc[4 * k + 3]));
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            float mx0, mx1;
+            kf_ks_mask_max(sc, j0, kmask, kend, coff, qi0, qi1, lane, mx0, mx1);
             if ((lane & 3) == 0) {
                 red[64 * c + r0] = mx0;
                 red[64 * c + r1] = mx1;
@@ -476,6 +759,8 @@ kf_parts_decode(const kf_parts_params p)
             kf_mbar_arrive(eOther + 16);                   /* other slot's P panel (and key-only panels) */
         }
 
+#endif
+
         /* ---- row sums: the quad, then l_0 + l_1 (same order on both consumers) */
         rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 1);
         rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 2);
@@ -485,7 +770,12 @@ kf_parts_decode(const kf_parts_params p)
             red[128 + 64 * c + r0] = rsum0;
             red[128 + 64 * c + r1] = rsum1;
         }
+        /* the lagged schedule's barrier 3 may still hold consumer 1's last arrival: a barrier of its own */
+#if KF_KS_LAG
+        asm volatile("bar.sync 5, 256;\n" ::: "memory");
+#else
         asm volatile("bar.sync 3, 256;\n" ::: "memory");
+#endif
         rsum0 = red[128 + r0] + red[192 + r0];
         rsum1 = red[128 + r1] + red[192 + r1];
 

@@ -31,7 +31,9 @@
  * variant run on each layer alone. The MLA cases run again with impl=wgmma (parts/decode_sm90.cuh, sm_90a:
  * Hq 32/64/128, Sq 1 and 2 causal, the same lengths, pages, splits and tolerances; skipped with a line
  * on a GPU that is not sm_90a), and with impl=wgmma_ks (parts/decode_sm90_ks.cuh: Hq 16/24/32/40/64/128, Sq 1/2/4/16
- * causal, lengths up to 64K, splits up to more than the blocks). Mutants (value not aliased, delta not in the softmax, wrong in-page
+ * causal, lengths up to 64K, splits up to more than the blocks), and the same again with impl=wgmma_ksl (the lagged
+ * schedule). KFORGE_TEST_FILTER=<text> runs only the cases, timing rows and mutants whose params contain <text>
+ * (e.g. "impl=wgmma_ksl"), and skips the bitwise and API cases. Mutants (value not aliased, delta not in the softmax, wrong in-page
  * offset; the first and last again on the wgmma and the wgmma_ks cases alone; for wgmma_ks also the exchanged P
  * read from the wrong slot and the causal bound +-1) are planted in the rendered source, each
  * in its own process: each must fail.
@@ -39,13 +41,17 @@
 
 enum { MLA = 0, BD = 1 };
 enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16, M_KSVALUE = 32, M_KSPAGE = 64, M_KSP = 128,
-       M_KSCAUSAL = 256 };
-#define M_SM90A (M_WVALUE | M_WPAGE | M_KSVALUE | M_KSPAGE | M_KSP | M_KSCAUSAL)   /* mutants of sm_90a-only cases */
+       M_KSCAUSAL = 256, M_KSLVALUE = 512, M_KSLPAGE = 1024, M_KSLP = 2048, M_KSLCAUSAL = 4096, M_KSLLAG = 8192 };
+/* mutants of sm_90a-only cases */
+#define M_SM90A (M_WVALUE | M_WPAGE | M_KSVALUE | M_KSPAGE | M_KSP | M_KSCAUSAL | M_KSLVALUE | M_KSLPAGE | M_KSLP \
+                 | M_KSLCAUSAL | M_KSLLAG)
 
 /* the wgmma kernel's params (tm 64, wn 1, bn 32: the only bn whose tiles fit 227 KB at 576 key columns) */
 #define WG(st, sp) "impl=wgmma,tm=64,wn=1,bn=32,stages=" #st ",sp=" #sp
 /* the keys-split kernel's params (parts/decode_sm90_ks.cuh: one 64-key block per consumer, two slots) */
 #define KS(sp) "impl=wgmma_ks,tm=64,wn=1,bn=64,stages=2,sp=" #sp
+/* the same kernel with the lagged consumer schedule (KF_KS_LAG: consumer 1 half a block behind consumer 0) */
+#define KSL(sp) "impl=wgmma_ksl,tm=64,wn=1,bn=64,stages=2,sp=" #sp
 
 typedef struct pcase {
     int kind;                  /* MLA or BD */
@@ -109,6 +115,23 @@ static const pcase cases[] = {
     {MLA, "fp16", 2, 1, 128, 1, 1, 64, 0, {200, 17}, KS(2), M_KSPAGE},
     {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {4097, 1}, KS(128), 0},
     {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, KS(1), 0},
+    /* impl=wgmma_ksl (sm_90a): the wgmma_ks cases again, and their mutants; the chained max (P_0 brought to the pair's
+     * max) needs two blocks or more */
+    {MLA, "bf16", 4, 1, 64, 1, 1, 64, 0, {1, 63, 64, 65}, KSL(1), M_KSLVALUE | M_KSLPAGE | M_KSLP},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 130}, KSL(4), M_KSLVALUE | M_KSLPAGE | M_KSLP | M_KSLLAG},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 64}, KSL(1), M_KSLLAG},
+    {MLA, "bf16", 2, 1, 16, 1, 1, 64, 0, {4097, 63}, KSL(2), M_KSLP},
+    {MLA, "bf16", 2, 1, 24, 1, 1, 64, 0, {1000, 65}, KSL(3), M_KSLLAG},
+    {MLA, "bf16", 2, 2, 40, 1, 1, 64, 1, {300, 2}, KSL(1), M_KSLCAUSAL},
+    {MLA, "bf16", 2, 4, 32, 1, 1, 64, 1, {4097, 63}, KSL(2), M_KSLCAUSAL | M_KSLLAG},
+    {MLA, "bf16", 2, 16, 16, 1, 1, 64, 1, {200, 16}, KSL(1), M_KSLCAUSAL},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, KSL(1), 0},
+    {MLA, "bf16", 1, 1, 64, 1, 1, 64, 0, {65536}, KSL(16), 0},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 128, 0, {700, 129}, KSL(8), 0},
+    {MLA, "bf16", 2, 1, 64, 1, 1, 0, 0, {4097, 63}, KSL(1), M_KSLVALUE},
+    {MLA, "fp16", 2, 1, 128, 1, 1, 64, 0, {200, 17}, KSL(2), M_KSLPAGE},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {4097, 1}, KSL(128), 0},
+    {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, KSL(1), 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -156,6 +179,10 @@ static const struct tshape {
     {MLA_SHAPE(1, 64, 0), KS(1)},
     {MLA_SHAPE(1, 16, 0), KS(1)},
     {MLA_SHAPE(2, 128, 1), KS(1)},
+    {MLA_SHAPE(1, 128, 0), KSL(1)},
+    {MLA_SHAPE(1, 64, 0), KSL(1)},
+    {MLA_SHAPE(1, 16, 0), KSL(1)},
+    {MLA_SHAPE(2, 128, 1), KSL(1)},
 };
 #define N_TIME (int)(sizeof time_shapes / sizeof time_shapes[0])
 
@@ -175,6 +202,14 @@ static const mutant mutants[] = {
      "sMine + KF_KS_PP"},
     {M_KSCAUSAL, "wgmma_ks: causal bound +1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j > i + coff + 1"},
     {M_KSCAUSAL, "wgmma_ks: causal bound -1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j >= i + coff"},
+    {M_KSLVALUE, "wgmma_ksl: value not aliased (V one panel to the right)", "KF_MUTANT_VALUE", "OFF8 0", "OFF8 8"},
+    {M_KSLPAGE, "wgmma_ksl: wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
+    {M_KSLP, "wgmma_ksl: P exchange of the wrong half (own P on the other block)", "KF_MUTANT_KSP",
+     "sOther + KF_KS_PP", "sMine + KF_KS_PP"},
+    {M_KSLCAUSAL, "wgmma_ksl: causal bound +1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j > i + coff + 1"},
+    {M_KSLCAUSAL, "wgmma_ksl: causal bound -1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j >= i + coff"},
+    {M_KSLLAG, "wgmma_ksl: P_0 not brought to the pair's common max", "KF_MUTANT_KSLAG", "kf_ks_pack(sc, s0, s1, pa)",
+     "kf_ks_pack(sc, 1.f, 1.f, pa)"},
 };
 #define N_MUT (int)(sizeof mutants / sizeof mutants[0])
 
@@ -183,6 +218,16 @@ static gen_host *host;
 static db_store *db;
 static gen_target tg;
 static int g_mutant = -1;      /* index into mutants applied to every source, or -1 */
+static const char *g_filter;   /* KFORGE_TEST_FILTER: only cases, timing rows and mutants whose params contain it */
+
+/* 1 when a case or a time shape with these params runs under the filter (no filter: all) */
+static int selected(const char *params)
+{
+    return !g_filter || (params && strstr(params, g_filter));
+}
+
+/* 1 when some selected case takes part in the mutant's bit */
+static int mutant_selected(int bit);
 
 /* 1 when params (a case's or a time shape's) take impl=wgmma and the target is not sm_90a: skipped, with a line */
 static int needs_sm90a(const char *params)
@@ -894,6 +939,8 @@ static int run_timings(void)
         gen_kvset shape;
         gen_job j;
         tune_attn_variant v;
+        if (!selected(time_shapes[i].params))
+            continue;
         if (needs_sm90a(time_shapes[i].params)) {
             printf("  skipped: %s %s needs sm_90a, this GPU is %s\n", time_shapes[i].shape, time_shapes[i].params, tg.arch);
             continue;
@@ -950,7 +997,7 @@ static int mutant_child(int m)
     g_mutant = m;
     int ran = 0, failed = 0;
     for (int i = 0; i < N_CASES; i++) {
-        if (!(cases[i].muts & mutants[m].bit))
+        if (!(cases[i].muts & mutants[m].bit) || !selected(cases[i].params))
             continue;
         ran++;
         failed += !run_case(&cases[i], 1);
@@ -958,10 +1005,23 @@ static int mutant_child(int m)
     return ran == 0 ? 4 : (failed ? 1 : 0);
 }
 
+static int mutant_selected(int bit)
+{
+    for (int i = 0; i < N_CASES; i++)
+        if ((cases[i].muts & bit) && selected(cases[i].params))
+            return 1;
+    return 0;
+}
+
 static int run_mutants(void)
 {
     int killed = 0, planted = N_MUT;
     for (int m = 0; m < N_MUT; m++) {
+        if (!mutant_selected(mutants[m].bit)) {
+            printf("  mutant %-66s skipped: no case under the filter '%s'\n", mutants[m].name, g_filter);
+            planted--;
+            continue;
+        }
         if ((mutants[m].bit & M_SM90A) && strcmp(tg.arch, "sm_90a") != 0) {
             printf("  mutant %-66s skipped: its cases need sm_90a, this GPU is %s\n", mutants[m].name, tg.arch);
             planted--;
@@ -1031,6 +1091,8 @@ int main(void)
         printf("skipped: no CUDA device\n");
         return 77;
     }
+    g_filter = getenv("KFORGE_TEST_FILTER");
+    g_filter = g_filter && *g_filter ? g_filter : NULL;
     const char *src = getenv("KFORGE_TEMPLATE_DIR");
     host = gen_host_new(src && *src ? src : NULL);
     const char *dbp = getenv("KFORGE_TEST_DB");
@@ -1064,14 +1126,17 @@ int main(void)
         return bad ? 1 : 77;
     }
     int fails = 0;
+    if (g_filter)
+        printf("filter '%s' (KFORGE_TEST_FILTER): the cases, timing rows and mutants whose params contain it; "
+               "the bitwise and API cases skipped\n", g_filter);
     printf("== attn_parts_decode vs CPU fp64 (tuner/ref_parts)\n");
     for (int i = 0; i < N_CASES; i++)
-        fails += !run_case(&cases[i], 0);
+        fails += selected(cases[i].params) ? !run_case(&cases[i], 0) : 0;
     printf("== joint layer scan vs one layer at a time (fp16, bitwise)\n");
-    for (int i = 0; i < N_BIT; i++)
+    for (int i = 0; !g_filter && i < N_BIT; i++)
         fails += !run_bitwise(&bit_cases[i]);
     printf("== through the public API (kf_parts_plan, kf_parts_run)\n");
-    for (int i = 0; i < N_API; i++)
+    for (int i = 0; !g_filter && i < N_API; i++)
         fails += !run_api_case(&api_cases[i], dbp);
     printf("== the tuner's runner (gate, timing) on the issue's shapes\n");
     fails += !run_timings();

@@ -30,14 +30,14 @@ lim=${LIM:-$(left 150)}; [ "$lim" -gt 220 ] && lim=220
 for t in $par; do ( timeout "$lim" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
 # the Python GPU tests check results only: they run beside the C tests (the binding, and the engine path:
 # torch ops, compat, MLA, graphs)
-for m in test_gpu test_gpu_engine; do
+for m in test_gpu test_gpu_engine test_gpu_features; do
   [ -f "$ROOT/python/tests/$m.py" ] || continue
   ( cd "$ROOT/python/tests" && KFORGE_DB=/tmp/kf_py_$m.db PYTHONPATH=$ROOT/python:$ROOT/python/tests \
       timeout "$lim" python3 -m unittest -v $m > "$OUT/py_$m.log" 2>&1; echo $? > "$OUT/py_$m.rc" ) &
 done
 wait
 for t in $par; do say "$t: exit $(cat "$OUT/$t.rc"); $(result $t)"; done
-for m in test_gpu test_gpu_engine; do
+for m in test_gpu test_gpu_engine test_gpu_features; do
   [ -f "$OUT/py_$m.rc" ] && say "python $m: exit $(cat "$OUT/py_$m.rc"); $(grep -E '^(OK|FAILED|Ran )' "$OUT/py_$m.log" | tr '\n' ' ')"
 done
 # 2. the tuner's GPU test alone (it times)

@@ -70,7 +70,7 @@ int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv
         snprintf(msg, msgn, "impl wgmma_tma: paged K/V (block_table set) has no tensor map: use impl wgmma_pp");
         return KF_ERR_UNSUPPORTED;
     }
-    if (p->cu_seqlens_k && kv_rows < 1) {
+    if (p->cu_seqlens_k && kv_rows < 0) {
         snprintf(msg, msgn, "impl wgmma_tma: packed K/V (cu_seqlens_k) needs the total key rows for tensors k and v");
         return KF_ERR_UNSUPPORTED;
     }

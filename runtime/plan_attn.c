@@ -134,7 +134,7 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     void *args[] = {&a, &tm};
     if (p->geo.tma) {
         char tmsg[512];
-        int st = rt_attn_tmaps(&p->geo, &a, 0, &tm, tmsg, sizeof tmsg);   /* no cu_seqlens_k in kf_attn_tensors */
+        int st = rt_attn_tmaps(&p->geo, &a, -1, &tm, tmsg, sizeof tmsg);   /* no cu_seqlens_k in kf_attn_tensors */
         if (st)
             return rt_plan_err(p, (kf_status)st, "%s", tmsg);
     }

@@ -417,7 +417,7 @@ double tune_attn_ref_work(const tune_attn_case *c)
 typedef struct dev_run {
     CUdeviceptr q, k, v, o, lse, cu_q, cu_k, kv_len, ws, o2, lse2, sinks;
     size_t ws_bytes, lse_elems;
-    long long kv_rows;         /* packed K/V: total key rows (impl wgmma_tma's maps need them); 0 otherwise */
+    long long kv_rows;         /* packed K/V: total key rows (impl wgmma_tma's maps need them); -1 otherwise */
     kf_attn_params p;
     rt_module mod, mod_naive;
 } dev_run;
@@ -510,7 +510,7 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
         p->lse_sb = (long long)g->hq * c->sq;
         p->lse_sh = c->sq;
     }
-    d->kv_rows = g->packed_kv ? g->kv_rows : 0;
+    d->kv_rows = g->packed_kv ? g->kv_rows : -1;
     p->b = g->B;
     p->sq = c->sq;
     p->skv = g->packed_kv ? 0 : c->skv;
@@ -786,7 +786,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
         p2.lse = (float *)(uintptr_t)d.lse2;
         p2.splits = 1;
         p2.ws_o = p2.ws_lse = NULL;
-        if (dev_launch(ctx, naive, pm_naive, &p2, 0, msg, msgn))
+        if (dev_launch(ctx, naive, pm_naive, &p2, -1, msg, msgn))
             goto out;
         cr = ctx->cu->CtxSynchronize();
         if (cr) {

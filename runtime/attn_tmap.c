@@ -9,7 +9,7 @@
 
 #define TMAP_STRIDE_MAX (1ll << 40)
 
-/* One map: rows x heads x batch rows of `d` 16-bit columns at base, strides in elements. */
+/* One map: rows x heads x batch rows of `d` 16-bit columns at base, strides in elements. cu NULL: the checks only. */
 static int encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *base, int d, long long rows, long long heads,
                   long long batch, long long ss, long long sh, long long sb, int box_rows, char *msg, size_t msgn)
 {
@@ -43,6 +43,8 @@ static int encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *bas
         }
         dims[i] = (unsigned long long)dm[i];
     }
+    if (!cu)
+        return 0;
     const unsigned box[4] = {64, (unsigned)box_rows, 1, 1}, es[4] = {1, 1, 1, 1};
     CUresult r = cu->TensorMapEncodeTiled(m, RT_CU_TMAP_UINT16, 4, (void *)base, dims, strides, box, es,
                                           RT_CU_TMAP_INTERLEAVE_NONE, RT_CU_TMAP_SWIZZLE_128B, RT_CU_TMAP_L2_128B,
@@ -74,27 +76,32 @@ int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv
         snprintf(msg, msgn, "impl wgmma_tma: packed K/V (cu_seqlens_k) needs the total key rows for tensors k and v");
         return KF_ERR_UNSUPPORTED;
     }
-    char err[256];
-    const rt_cu *cu = rt_cuda(err, sizeof err);
-    if (!cu) {
-        snprintf(msg, msgn, "%s", err);
-        return KF_ERR_CUDA;
-    }
-    if (!cu->TensorMapEncodeTiled) {
-        snprintf(msg, msgn, "impl wgmma_tma: the CUDA driver lacks cuTensorMapEncodeTiled (driver 12.0 or later): "
-                 "use impl wgmma_pp");
-        return KF_ERR_UNSUPPORTED;
-    }
     /* packed: one "batch" of every row */
     const int pq = p->cu_seqlens_q != NULL, pk = p->cu_seqlens_k != NULL;
     const long long qrows = pq ? p->ws_rows : p->sq, krows = pk ? kv_rows : p->skv;
-    int st = encode(cu, &tm->q, "q", p->q, geo->d, qrows, p->hq, pq ? 1 : p->b, p->q_ss, p->q_sh, pq ? 0 : p->q_sb, 128,
-                    msg, msgn);
-    if (!st)
-        st = encode(cu, &tm->k, "k", p->k, geo->d, krows, p->hkv, pk ? 1 : p->b, p->k_ss, p->k_sh, pk ? 0 : p->k_sb,
-                    geo->bn, msg, msgn);
-    if (!st)
-        st = encode(cu, &tm->v, "v", p->v, geo->d, krows, p->hkv, pk ? 1 : p->b, p->v_ss, p->v_sh, pk ? 0 : p->v_sb,
-                    geo->bn, msg, msgn);
+    const rt_cu *cu = NULL;
+    int st = 0;
+    for (int pass = 0; pass < 2 && !st; pass++) {   /* the layout checks first: they need no driver */
+        if (pass == 1) {
+            char err[256];
+            if (!(cu = rt_cuda(err, sizeof err))) {
+                snprintf(msg, msgn, "%s", err);
+                return KF_ERR_CUDA;
+            }
+            if (!cu->TensorMapEncodeTiled) {
+                snprintf(msg, msgn, "impl wgmma_tma: the CUDA driver lacks cuTensorMapEncodeTiled (driver 12.0 or "
+                         "later): use impl wgmma_pp");
+                return KF_ERR_UNSUPPORTED;
+            }
+        }
+        st = encode(cu, &tm->q, "q", p->q, geo->d, qrows, p->hq, pq ? 1 : p->b, p->q_ss, p->q_sh, pq ? 0 : p->q_sb,
+                    128, msg, msgn);
+        if (!st)
+            st = encode(cu, &tm->k, "k", p->k, geo->d, krows, p->hkv, pk ? 1 : p->b, p->k_ss, p->k_sh,
+                        pk ? 0 : p->k_sb, geo->bn, msg, msgn);
+        if (!st)
+            st = encode(cu, &tm->v, "v", p->v, geo->d, krows, p->hkv, pk ? 1 : p->b, p->v_ss, p->v_sh,
+                        pk ? 0 : p->v_sb, geo->bn, msg, msgn);
+    }
     return st;
 }

@@ -10,7 +10,7 @@
 
 rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
 {
-    rt_attn_geom geo = {RT_GEOM_NONE, 0, 0, 0, 0};
+    rt_attn_geom geo = {RT_GEOM_NONE, 0, 0, 0, 0, 0, 0, 0};
     const rt_family *fam = rt_family_of(vp);
     if (!fam)
         return geo;
@@ -19,6 +19,11 @@ rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
         geo.bm = gen_kv_int(vp, "bm", 0), geo.g = gen_kv_int(vp, "g", 0);
         if (geo.bm >= 1 && geo.g >= 1)
             geo.kind = RT_GEOM_PREFILL;
+        {   /* the one impl whose launch takes a second argument (its tensor maps) */
+            const char *impl = gen_kv_str(vp, "impl");
+            geo.tma = impl && strcmp(impl, "wgmma_tma") == 0;
+            geo.d = (int)gen_kv_int(vp, "d", 0), geo.bn = (int)gen_kv_int(vp, "bn", 0);
+        }
         break;
     case RT_FAM_ATTN_DECODE:
         geo.tm = gen_kv_int(vp, "tm", 0), geo.g = gen_kv_int(vp, "g", 0);

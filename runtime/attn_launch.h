@@ -27,6 +27,8 @@ typedef enum { RT_GEOM_NONE = 0, RT_GEOM_PREFILL, RT_GEOM_DECODE, RT_GEOM_NAIVE 
 typedef struct rt_attn_geom {
     rt_attn_geom_kind kind;
     long long bm, tm, g, rows; /* prefill bm, g; decode tm, g, its combine kernel's rows per block */
+    int tma, d, bn;            /* prefill impl=wgmma_tma: its launch also passes tensor maps (runtime/attn_tmap.h),
+                                * encoded per call for head dim d and bn-key boxes; 0 elsewhere */
 } rt_attn_geom;
 
 /* Reads the variant's geometry; kind RT_GEOM_NONE when the family is unknown or a value is missing. */

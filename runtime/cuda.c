@@ -87,6 +87,8 @@ static void load(void)
         }
         *syms[i].slot = f;
     }
+    /* optional entries: NULL when absent, and what needs them says so */
+    *(void **)&g_cu.TensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
     CUresult r = g_cu.Init(0);
     int count = 0;
     if (r == 0)

@@ -16,6 +16,14 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct { char bytes[16]; } CUuuid;
+/* cuTensorMapEncodeTiled's arguments (values as in cuda.h); the map itself is kf_tmap (templates/common/attn_params.h) */
+enum {
+    RT_CU_TMAP_UINT16 = 1,        /* CU_TENSOR_MAP_DATA_TYPE_UINT16: bf16 and fp16 move as bits; zero fill is +0 */
+    RT_CU_TMAP_INTERLEAVE_NONE = 0,
+    RT_CU_TMAP_SWIZZLE_128B = 3,
+    RT_CU_TMAP_L2_128B = 2,       /* CU_TENSOR_MAP_L2_PROMOTION_L2_128B */
+    RT_CU_TMAP_OOB_ZERO = 0,      /* CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero */
+};
 
 enum {
     RT_CU_ATTR_CLOCK_RATE = 13,
@@ -80,6 +88,10 @@ typedef struct rt_cu {
     CUresult (*EventDestroy)(CUevent);
     CUresult (*GetErrorName)(CUresult, const char **);
     CUresult (*GetErrorString)(CUresult, const char **);
+    /* optional (driver 12.0+): NULL when libcuda lacks it; only attn_prefill impl=wgmma_tma needs it */
+    CUresult (*TensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *addr, const unsigned long long *dims,
+                                     const unsigned long long *strides, const unsigned *box, const unsigned *estrides,
+                                     int interleave, int swizzle, int l2, int oob);
 } rt_cu;
 
 /* Loads libcuda.so.1 and calls cuInit once (thread-safe). Returns the table, or

@@ -1,6 +1,7 @@
 /* runtime/plan_attn.c: attention plans (kf_attn_supported, kf_attn_plan) and graph-safe runs (kf_attn_run) */
 #include "runtime/attn_features.h"
 #include "runtime/attn_launch.h"
+#include "runtime/attn_tmap.h"
 #include "runtime/family.h"
 #include "runtime/plan.h"
 
@@ -21,6 +22,11 @@ static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, 
     p->d.attn = *d;
     rt_attn_base_params(d, &p->vp, &p->base.attn);
     p->geo = rt_attn_geom_of(&p->vp);
+    if (p->geo.tma && d->page_size > 0) {
+        snprintf(msg, msgn, "the variant '%s' (impl wgmma_tma) loads K/V by tensor map: paged K/V (desc.page_size %d) "
+                 "has none", p->variant, d->page_size);
+        return KF_ERR_UNSUPPORTED;
+    }
     rt_launch l;
     if (rt_attn_launch(&p->vp, &p->base.attn, &l) || l.n > p->mod.n) {
         snprintf(msg, msgn, "binary of '%s' has %d kernels, the variant launches %d", p->variant, p->mod.n, l.n);
@@ -124,7 +130,14 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     a.lse_sb = (long long)d->hq * t->q_len;
     if (p->ws_bytes)
         rt_attn_set_workspace(&p->vp, &a, t->workspace ? t->workspace : (void *)(uintptr_t)p->ws);
-    void *args[] = {&a};
+    kf_attn_tmaps tm;   /* impl wgmma_tma: its second argument, encoded for this call's pointers and strides */
+    void *args[] = {&a, &tm};
+    if (p->geo.tma) {
+        char tmsg[512];
+        int st = rt_attn_tmaps(&p->geo, &a, -1, &tm, tmsg, sizeof tmsg);   /* no cu_seqlens_k in kf_attn_tensors */
+        if (st)
+            return rt_plan_err(p, (kf_status)st, "%s", tmsg);
+    }
     for (int i = 0; i < p->n_launch; i++) {
         unsigned grid[3];
         char err[512];

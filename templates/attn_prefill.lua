@@ -9,10 +9,12 @@
 -- on the H200 (2026-11-29, bf16 causal 32/8, kforge run, L2 flushed): D128 16K: mma 339 TFLOP/s, wgmma 522 (stages
 -- 3: 536), wgmma_ov 583 (562), wgmma_pp 585 (575); D64 8K: mma 296, wgmma 340, wgmma_ov 359 (347), wgmma_pp 403
 -- (399); D256 4K (bn 64, stages 2): mma 255, wgmma 505, wgmma_ov 509, wgmma_pp 519. Every impl passes the GPU
--- suite (test_attn_gpu, 168 cases with the D64 and D256 ones).
+-- suite (test_attn_gpu, 168 cases with the D64 and D256 ones). "wgmma_tma" (issue 19): wgmma_pp's consumers with a
+-- copy-engine producer (one lane of one warp issues cp.async.bulk.tensor by tensor maps the host encodes per call,
+-- runtime/attn_tmap.c); contiguous K/V only (paged K/V is refused where the call is made: the shape does not say).
 local A = import("lib/attn.lua")
 local WGMMA_DEFAULT = "wgmma_pp"
-local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or impl == "wgmma_pp" end
+local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or impl == "wgmma_pp" or impl == "wgmma_tma" end
 
 local function shape_of(p, f)
   if is_wgmma(p.impl) then
@@ -66,7 +68,7 @@ return {
                "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
   shape    = A.gqa_shape(),
   -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth
-  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp" }, bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
+  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
   fixed    = A.gqa_fixed,
   valid    = valid,
   default  = function(shape, dev)
@@ -97,7 +99,10 @@ return {
 #define KF_SM90_PINGPONG ${pp}
 #define KF_FWD_NAME kf_attn_prefill
 ]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, bn = p.bn, stages = p.stages,
-      ov = (p.impl ~= "wgmma") and 1 or 0, pp = (p.impl == "wgmma_pp") and 1 or 0 })
+      ov = (p.impl ~= "wgmma") and 1 or 0, pp = (p.impl == "wgmma_pp" or p.impl == "wgmma_tma") and 1 or 0 })
+      if p.impl == "wgmma_tma" then   -- only then: the other impls' sources stay byte for byte those of before
+        hdr = "#define KF_ATTN_TMA 1\n#define KF_SM90_TMA 1\n" .. hdr
+      end
       return hdr .. A.fragments({ "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "common/wgmma.cuh",
                                   "attn/fwd_sm90.cuh" })
     end

@@ -11,6 +11,7 @@
 #include "gen/variant.h"
 #include "common/attn_params.h"
 #include "runtime/attn_launch.h"
+#include "runtime/attn_tmap.h"
 #include "runtime/family.h"
 #include "runtime/cuda.h"
 #include "runtime/module.h"
@@ -575,6 +576,7 @@ out:
 typedef struct dev_run {
     CUdeviceptr q, k, v, o, lse, cu_q, cu_k, kv_len, ws, o2, lse2, sinks, bt, k_scale, v_scale;
     size_t ws_bytes, lse_elems;
+    long long kv_rows;         /* packed K/V: total key rows (impl wgmma_tma's maps need them); -1 otherwise */
     kf_attn_params p;
     rt_module mod, mod_naive;
 } dev_run;
@@ -667,6 +669,7 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
         p->lse_sb = (long long)g->hq * c->sq;
         p->lse_sh = c->sq;
     }
+    d->kv_rows = g->packed_kv ? g->kv_rows : -1;
     p->b = g->B;
     p->sq = c->sq;
     p->skv = g->packed_kv ? 0 : c->skv;
@@ -726,9 +729,13 @@ static int dev_poison(tune_attn_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdevic
 
 /* Launches every kernel of m for the params (async, on the default stream). */
 static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
-                      char *msg, size_t msgn)
+                      long long kv_rows, char *msg, size_t msgn)
 {
-    void *args[] = {p};
+    kf_attn_tmaps tm;          /* attn_prefill impl=wgmma_tma: its second argument, encoded for these pointers */
+    void *args[] = {p, &tm};
+    rt_attn_geom geo = rt_attn_geom_of(&v->vp);
+    if (geo.tma && rt_attn_tmaps(&geo, p, kv_rows, &tm, msg, msgn))
+        return -1;
     /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
      * params): the call launches what rt_attn_launch says (attn_decode's combine only when split). */
     rt_launch l;
@@ -787,6 +794,7 @@ typedef struct launch_arg {
     const tune_attn_variant *v;
     const rt_module *m;
     kf_attn_params *p;
+    long long kv_rows;
     int rotate;                /* set s > 0 reads q, k, v of ctx->tc_set[s] */
 } launch_arg;
 
@@ -794,20 +802,20 @@ static int launch_cb(void *arg, int set, char *msg, size_t msgn)
 {
     launch_arg *a = arg;
     if (!a->rotate || set <= 0)
-        return dev_launch(a->ctx, a->v, a->m, a->p, msg, msgn);
+        return dev_launch(a->ctx, a->v, a->m, a->p, a->kv_rows, msg, msgn);
     kf_attn_params p = *a->p;
     const CUdeviceptr *in = a->ctx->tc_set[set];
     p.q = (const void *)(uintptr_t)in[0];
     p.k = (const void *)(uintptr_t)in[1];
     p.v = (const void *)(uintptr_t)in[2];
-    return dev_launch(a->ctx, a->v, a->m, &p, msg, msgn);
+    return dev_launch(a->ctx, a->v, a->m, &p, a->kv_rows, msg, msgn);
 }
 
 /* Timing on the buffers of p (one set), or rotating over the cached timing inputs (rotate). */
 static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
-                      int rotate, int samples, tune_attn_timing *t, char *msg, size_t msgn)
+                      long long kv_rows, int rotate, int samples, tune_attn_timing *t, char *msg, size_t msgn)
 {
-    launch_arg a = {ctx, v, m, p, rotate};
+    launch_arg a = {ctx, v, m, p, kv_rows, rotate};
     return tune_ctx_time(ctx, launch_cb, &a, rotate ? ctx->tc_sets : 1, samples, t, msg, msgn);
 }
 
@@ -893,7 +901,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
         goto out;
     }
     if (dev_poison(ctx, d.o, g.o.elems * es, d.lse, d.lse_elems, msg, msgn) ||
-        dev_launch(ctx, v, pm, &d.p, msg, msgn))
+        dev_launch(ctx, v, pm, &d.p, d.kv_rows, msg, msgn))
         goto out;
     CUresult cr = ctx->cu->CtxSynchronize();
     if (cr) {
@@ -927,7 +935,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
 
     tune_lap(PH(gate_run), &t);
     /* timing on the same buffers, before the reference (which may run long on the CPU) */
-    if (timing && timing_run(ctx, v, pm, &d.p, 0, samples, timing, msg, msgn))
+    if (timing && timing_run(ctx, v, pm, &d.p, d.kv_rows, 0, samples, timing, msg, msgn))
         goto out;
     tune_lap(PH(time_run), &t);
 
@@ -951,7 +959,7 @@ int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_a
         p2.lse = (float *)(uintptr_t)d.lse2;
         p2.splits = 1;
         p2.ws_o = p2.ws_lse = NULL;
-        if (dev_launch(ctx, naive, pm_naive, &p2, msg, msgn))
+        if (dev_launch(ctx, naive, pm_naive, &p2, -1, msg, msgn))
             goto out;
         cr = ctx->cu->CtxSynchronize();
         if (cr) {
@@ -1129,7 +1137,7 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
     if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || !(pm = tune_ctx_module(ctx, v, 0, &d.mod, err, errn)))
         goto out;
     tune_lap(PH(time_load), &tm);
-    rc = timing_run(ctx, v, pm, &d.p, 1, samples, t, err, errn);
+    rc = timing_run(ctx, v, pm, &d.p, d.kv_rows, 1, samples, t, err, errn);
     tune_lap(PH(time_run), &tm);
 out:
     /* the inputs belong to the cache */

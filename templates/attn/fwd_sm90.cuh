@@ -22,9 +22,20 @@
  * MN-major operand: V is stored like K, keys as rows, so no transpose is needed). setmaxnreg moves registers
  * from the producer (40) to the consumers (232).
  *
- * Why cp.async and not TMA: a tensor map is built on the host per tensor base and stride (cuTensorMapEncode),
- * but kf_attn_run takes device pointers per call and graph capture must stay free of host work; the
- * producer's cp.async keeps the same argument block and also covers paged K/V and per-row zero fill.
+ * Why cp.async by default: a tensor map is built on the host per tensor base and stride (cuTensorMapEncodeTiled);
+ * the producer's cp.async needs no second argument and also covers paged K/V and per-row zero fill.
+ *
+ * KF_SM90_TMA (impl wgmma_tma; needs KF_SM90_PINGPONG): the producer is one warp, and one elected lane of it
+ * issues the copy engine's loads (cp.async.bulk.tensor.4d, after FlashAttention-3's producer): Q once, K and V
+ * of each key block, one box per 64-column panel, straight into the same 128-byte-swizzled layout (the map's
+ * CU_TENSOR_MAP_SWIZZLE_128B is this layout for a 1024-byte aligned panel), completing on the full barriers by
+ * transaction count (mbarrier.arrive.expect_tx, count 1). The maps come as a second kernel argument
+ * (kf_attn_tmaps, __grid_constant__), encoded by the host per call (runtime/attn_tmap.c). A map bounds rows
+ * only at the tensor's end, not at a sequence's key length: a key block that reaches past kend (the last one
+ * of a ragged length) is copied by the warp's 32 lanes with cp.async and zero fill instead, so keys past the
+ * length are never read (masking S is not enough: P = 0 times a NaN of V is NaN). Q boxes past n_q read the
+ * next sequence's rows (packed) or zeros (the tensor's end): rows that are never written out. Warps 1-3 of
+ * the producer warpgroup exit after setmaxnreg.
  *
  * Pipeline: KF_STAGES slots, each K [BN][D] + V [BN][D]. Barriers per slot: full_k, full_v (128 producer
  * arrivals, each fired when that thread's copies have landed), empty_k (256 consumer arrivals once S = Q K^T
@@ -78,6 +89,61 @@
 #else
 #define KF_PP_TURN() do { } while (0)
 #define KF_PP_PASS() do { } while (0)
+#endif
+
+#ifndef KF_SM90_TMA
+#define KF_SM90_TMA 0
+#endif
+#if KF_SM90_TMA
+#if !KF_SM90_PINGPONG
+#error "kforge attn fwd_sm90: the TMA producer comes with the pingpong consumers"
+#endif
+/* arrive (count 1) and expect `bytes` of copy-engine transactions on bar */
+__device__ __forceinline__ void kf_mbar_expect_tx(kf_u32 bar, kf_u32 bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+/* one box of a 4D tensor map at coordinates (c0 column, c1 row, c2 head, c3 batch) into shared dst, completing on bar */
+__device__ __forceinline__ void kf_tma_load4(kf_u32 dst, const kf_tmap *map, int c0, int c1, int c2, int c3, kf_u32 bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void kf_tma_prefetch(const kf_tmap *map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)map) : "memory");
+}
+
+/* A K or V block by map: the D/64 panels of rows row .. row+BN-1 (lane 0 of the producer warp only) */
+__device__ __forceinline__ void kf_sm90_tma_kv(kf_u32 sdst, const kf_tmap *map, int row, int kh, int bb, kf_u32 bar)
+{
+    kf_mbar_expect_tx(bar, KF_SM90_KV_BYTES);
+#pragma unroll
+    for (int c = 0; c < KF_D / 64; ++c)
+        kf_tma_load4(sdst + c * KF_SM90_KPANEL, map, c * 64, row, kh, bb, bar);
+}
+
+/* The last, partial key block by the producer warp's 32 lanes: cp.async, zero fill from kend on, all copies
+ * landed before lane 0 arrives (count 1) on bar. */
+__device__ __forceinline__ void kf_sm90_tail_kv(kf_u32 sdst, const kf_u16 *base, long long ss, int j0, int kend,
+                                                int lane, kf_u32 bar)
+{
+#pragma unroll 4
+    for (int it = 0; it < KF_BN * KF_SM90_CH / 32; ++it) {
+        const int idx = it * 32 + lane, r = idx / KF_SM90_CH, c = idx % KF_SM90_CH;
+        const bool ok = j0 + r < kend;
+        kf_cp_async16(sdst + kf_wg_swz(KF_BN, r, c), ok ? base + (long long)(j0 + r) * ss + c * 8 : base, ok);
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncwarp();
+    if (lane == 0)
+        kf_mbar_arrive(bar);
+}
+#define KF_SM90_FULL_COUNT 1
+#else
+#define KF_SM90_FULL_COUNT 128
 #endif
 
 #if !(((KF_D == 64 || KF_D == 128) && KF_BN == 128) || (KF_D == 256 && KF_BN == 64)) || KF_STAGES < 2 || KF_STAGES > 3
@@ -214,7 +280,11 @@ __device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_a
 #endif
 
 extern "C" __global__ void __launch_bounds__(KF_SM90_THREADS, 1)
+#if KF_SM90_TMA
+KF_FWD_NAME(const kf_attn_params p, const __grid_constant__ kf_attn_tmaps tm)
+#else
 KF_FWD_NAME(const kf_attn_params p)
+#endif
 {
     extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
     const int tid = threadIdx.x;
@@ -256,11 +326,11 @@ KF_FWD_NAME(const kf_attn_params p)
     const kf_u32 bar_ek = bar_v + 8 * KF_STAGES, bar_ev = bar_ek + 8 * KF_STAGES;
 
     if (tid == 0) {
-        kf_mbar_init(bar_q, 128);
+        kf_mbar_init(bar_q, KF_SM90_FULL_COUNT);
 #pragma unroll
         for (int s = 0; s < KF_STAGES; ++s) {
-            kf_mbar_init(bar_k + 8 * s, 128);
-            kf_mbar_init(bar_v + 8 * s, 128);
+            kf_mbar_init(bar_k + 8 * s, KF_SM90_FULL_COUNT);
+            kf_mbar_init(bar_v + 8 * s, KF_SM90_FULL_COUNT);
             kf_mbar_init(bar_ek + 8 * s, 256);
             kf_mbar_init(bar_ev + 8 * s, 256);
         }
@@ -270,6 +340,48 @@ KF_FWD_NAME(const kf_attn_params p)
     if (tid < 128) {
         /* ---------------- producer warpgroup */
         kf_setmaxnreg_dec<40>();
+#if KF_SM90_TMA
+        if (tid >= 32)
+            return;                                        /* one producer warp */
+        {
+            const int *ck = p.cu_seqlens_k;
+            const int qrow = r0 + row0, qb = p.cu_seqlens_q ? 0 : b;   /* packed: one batch of every row */
+            const int krow = k0, kb = ck ? 0 : b;
+            const kf_u16 *kg = (const kf_u16 *)p.k + (long long)kvh * p.k_sh + (ck ? 0 : (long long)b * p.k_sb)
+                               + (long long)k0 * p.k_ss;
+            const kf_u16 *vg = (const kf_u16 *)p.v + (long long)kvh * p.v_sh + (ck ? 0 : (long long)b * p.v_sb)
+                               + (long long)k0 * p.v_ss;
+            if (tid == 0 && nblk > 0) {   /* (no block: the consumers never wait for Q, nothing may land after exit) */
+                kf_tma_prefetch(&tm.q);
+                kf_tma_prefetch(&tm.k);
+                kf_tma_prefetch(&tm.v);
+                kf_mbar_expect_tx(bar_q, KF_SM90_Q_BYTES);
+#pragma unroll
+                for (int c = 0; c < KF_D / 64; ++c)
+                    kf_tma_load4(sQ + c * KF_SM90_PANEL, &tm.q, c * 64, qrow, h, qb, bar_q);
+            }
+#pragma unroll 1
+            for (int n = 0; n < nblk; ++n) {
+                const int s = n % KF_STAGES, u = n / KF_STAGES;
+                const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
+                const int j0 = kbeg + n * KF_BN;
+                const bool whole = j0 + KF_BN <= kend;       /* else the last block of a ragged length */
+                if (u > 0)
+                    kf_mbar_wait(bar_ek + 8 * s, (u - 1) & 1);
+                if (!whole)
+                    kf_sm90_tail_kv(sK, kg, p.k_ss, j0, kend, tid, bar_k + 8 * s);
+                else if (tid == 0)
+                    kf_sm90_tma_kv(sK, &tm.k, krow + j0, kvh, kb, bar_k + 8 * s);
+                if (u > 0)
+                    kf_mbar_wait(bar_ev + 8 * s, (u - 1) & 1);
+                if (!whole)
+                    kf_sm90_tail_kv(sK + KF_SM90_KV_BYTES, vg, p.v_ss, j0, kend, tid, bar_v + 8 * s);
+                else if (tid == 0)
+                    kf_sm90_tma_kv(sK + KF_SM90_KV_BYTES, &tm.v, krow + j0, kvh, kb, bar_v + 8 * s);
+                __syncwarp();
+            }
+        }
+#else
         const kf_u16 *qg = (const kf_u16 *)p.q + (p.cu_seqlens_q ? 0 : (long long)b * p.q_sb) + (long long)r0 * p.q_ss
                            + (long long)h * p.q_sh;
         const int *bt = p.block_table ? p.block_table + (long long)b * p.bt_sb : 0;
@@ -302,6 +414,7 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_mbar_arrive_cp_async(bar_v + 8 * s);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
     } else {
         /* ---------------- consumer warpgroups: 64 rows each */
         kf_setmaxnreg_inc<232>();

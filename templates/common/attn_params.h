@@ -64,4 +64,26 @@ typedef struct kf_attn_params {
 #endif
 } kf_attn_params;
 
+/*
+ * Tensor maps (attn_prefill impl=wgmma_tma, KF_ATTN_TMA): a second kernel argument, after the params, passed by
+ * value (__grid_constant__ in the kernel: the copy engine reads the maps from parameter space). The host encodes
+ * them per call from the params (runtime/attn_tmap.c): each a 4D map of 16-bit elements (head dim, rows, heads,
+ * batch; packed: batch 1, rows the total), box 64 columns x (128 query rows | bn keys) x 1 x 1, 128-byte swizzle,
+ * so one box is one 64-column panel of the layout the wgmma kernel reads (attn/fwd_sm90.cuh). Plain kernels
+ * never see this type.
+ */
+#if !defined(__CUDACC_RTC__) || defined(KF_ATTN_TMA)
+#ifdef __cplusplus
+#define KF_TMAP_ALIGN alignas(64)
+#else
+#define KF_TMAP_ALIGN _Alignas(64)
+#endif
+typedef struct kf_tmap {
+    KF_TMAP_ALIGN unsigned long long bits[16];   /* CUtensorMap: 128 opaque bytes, 64-byte aligned */
+} kf_tmap;
+typedef struct kf_attn_tmaps {
+    kf_tmap q, k, v;
+} kf_attn_tmaps;
+#endif
+
 #endif

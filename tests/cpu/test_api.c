@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/attn_tmap.h"
 #include "runtime/family.h"
 #include "runtime/jit.h"
 #include "runtime/kforge.h"
@@ -807,6 +808,52 @@ static void test_api__hostile_descriptions_are_refused_cleanly(void **state)
     assert_true(refused > 100);
 }
 
+/* impl wgmma_tma: the layouts a tensor map cannot describe are refused before any driver call, naming the tensor */
+static void test_api__tma_maps_refuse_what_they_cannot_describe(void **state)
+{
+    (void)state;
+    gen_kvset vp;
+    gen_kv_clear(&vp);
+    gen_kv_set_str(&vp, "family", "attn_prefill");
+    gen_kv_set_str(&vp, "impl", "wgmma_tma");
+    gen_kv_set_int(&vp, "bm", 128), gen_kv_set_int(&vp, "g", 4), gen_kv_set_int(&vp, "d", 128);
+    gen_kv_set_int(&vp, "bn", 128);
+    rt_attn_geom geo = rt_attn_geom_of(&vp);
+    assert_int_equal(geo.tma, 1);
+    assert_int_equal(geo.d, 128);
+    assert_int_equal(geo.bn, 128);
+    static _Alignas(16) unsigned char buf[64];
+    kf_attn_params p;
+    memset(&p, 0, sizeof p);
+    p.q = p.k = p.v = buf;
+    p.b = 1, p.sq = 64, p.skv = 64, p.hq = 32, p.hkv = 8;
+    p.q_ss = 32 * 128, p.q_sh = 128, p.q_sb = 64 * 32 * 128;
+    p.k_ss = 8 * 128, p.k_sh = 128, p.k_sb = 64 * 8 * 128;
+    p.v_ss = p.k_ss, p.v_sh = p.k_sh, p.v_sb = p.k_sb;
+    kf_attn_tmaps tm;
+    char msg[512];
+    kf_attn_params a = p;
+    a.v_ss = 8 * 128 + 4;          /* rows 8 bytes past a multiple of 16 */
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "tensor v's sequence stride"));
+    a = p;
+    a.k = buf + 8;
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "tensor k"));
+    a = p;
+    static const int bt[1] = {0};
+    a.block_table = bt;
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "paged"));
+    a = p;
+    static const int cu[2] = {0, 64};
+    a.cu_seqlens_k = cu;
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "total key rows"));
+    gen_kv_set_str(&vp, "impl", "wgmma_pp");
+    assert_int_equal(rt_attn_geom_of(&vp).tma, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -826,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_api__close_before_plan_free_is_safe),
         cmocka_unit_test(test_api__attn_run_refuses_what_it_would_ignore),
         cmocka_unit_test(test_api__hostile_descriptions_are_refused_cleanly),
+        cmocka_unit_test(test_api__tma_maps_refuse_what_they_cannot_describe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -291,6 +291,39 @@ const suite_case suite_paged_sm90[] = {
 };
 const int suite_paged_sm90_n = sizeof suite_paged_sm90 / sizeof suite_paged_sm90[0];
 
+/*
+ * attn_prefill impl=wgmma_tma (issue 19; sm_90a): test_attn_gpu runs every D 64, 128 and 256 case of suite_prefill,
+ * suite_prefill_sm90 and suite_feat_sm90 again with the impl swapped to wgmma_tma (same bn and stages), and these:
+ * key lengths whose last block is partial, with NaN past the length (that block goes by cp.async with zero fill;
+ * the map would read the NaNs: P = 0 times NaN is NaN), lengths on block edges (127..129, 255..257, 640 of a
+ * 777-row cache: whole blocks, NaN right after), packed varlen whose boxes run into the next sequence, strided
+ * views, GQA 8/4 and 8/2, stages 3, D 64 and 256, the model features with ragged lengths.
+ */
+#define TMA2 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"
+#define TMA3 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3"
+#define TMA256 .params = "impl=wgmma_tma,bm=128,w=8,bn=64,stages=2"
+const suite_case suite_prefill_tma[] = {
+    {PRE, "bf16", 2, 300, 777, 8, 2, 128, 1, KV(777, 129), TMA2},
+    {PRE, "fp16", 2, 300, 777, 8, 4, 128, 0, KV(640, 1), TMA3},
+    {PRE, "bf16", 3, 129, 513, 8, 2, 128, 1, KV(127, 255, 257), TMA2},
+    {PRE, "fp16", 3, 128, 300, 8, 4, 128, 1, KV(128, 256, 129), TMA3},
+    {PRE, "bf16", 2, 65, 4097, 8, 2, 128, 0, KV(4097, 4000), TMA3},
+    {PRE, "bf16", 4, 300, 0, 8, 2, 128, 1, KV(1, 64, 400, 0), QL(1, 17, 300, 65), .packed_kv = 1, TMA2},
+    {PRE, "bf16", 3, 260, 0, 8, 4, 128, 0, KV(129, 260, 7), QL(260, 129, 1), .packed_kv = 1, TMA3},
+    {PRE, "fp16", 2, 200, 300, 8, 4, 128, 1, KV(300, 150), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA2},
+    {PRE, "bf16", 2, 200, 333, 8, 2, 128, 0, KV(333, 200), .row_pad = 2, TMA3},
+    /* head dim 64 and 256 */
+    {PRE, "fp16", 2, 300, 777, 8, 2, 64, 1, KV(777, 129), TMA3},
+    {PRE, "bf16", 3, 200, 0, 8, 4, 64, 1, KV(200, 63, 1), QL(200, 63, 1), .packed_kv = 1, TMA2},
+    {PRE, "bf16", 2, 300, 777, 8, 4, 256, 1, KV(777, 65), TMA256},
+    {PRE, "fp16", 2, 200, 300, 8, 2, 256, 0, KV(300, 100), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA256},
+    /* the model features over ragged lengths */
+    {PRE, "bf16", 2, 300, 450, 8, 2, 128, 1, KV(450, 130), WIN(100), TMA2},
+    {PRE, "fp16", 3, 100, 120, 8, 4, 128, 1, KV(120, 0, 1), .sinks = 1, TMA3},
+    {PRE, "bf16", 2, 130, 260, 8, 2, 128, 1, KV(260, 131), .softcap = 5.0, .scale = 1.0, TMA2},
+};
+const int suite_prefill_tma_n = sizeof suite_prefill_tma / sizeof suite_prefill_tma[0];
+
 /* Head-mapping bugs, an off-by-one causal bound, wrong split boundaries (templates/attn/fwd.cuh). */
 const suite_mutant suite_mutants[] = {
     {"kvhead (h/hkv)%hkv", "KF_MUTANT_KVHEAD", "h / KF_G", "(h / p.hkv) % p.hkv"},

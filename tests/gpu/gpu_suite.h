@@ -56,6 +56,10 @@ extern const suite_case suite_prefill_sm90[];
 extern const int suite_prefill_sm90_n;
 extern const char *const suite_prefill_sm90_params[3];
 extern const char *const suite_prefill_sm90_params_d256[3];
+/* attn_prefill impl=wgmma_tma (sm_90a only): its own cases (test_attn_gpu also runs the wgmma cases with the
+ * impl swapped) */
+extern const suite_case suite_prefill_tma[];
+extern const int suite_prefill_tma_n;
 
 /* A mutation: in each line holding `marker`, replace `from` by `to`. */
 typedef struct suite_mutant {

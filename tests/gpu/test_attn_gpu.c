@@ -56,6 +56,9 @@ static const suite_case bitwise_cases[] = {
      .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"},
     {.family = "attn_decode", "fp16", 2, 4, 900, 16, 4, 128, 0, .kv_len = {900, 333}, .kv_len_n = 2, .page_size = 64,
      .params = "tm=16,w=4,bn=64,stages=2,sp=4"},
+    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"},
+    {.family = "attn_prefill", "fp16", 2, 65, 300, 8, 4, 64, 0, .kv_len = {300, 129}, .kv_len_n = 2,
+     .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3"},
 };
 #define N_BITWISE (int)(sizeof bitwise_cases / sizeof bitwise_cases[0])
 
@@ -81,6 +84,37 @@ static void build_wgmma_cases(void)
             }
     for (int i = 0; i < suite_prefill_sm90_n && g_wgmma_n < MAX_WGMMA_CASES; i++)
         g_wgmma_cases[g_wgmma_n++] = suite_prefill_sm90[i];
+}
+
+/* The wgmma_tma group (issue 19): every case of the wgmma group and of suite_feat_sm90 with its impl swapped to
+ * wgmma_tma (same bn and stages), then suite_prefill_tma. */
+#define MAX_TMA_CASES 192
+static suite_case g_tma_cases[MAX_TMA_CASES];
+static char g_tma_params[MAX_TMA_CASES][96];
+static int g_tma_n;
+
+static void add_tma_case(const suite_case *c)
+{
+    const char *rest = c->params ? strstr(c->params, ",bm=") : NULL;
+    if (!rest || g_tma_n >= MAX_TMA_CASES)
+        return;
+    snprintf(g_tma_params[g_tma_n], sizeof g_tma_params[0], "impl=wgmma_tma%s", rest);
+    g_tma_cases[g_tma_n] = *c;
+    g_tma_cases[g_tma_n].params = g_tma_params[g_tma_n];
+    g_tma_cases[g_tma_n].mut = MUT_NONE;
+    g_tma_n++;
+}
+
+static void build_tma_cases(void)
+{
+    g_tma_n = 0;
+    for (int i = 0; i < g_wgmma_n; i++)   /* each suite_prefill case thrice there (one per impl): once here */
+        if (i >= 2 * (g_wgmma_n - suite_prefill_sm90_n) / 3)
+            add_tma_case(&g_wgmma_cases[i]);
+    for (int i = 0; i < suite_feat_sm90_n; i++)
+        add_tma_case(&suite_feat_sm90[i]);
+    for (int i = 0; i < suite_prefill_tma_n && g_tma_n < MAX_TMA_CASES; i++)
+        g_tma_cases[g_tma_n++] = suite_prefill_tma[i];
 }
 
 static void register_jobs(const suite_case *cs, int n)
@@ -144,6 +178,16 @@ static void test_attn_gpu__prefill_wgmma(void **state)
         return;
     }
     assert_int_equal(run_group(g_wgmma_cases, g_wgmma_n, "attn_prefill impl=wgmma, wgmma_ov, wgmma_pp (sm_90a)"), 0);
+}
+
+static void test_attn_gpu__prefill_tma(void **state)
+{
+    (void)state;
+    if (!g_sm90) {
+        printf("\n== attn_prefill impl=wgmma_tma: skipped, the target is %s, not sm_90a\n", g_suite.tg.arch);
+        return;
+    }
+    assert_int_equal(run_group(g_tma_cases, g_tma_n, "attn_prefill impl=wgmma_tma (sm_90a, tensor maps)"), 0);
 }
 
 /* The model features (issue 21): window, softcap, sinks alone and combined, decode, prefill, combine */
@@ -275,6 +319,8 @@ int main(void)
     register_jobs(suite_prefill, suite_prefill_n);
     build_wgmma_cases();
     register_jobs(g_wgmma_cases, g_wgmma_n);
+    build_tma_cases();
+    register_jobs(g_tma_cases, g_tma_n);
     register_jobs(suite_combine, suite_combine_n);
     register_jobs(bitwise_cases, N_BITWISE);
     register_jobs(suite_feat, suite_feat_n);
@@ -303,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_attn_gpu__decode),
         cmocka_unit_test(test_attn_gpu__prefill),
         cmocka_unit_test(test_attn_gpu__prefill_wgmma),
+        cmocka_unit_test(test_attn_gpu__prefill_tma),
         cmocka_unit_test(test_attn_gpu__combine),
         cmocka_unit_test(test_attn_gpu__gqa_bitwise_equals_expanded),
         cmocka_unit_test(test_attn_gpu__features),

@@ -3,19 +3,7 @@
 # cases (window, softcap, sinks: test_attn_gpu filtered), the mutants (the feature mutants among them), and the
 # sustained figures the harness can take today (kforge run). Logs tarred under $OUT, summary.txt beside them.
 # usage: KF_BUILD=.devbuild bash tests/device_feat.sh
-set -u
-OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
-RET=$OUT; OUT=/tmp/kf_feat_logs; rm -rf "$OUT"; mkdir -p "$OUT"
-pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
-export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-K=$B/kforge
-T0=$(date +%s)
-SUM=$OUT/summary.txt; : > "$SUM"
-say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
-say "env: $(cat "$OUT/env.txt"); kforge $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+KF_LOGS=feat; KF_BUDGET_DEFAULT=300; . "$(dirname "$0")/device_lib.sh"
 cd "$B/tests"
 # 1. the GPU cases (the fp64 references themselves are CPU tests: test_ref_feat; the harness's FP8 and paged inputs:
 #    test_attn_case) (every row printed: family, shape with win/cap/sinks/e4m3/page, variant, rel_err, lse max-abs,

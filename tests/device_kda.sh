@@ -6,20 +6,8 @@
 # when present (no network). Logs gather in one folder, packed into $OUT/logs.tgz after each stage (the
 # device tool brings back at most 8 files); $OUT/summary.txt is the short story.
 # usage: KF_BUILD=.devbuild BUDGET_S=360 bash tests/device_kda.sh
-set -u
-OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
-RET=$OUT; OUT=/tmp/kf_kda_logs; rm -rf "$OUT"; mkdir -p "$OUT"
-pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
-export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+KF_LOGS=kda; KF_BUDGET_DEFAULT=360; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
-T0=$(date +%s); END=$((T0 + ${BUDGET_S:-360}))
-left() { local l=$((END - $(date +%s) - $1)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
-SUM=$OUT/summary.txt; : > "$SUM"
-say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
-say "env: $(cat "$OUT/env.txt"); kforge $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
 result() { grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|comparison\(s\) failed|skipped' "$OUT/$1.log" | tail -n 4 | tr '\n' ' '; }
 # the tests' binary caches, when the build brought them compressed (tests/devbuild.sh)
 for x in "$B"/tests/*.db.xz; do [ -f "$x" ] && [ ! -f "${x%.xz}" ] && xz -dkc "$x" > "${x%.xz}"; done

@@ -6,21 +6,8 @@
 # KSL=1 (the default): the lagged keys-split kernel (impl=wgmma_ksl) against wgmma_ks on the four figure rows, then the
 # suite filtered to its cases and mutants (KFORGE_TEST_FILTER=impl=wgmma_ksl); KSL=0: the earlier run (all rows, all cases).
 # usage: KF_BUILD=.devbuild BUDGET_S=240 bash tests/device_mla.sh
-set -u
-OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
-RET=$OUT; OUT=/tmp/kf_mla_logs; rm -rf "$OUT"; mkdir -p "$OUT"
-pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
-export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+KF_LOGS=mla; KF_BUDGET_DEFAULT=300; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_TEMPLATE_DIR=$ROOT/templates
-K=$B/kforge
-T0=$(date +%s); END=$((T0 + ${BUDGET_S:-300}))
-left() { local l=$((END - $(date +%s) - $1)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
-SUM=$OUT/summary.txt; : > "$SUM"
-say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
-say "env: $(cat "$OUT/env.txt"); kforge $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)"
 
 # 1. the figure rows first (a hang or trap in the suite must not cost them): keys-split kernel and the default
 DB=/tmp/kf_mla.db; rm -f "$DB"*

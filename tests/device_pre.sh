@@ -4,20 +4,7 @@
 # pairs, wgmma_tma's among them), then sustained figures of wgmma_tma against the default (wgmma_pp) on issue 19's
 # four rows, interleaved (default, tma, default, tma). Logs tarred under $OUT, summary.txt beside them. <= ~4 minutes.
 # usage: KF_BUILD=.devbuild bash tests/device_pre.sh      (BUDGET_S=230 by default; ROUNDS=2)
-set -u
-OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
-RET=$OUT; OUT=/tmp/kf_pre_logs; rm -rf "$OUT"; mkdir -p "$OUT"
-pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
-export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-K=$B/kforge
-T0=$(date +%s); END=$((T0 + ${BUDGET_S:-230}))
-left() { echo $((END - $(date +%s))); }
-SUM=$OUT/summary.txt; : > "$SUM"
-say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
-say "env: $(cat "$OUT/env.txt"); kforge $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+KF_LOGS=pre; KF_BUDGET_DEFAULT=230; . "$(dirname "$0")/device_lib.sh"
 for z in "$B"/tests/*.db.xz; do       # test caches travel xz-compressed (tests/devbuild.sh)
   [ -f "$z" ] && [ ! -f "${z%.xz}" ] && python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "${z%.xz}"
 done

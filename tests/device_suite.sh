@@ -4,22 +4,8 @@
 # anything), then the timing test alone, the Python GPU tests, and two tuner shards on one GPU merged
 # (issue 22's one-GPU check); each stage under a deadline. Logs under $OUT; a summary last.
 # usage: KF_BUILD=.devbuild BUDGET_S=360 bash tests/device_suite.sh
-set -u
-OUT=${OUT:-/tmp/kf_out}; mkdir -p "$OUT"
-# the device tool brings back at most 8 files: logs gather in $L, packed into $OUT/logs.tgz after each stage
-RET=$OUT; OUT=/tmp/kf_suite_logs; rm -rf "$OUT"; mkdir -p "$OUT"
-pack() { tar czf "$RET/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$RET/summary.txt" 2>/dev/null; }
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=$(cd "$ROOT/${KF_BUILD:-.devbuild}" && pwd)
-export LD_LIBRARY_PATH=$B/devlibs:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+KF_LOGS=suite; KF_BUDGET_DEFAULT=360; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
-K=$B/kforge
-T0=$(date +%s); END=$((T0 + ${BUDGET_S:-360}))
-left() { local l=$((END - $(date +%s) - $1)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
-SUM=$OUT/summary.txt; : > "$SUM"
-say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
-say "env: $(cat "$OUT/env.txt")"
 result() {  # result NAME: the test's closing lines
   grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|PASS:|FAIL' "$OUT/$1.log" | tail -n 3 | tr '\n' ' '
 }

@@ -1,4 +1,4 @@
-/* common/fp8.cuh: the e4m3 (FP8) decode rule of every kernel that reads FP8 K/V: the fast kernels' and the naive reference's */
+/* common/fp8.cuh: the e4m3 (FP8) decode rule of every kernel that reads FP8 K/V (the fast kernels, the naive reference) */
 #ifndef KF_FP8_CUH
 #define KF_FP8_CUH
 

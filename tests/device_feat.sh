@@ -7,7 +7,8 @@ KF_LOGS=feat; KF_BUDGET_DEFAULT=300; . "$(dirname "$0")/device_lib.sh"
 cd "$B/tests"
 # 1. the GPU cases (the fp64 references themselves are CPU tests: test_ref_feat; the harness's FP8 and paged inputs:
 #    test_attn_case) (every row printed: family, shape with win/cap/sinks/e4m3/page, variant, rel_err, lse max-abs,
-#    pass/FAIL); the filter takes the FP8 K/V and paged groups too (test_attn_gpu__features_fp8_kv, _features_paged)
+#    pass/FAIL); the filter takes the FP8 K/V, paged and naive groups too (test_attn_gpu__features_fp8_kv,
+#    _features_paged, _features_naive_matches_cpu)
 # 2. beside them the mutants (the plain ones and window +1 / -1, softcap after the max, sink in the numerator, the FP8
 #    scale of the next head, the block-table row of the next sequence):
 #    their NVRTC compiles overlap on the machine's cores

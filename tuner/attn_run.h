@@ -61,7 +61,7 @@ typedef struct tune_attn_case {
     double scale;                  /* 0: 1/sqrt(d) */
     int keep_outputs;              /* 1: copy o and lse back into the result (dense, see below) */
     /* model features (appended; 0: off), as kf_attn_desc: the variant must have been built for them (the shape
-     * keys of tune_attn_case_shape); only the CPU fp64 reference knows them (the naive kernel does not) */
+     * keys of tune_attn_case_shape), and so is the GPU naive reference (tune_attn_naive_job) */
     int window, window_left;       /* sliding window: keys pi - window_left .. pi */
     double softcap;                /* > 0: score = softcap * tanh(score / softcap) */
     int sinks;                     /* 1: sink logits tune_attn_sink(h, hq) join the denominators */
@@ -112,8 +112,8 @@ double tune_attn_ref_work(const tune_attn_case *c);
 
 /*
  * Runs v on c and checks o and lse: against the CPU fp64 reference when naive is NULL,
- * else against the GPU naive kernel `naive` (attn_naive of the same dtype/d/causal, run
- * on the same device buffers). Inputs random (never zeros), outputs poisoned first.
+ * else against the GPU naive kernel `naive` (attn_naive of the same dtype/d/causal and model
+ * features, tune_attn_naive_job; run on the same device buffers). Inputs random (never zeros), outputs poisoned first.
  * Tolerances: check_tol(dtype) on ||o - ref|| / ||ref||, CHECK_LSE_TOL max-abs on lse
  * (looser against the naive kernel: its own rounding adds in). timing != NULL: also
  * times the launches (samples >= 20; 0 asks for 30), see tune_attn_time.
@@ -142,8 +142,8 @@ int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_at
                    tune_attn_timing *t, char *err, size_t errn);
 
 
-/* Fills j (tmpl, fixed, params) for the attn_naive variant that references case c, and
- * prepares it (gen_build_prepare); the caller builds it with gen_build_run. -1 with the
+/* Fills j (tmpl, fixed, params) for the attn_naive variant that references case c (its shape keys,
+ * the model features included: tune_attn_case_shape), and prepares it (gen_build_prepare); the caller builds it with gen_build_run. -1 with the
  * host's message. */
 int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *tg, gen_job *j);
 

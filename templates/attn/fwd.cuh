@@ -148,28 +148,7 @@ __device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *ba
     }
 }
 
-/* 4 e4m3 bytes -> 4 16-bit values of the dtype, each e4m3 value / 256 (exact, subnormals included): the byte's
- * sign to bit 15, its exponent and mantissa to bits 13..7 of an fp16 (bias 15 against e4m3's 7); bf16 through fp32. */
-__device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
-{
-    kf_u32 t0, t1;
-    asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(w));
-    asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(w));
-    t0 = (t0 & 0x80008000u) | ((t0 >> 1) & 0x3f803f80u);
-    t1 = (t1 & 0x80008000u) | ((t1 >> 1) & 0x3f803f80u);
-#if KF_BF16
-    float a, b, c, d;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(a) : "h"((unsigned short)(t0 & 0xffffu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(b) : "h"((unsigned short)(t0 >> 16)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(c) : "h"((unsigned short)(t1 & 0xffffu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"((unsigned short)(t1 >> 16)));
-    lo = kf_pack2(a, b);
-    hi = kf_pack2(c, d);
-#else
-    lo = t0;
-    hi = t1;
-#endif
-}
+/* kf_e4m3x4 (4 e4m3 bytes -> 4 16-bit values / 256): common/fp8.cuh, rendered before this file with KF_KV8 */
 
 /* The fp8 block at src (unswizzled [BN][D] bytes) -> the swizzled 16-bit tile at dst, every thread a share. */
 __device__ __forceinline__ void kf_cvt_kv8(kf_u32 dst, kf_u32 src, int tid)

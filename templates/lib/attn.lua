@@ -78,6 +78,18 @@ function A.fragments(paths)
   return table.concat(t, "\n")
 end
 
+-- The fragments of a render, in order, joined by newlines, with common/fp8.cuh (the e4m3 decode rule) right after
+-- common/types.cuh when K/V are FP8 (f.kv): a source without FP8 holds no word of it.
+function A.fragments_kv(f, paths)
+  if not f.kv then return A.fragments(paths) end
+  local t = {}
+  for _, path in ipairs(paths) do
+    t[#t + 1] = path
+    if path == "common/types.cuh" then t[#t + 1] = "common/fp8.cuh" end
+  end
+  return A.fragments(t)
+end
+
 -- Combine kernel of a split variant: 4 columns per thread, up to 128 threads, so 1..8 rows of dv
 -- columns per block (runtime/attn_launch.c and runtime/parts_launch.c mirror this).
 function A.combine_rows(dv)

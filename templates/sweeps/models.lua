@@ -7,6 +7,12 @@
 -- DeepSeek-V3 absorbed MLA (attn_parts_decode, latent 512 + rope 64, page 64): Hq 128 (one GPU) and
 -- 16 (TP 8), Sq 1 and 2 (MTP), (B, keys) = (1, 32K), (32, 4K), (128, 4K).
 -- Kimi-Linear KDA (K = V = 128, 32 heads): decode N 1/32/128, prefill T 2K/8K/32K.
+-- With their model features (issue 21; bf16, one full layer; gated, as every big shape, against the GPU naive
+-- kernel, built with the same features):
+--   Mistral-7B: 32/8, D 128, sliding window 4096 (prefill over 32K keys; decode B 32 at 32K keys)
+--   Gemma-2-9B: 16/8, D 256, softcap 50 and window 4096 (the local layers; prefill 8K, decode B 32 at 8K)
+--   gpt-oss-20B: 64/8, D 64, sinks and window 128 (the banded layers; prefill 8K, decode B 32 at 8K)
+--   Llama-3-70B decode with FP8 (e4m3) K/V: 64/8, D 128, B 32 at 32K keys (and the 32/8 row of the figure)
 local shapes = {}
 local models = {
   { 32, 8 },    -- Llama-3 8B
@@ -50,7 +56,20 @@ end
 for _, t in ipairs({ 2048, 8192, 32768 }) do
   shapes[#shapes + 1] = { family = "kda_prefill", n = 1, t = t, h = 32, hv = 32, dk = 128, dv = 128 }
 end
+local function feat(fam, hq, hkv, d, b, sq, skv, extra)
+  local sh = { family = fam, dtype = "bf16", b = b, sq = sq, skv = skv, hq = hq, hkv = hkv, d = d, causal = 1 }
+  for k, v in pairs(extra) do sh[k] = v end
+  shapes[#shapes + 1] = sh
+end
+feat("attn_prefill", 32, 8, 128, 1, 32768, 32768, { window = 4096 })                 -- Mistral-7B
+feat("attn_decode", 32, 8, 128, 32, 1, 32768, { window = 4096 })
+feat("attn_prefill", 16, 8, 256, 1, 8192, 8192, { window = 4096, softcap = 50 })     -- Gemma-2-9B
+feat("attn_decode", 16, 8, 256, 32, 1, 8192, { window = 4096, softcap = 50 })
+feat("attn_prefill", 64, 8, 64, 1, 8192, 8192, { window = 128, sinks = 1 })          -- gpt-oss-20B
+feat("attn_decode", 64, 8, 64, 32, 1, 8192, { window = 128, sinks = 1 })
+feat("attn_decode", 64, 8, 128, 32, 1, 32768, { kv_dtype = "e4m3" })                 -- Llama-3-70B FP8 K/V
+feat("attn_decode", 32, 8, 128, 32, 1, 32768, { kv_dtype = "e4m3" })
 return {
-  doc = "model shapes: GQA 32/8, 64/8, 28/4, 96/8 D128 decode (B 1/32/128, 4K/32K), spec decode Sq 2-8, causal prefill 2K-32K; DeepSeek-V3 MLA Hq 128/16; Kimi-Linear KDA H32",
+  doc = "model shapes: GQA 32/8, 64/8, 28/4, 96/8 D128 decode (B 1/32/128, 4K/32K), spec decode Sq 2-8, causal prefill 2K-32K; DeepSeek-V3 MLA Hq 128/16; Kimi-Linear KDA H32; Mistral-7B SWA, Gemma-2 softcap + window, gpt-oss sinks + window, FP8 K/V decode",
   shapes = shapes,
 }

@@ -210,8 +210,8 @@ static void test_ref_feat__e4m3_known_values(void **state)
     assert_true(ref_e4m3(0x07) == 7 * ldexp(1.0, -9));
     assert_true(ref_e4m3(0x08) == ldexp(1.0, -6));   /* the smallest normal */
     assert_true(isnan(ref_e4m3(0x7f)) && isnan(ref_e4m3(0xff)));
-    /* the kernels' conversion (attn/fwd.cuh kf_e4m3x4): the byte's bits 6..0 at bits 13..7 of an fp16, the sign at
-     * bit 15, is the value / 256 for every finite byte, subnormals included */
+    /* the kernels' conversion (common/fp8.cuh kf_e4m3x4, kf_e4m3_f32): the byte's bits 6..0 at bits 13..7 of an
+     * fp16, the sign at bit 15, is the value / 256 for every finite byte, subnormals included */
     for (int b = 0; b < 256; b++) {
         if ((b & 0x7f) == 0x7f)
             continue;

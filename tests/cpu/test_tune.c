@@ -971,6 +971,65 @@ static void test_tune__gate_case_is_bounded(void **state)
     assert_true(t.window == 0 && t.softcap == 0 && t.sinks == 0 && t.kv_fp8 == 0);
 }
 
+/* A big feature shape is gated against the GPU naive kernel built with the same features (issue 21): the runner
+ * asks for the naive reference, its variant carries the features as fixed values (and keys), a plain shape's naive
+ * variant is the one of before, and the gate takes that reference (no refusal before it looks at the context). */
+static void test_tune__naive_reference_carries_the_features(void **state)
+{
+    (void)state;
+    gen_host *h = gen_host_new(NULL);
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    const tune_family *tf = tune_family_find("attn_prefill");
+    assert_non_null(tf);
+    assert_non_null(tf->runner);
+    assert_non_null(tf->runner->ref_job);
+    struct { const char *shape, *keys[4]; } cases[] = {
+        {"family=attn_prefill,dtype=bf16,b=1,sq=8192,skv=8192,hq=64,hkv=8,d=64,causal=1,window=128,sinks=1",
+         {".sink1.", ".win1", NULL}},
+        {"family=attn_prefill,dtype=bf16,b=1,sq=8192,skv=8192,hq=16,hkv=8,d=256,causal=1,window=4096,softcap=50",
+         {"attn_naive.cap1.", ".win1", NULL}},
+        {"family=attn_prefill,dtype=fp16,b=1,sq=8192,skv=8192,hq=32,hkv=8,d=128,causal=0,kv_dtype=e4m3",
+         {".kv-e4m3.", NULL}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gen_kvset shape = shape_of(cases[i].shape);
+        char e[400];
+        void *st = tf->runner->make(&shape, e, sizeof e);
+        assert_non_null(st);
+        gen_job j;
+        assert_int_equal(tf->runner->ref_job(st, h, &tg, &j), 1);   /* too big for the CPU reference: the naive */
+        for (int k = 0; cases[i].keys[k]; k++)
+            if (!strstr(j.variant_key, cases[i].keys[k]))
+                fail_msg("%s: the naive reference %s lacks '%s'", cases[i].shape, j.variant_key, cases[i].keys[k]);
+        assert_non_null(strstr(j.src, "#define KF_ATTN_EXT 1"));
+        if (strstr(cases[i].shape, "e4m3"))
+            assert_non_null(strstr(j.src, "#define KF_KV8 1"));
+        /* the features the gate runs with are those the naive reference was built for */
+        tune_attn_case c;
+        int kvl[2];
+        assert_true(tune_gate_case(&shape, 1, &c, kvl) >= 0);
+        tune_attn_variant v = {.family = "attn_prefill"}, nv = {.family = "attn_naive", .key = j.variant_key};
+        tune_attn_result r;
+        assert_int_equal(tune_attn_check(NULL, &v, &c, &nv, 0, &r, NULL), -1);   /* no context here: that is all */
+        if (!strstr(r.msg, "CUDA context"))
+            fail_msg("%s: the gate refused the naive reference: %s", cases[i].shape, r.msg);
+        tune_attn_result_free(&r);
+        gen_job_free(&j);
+        tf->runner->release(st, NULL);
+    }
+    /* a plain shape: the naive reference's key and defines as before the features (no KF_ATTN_EXT) */
+    tune_attn_case plain = {.dtype = CHECK_BF16, .b = 1, .sq = 4096, .skv = 4096, .hq = 32, .hkv = 8, .d = 128,
+                            .causal = 1};
+    gen_job j;
+    assert_int_equal(tune_attn_naive_job(h, &plain, &tg, &j), 0);
+    assert_string_equal(j.variant_key, "attn_naive.causal1.d128.dtype-bf16.threads128");
+    assert_null(strstr(j.src, "#define KF_ATTN_EXT"));
+    assert_null(strstr(j.src, "#define KF_FP8_CUH"));   /* common/fp8.cuh is not rendered */
+    gen_job_free(&j);
+    gen_host_free(h);
+}
+
 /* The parallel input fill seeds each part by skipping draws: skip(n) must be n draws. */
 /* The gates of a shape's variants share one fill of the inputs and one reference (tune_attn_check
  * keeps them for the same case): the key must tell apart everything that changes the inputs,
@@ -1571,6 +1630,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tune__report_picks_read_then_copy, setup, teardown),
         cmocka_unit_test(test_tune__gate_case_is_bounded),
         cmocka_unit_test(test_tune__gate_inputs_are_kept_per_case),
+        cmocka_unit_test(test_tune__naive_reference_carries_the_features),
         cmocka_unit_test(test_tune__rng_skip_is_n_draws),
         cmocka_unit_test(test_tune__phases_add_and_print),
         cmocka_unit_test(test_tune__timing_option_is_checked),

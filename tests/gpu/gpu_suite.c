@@ -260,6 +260,33 @@ const suite_case suite_kv8[] = {
 const int suite_kv8_n = sizeof suite_kv8 / sizeof suite_kv8[0];
 
 /*
+ * attn_naive with the model features (issue 21), against the CPU fp64 reference: the naive kernel gates the big
+ * feature shapes (sweeps/models.lua), so it is checked on them here first. Window 1, 5 and >= the length (ragged
+ * lengths, packed), softcap 5 at scale 8 (raw scaled logits ~ N(0, 90)), sinks with empty sequences and rows with
+ * no visible key (o 0, lse the sink), FP8 (e4m3) K/V with per-head scales != 1 (tune_attn_kv_scale; 0x7f past
+ * every length) dense, paged and at head dim 256, and the features combined.
+ */
+#define NAIVE .family = "attn_naive"
+const suite_case suite_naive_feat[] = {
+    {NAIVE, "bf16", 2, 300, 300, 8, 2, 128, 1, WIN(5)},
+    {NAIVE, "fp16", 2, 200, 450, 8, 4, 64, 1, KV(450, 130), WIN(1)},
+    {NAIVE, "bf16", 2, 257, 257, 8, 2, 128, 1, WIN(300)},
+    {NAIVE, "bf16", 3, 200, 0, 8, 2, 64, 1, KV(300, 1, 0), QL(200, 1, 0), .packed_kv = 1, WIN(64)},
+    {NAIVE, "fp16", 1, 200, 300, 8, 2, 128, 1, .softcap = 5.0, .scale = 8.0},
+    {NAIVE, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 8.0},
+    {NAIVE, "bf16", 3, 100, 120, 8, 2, 128, 1, KV(120, 0, 1), .sinks = 1},
+    {NAIVE, "fp16", 2, 64, 0, 6, 2, 64, 1, KV(64, 0), QL(64, 3), .packed_kv = 1, .sinks = 1},
+    {NAIVE, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3},
+    {NAIVE, "fp16", 3, 4, 600, 8, 4, 128, 1, KV(600, 1, 0), E4M3},
+    {NAIVE, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .page_size = 64},
+    {NAIVE, "bf16", 2, 130, 300, 8, 2, 256, 1, KV(300, 64), E4M3},
+    {NAIVE, "bf16", 2, 400, 500, 8, 2, 64, 1, KV(500, 401), WIN(128), .sinks = 1},
+    {NAIVE, "fp16", 2, 1, 900, 16, 8, 128, 1, WIN(200), .softcap = 20.0, .sinks = 1, .scale = 1.0},
+    {NAIVE, "bf16", 2, 1, 800, 8, 2, 128, 1, KV(800, 5), WIN(128), .sinks = 1, .softcap = 30.0, E4M3},
+};
+const int suite_naive_feat_n = sizeof suite_naive_feat / sizeof suite_naive_feat[0];
+
+/*
  * Paged K/V: a shuffled pool of pages (tune_attn_case.page_size), NaN in the pages no sequence owns, in the block
  * table's spare column and past each kv_len; ragged lengths with 0 and 1; dense q (bottom-right causal, kv_len >= and
  * < sq) and packed q over the paged cache; pages of 16, 64 and 128; a [B, H, S, D] pool with padded rows; a window.

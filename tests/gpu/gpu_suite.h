@@ -45,6 +45,9 @@ extern const int suite_feat_n, suite_feat_sm90_n;
  * mma prefill */
 extern const suite_case suite_kv8[];
 extern const int suite_kv8_n;
+/* attn_naive with the model features (window, softcap, sinks, FP8 K/V) against the CPU fp64 reference */
+extern const suite_case suite_naive_feat[];
+extern const int suite_naive_feat_n;
 /* Paged K/V (shuffled pages, NaN in unused pages and past each length, ragged lengths with 0 and 1, pages of 16, 64
  * and 128): prefill on mma.sync (and decode) in suite_paged, on the sm_90a impls in suite_paged_sm90 */
 extern const suite_case suite_paged[], suite_paged_sm90[];

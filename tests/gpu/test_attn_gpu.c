@@ -158,6 +158,14 @@ static void test_attn_gpu__naive_matches_cpu(void **state)
     assert_int_equal(run_group(suite_naive, suite_naive_n, "attn_naive vs CPU fp64"), 0);
 }
 
+/* The naive kernel with the model features (issue 21): the reference of the big feature shapes' gates */
+static void test_attn_gpu__features_naive_matches_cpu(void **state)
+{
+    (void)state;
+    assert_int_equal(run_group(suite_naive_feat, suite_naive_feat_n,
+                               "attn_naive with window, softcap, sinks, FP8 K/V vs CPU fp64"), 0);
+}
+
 static void test_attn_gpu__decode(void **state)
 {
     (void)state;
@@ -315,6 +323,7 @@ int main(void)
     g_sm90 = strcmp(g_suite.tg.arch, "sm_90a") == 0;
     time_t t0 = time(NULL);
     register_jobs(suite_naive, suite_naive_n);
+    register_jobs(suite_naive_feat, suite_naive_feat_n);
     register_jobs(suite_decode, suite_decode_n);
     register_jobs(suite_prefill, suite_prefill_n);
     build_wgmma_cases();
@@ -346,6 +355,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attn_gpu__naive_matches_cpu),
+        cmocka_unit_test(test_attn_gpu__features_naive_matches_cpu),
         cmocka_unit_test(test_attn_gpu__decode),
         cmocka_unit_test(test_attn_gpu__prefill),
         cmocka_unit_test(test_attn_gpu__prefill_wgmma),

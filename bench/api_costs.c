@@ -118,15 +118,16 @@ static int first_cb(const db_binary *b, void *arg)
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
-    char dbp[1024], kfb[1024], err[512];
+    core_err err = CORE_ERR_INIT;
+    char dbp[1024], kfb[1024];
     snprintf(dbp, sizeof dbp, "%s/costs.db", dir);
     snprintf(kfb, sizeof kfb, "%s/costs.kfb", dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         DIE("cannot create the work directory '%s': %s", dir, strerror(errno));
     unlink(dbp), unlink(kfb);
-    const rt_cu *cu = rt_cuda(err, sizeof err);
+    const rt_cu *cu = rt_cuda(&err);
     if (!cu)
-        DIE("%s", err);
+        DIE("%s", err.msg);
     const int B = 32;
 
     /* cold plan: a fresh context compiles the default variant */
@@ -206,7 +207,7 @@ int main(int argc, char **argv)
     if (!f.key[0] || db_binary_get(s, f.key, &b) != DB_OK)
         DIE("no compiled binary in %s", dbp);
     rt_devinfo info;
-    rt_device_info(0, &info, err, sizeof err);
+    rt_device_info(0, &info, &err);
     for (int i = 0; i < 500; i++) {
         char key[700], shape[256];
         snprintf(key, sizeof key, "%s#%d", f.key, i);

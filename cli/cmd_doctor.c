@@ -36,10 +36,11 @@ int cmd_doctor(cli_opts *o)
 {
     if (o->measure)
         return cmd_doctor_measure(o);
-    char nvrtc[16], err[512];
+    core_err err = CORE_ERR_INIT;
+    char nvrtc[16];
     gen_nvrtc_version(nvrtc, sizeof nvrtc);
     rt_devinfo info;
-    int gpu = rt_device_info(0, &info, err, sizeof err) == 0;
+    int gpu = rt_device_info(0, &info, &err) == 0;
     const char *path = o->db_path ? o->db_path : getenv("KFORGE_DB");
     if (!path || !*path)
         path = "kforge.db";
@@ -68,7 +69,7 @@ int cmd_doctor(cli_opts *o)
                    gen_json_str(j1, sizeof j1, info.name), gen_json_str(j2, sizeof j2, info.uuid),
                    gen_json_str(j3, sizeof j3, info.arch), info.sms, gen_json_str(j4, sizeof j4, info.driver));
         else
-            printf("null,\"gpu_error\":%s", gen_json_str(j1, sizeof j1, err));
+            printf("null,\"gpu_error\":%s", gen_json_str(j1, sizeof j1, err.msg));
         printf(",\"db\":%s,\"schema_version\":%d,\"db_status\":%s,\"templates\":%s,"
                "\"templates_ok\":%d,\"templates_bad\":%d}\n",
                gen_json_str(j1, sizeof j1, path), schema, gen_json_str(j2, sizeof j2, dbmsg[0] ? dbmsg : "ok"),
@@ -80,7 +81,7 @@ int cmd_doctor(cli_opts *o)
                    info.uuid, info.arch, info.sms, info.clock_mhz, info.driver,
                    info.total_mem / 1073741824.0);
         else
-            printf("gpu        none: %s\n", err);
+            printf("gpu        none: %s\n", err.msg);
         if (schema >= 0)
             printf("database   %s (schema version %d, this build %d)\n", path, schema, DB_SCHEMA_VERSION);
         else
@@ -131,9 +132,9 @@ static int gemm_jobs(cli_opts *o, gen_host *h, const gen_target *tg, db_store *d
 int cmd_doctor_measure(cli_opts *o)
 {
     rt_devinfo info;
-    char err[1024];
-    if (rt_device_info(0, &info, err, sizeof err))
-        return cli_error("%s", err);
+    core_err err = CORE_ERR_INIT;
+    if (rt_device_info(0, &info, &err))
+        return cli_error("%s", err.msg);
     gen_device dev;
     rt_gen_device(&info, &dev);
     gen_target tg;
@@ -149,15 +150,15 @@ int cmd_doctor_measure(cli_opts *o)
     int rc = 0;
     cli_progress(o, "measuring the device copy ceiling on %s (2 x %llu MiB per copy)\n", info.name,
                  (unsigned long long)(TUNE_COPY_BYTES >> 20));
-    if (tune_ceiling_copy(0, TUNE_COPY_BYTES, 30, &copy, err, sizeof err))
-        rc = cli_error("copy ceiling: %s", err);
+    if (tune_ceiling_copy(0, TUNE_COPY_BYTES, 30, &copy, err.msg, sizeof err.msg))
+        rc = cli_error("copy ceiling: %s", err.msg);
     else if (db_ceiling_put(db, info.name, "copy", copy.value, "B/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
     if (!rc)
         cli_progress(o, "measuring the device read ceiling (%s streams %llu MiB, built for %s)\n",
                      TUNE_READ_KERNEL, (unsigned long long)(TUNE_READ_BYTES >> 20), tg.arch);
-    if (!rc && tune_ceiling_read(0, tg.arch, TUNE_READ_BYTES, 30, &rd, err, sizeof err))
-        rc = cli_error("read ceiling: %s", err);
+    if (!rc && tune_ceiling_read(0, tg.arch, TUNE_READ_BYTES, 30, &rd, err.msg, sizeof err.msg))
+        rc = cli_error("read ceiling: %s", err.msg);
     else if (!rc && db_ceiling_put(db, info.name, "read", rd.value, "B/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
     gen_job *jobs = NULL;
@@ -167,8 +168,8 @@ int cmd_doctor_measure(cli_opts *o)
                      TUNE_GEMM_SIZE);
         rc = gemm_jobs(o, h, &tg, db, &jobs, &n);
     }
-    if (!rc && tune_ceiling_gemm(0, jobs, n, TUNE_GEMM_SIZE, 30, &gemm, err, sizeof err))
-        rc = cli_error("GEMM ceiling: %s", err);
+    if (!rc && tune_ceiling_gemm(0, jobs, n, TUNE_GEMM_SIZE, 30, &gemm, err.msg, sizeof err.msg))
+        rc = cli_error("GEMM ceiling: %s", err.msg);
     else if (!rc && db_ceiling_put(db, info.name, "gemm_bf16", gemm.value, "FLOP/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
     char jg[1024], jv[2048], jc[2048], jr[1024];

@@ -39,9 +39,9 @@ int cli_variant(const cli_opts *o, gen_host *h, gen_tmpl **t, gen_kvset *fixed, 
     char err[256];
     if (gen_kv_parse(&shape, o->shape, err, sizeof err))
         return cli_usage_error("bad --shape: %s", err);
-    char bad[1024];  /* the checks of the C API (runtime/shape.h) */
-    if (rt_shape_check(o->argv[0], &shape, gen_tmpl_shape_fields(*t), RT_NAMES_SHAPE, bad, sizeof bad))
-        return cli_usage_error("bad --shape for '%s': %s", o->argv[0], bad);
+    core_err bad = CORE_ERR_INIT;  /* the checks of the C API (runtime/shape.h) */
+    if (rt_shape_check(o->argv[0], &shape, gen_tmpl_shape_fields(*t), RT_NAMES_SHAPE, &bad))
+        return cli_usage_error("bad --shape for '%s': %s", o->argv[0], bad.msg);
     cli_arch(o, dev, NULL);
     gen_kvset over;
     gen_kv_clear(&over);

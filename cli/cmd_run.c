@@ -118,7 +118,7 @@ out:
 
 int cmd_run(cli_opts *o)
 {
-    char err[512];
+    core_err err = CORE_ERR_INIT;
     if (o->argc < 1)
         return cli_usage_error("which family? (see 'kforge list')");
     const char *family = o->argv[0];
@@ -141,8 +141,8 @@ int cmd_run(cli_opts *o)
     int timing = o->timing ? tune_timing_parse(o->timing) : TUNE_TIMING_SUSTAINED;
     if (timing < 0)
         return cli_usage_error("--timing wants sustained or burst, got '%s'", o->timing);
-    if (!rt_cuda(err, sizeof err))
-        return cli_error("%s", err);
+    if (!rt_cuda(&err))
+        return cli_error("%s", err.msg);
 
     gen_host *h = cli_host(o);
     if (!h)
@@ -156,7 +156,7 @@ int cmd_run(cli_opts *o)
         return rc;
     }
     gen_kv_clear(&shape);
-    gen_kv_parse(&shape, o->shape, err, sizeof err);   /* already parsed once by cli_variant */
+    gen_kv_parse(&shape, o->shape, err.msg, sizeof err.msg);   /* already parsed once by cli_variant */
     const char *dt = gen_kv_str(&shape, "dtype");
     check_dtype dtype = dt && !strcmp(dt, "fp16") ? CHECK_FP16 : CHECK_BF16;
 
@@ -235,9 +235,9 @@ int cmd_run(cli_opts *o)
             rc = cli_error("%s", jobs[i].err);
             goto out;
         }
-    ctx = tune_attn_open(0, err, sizeof err);
+    ctx = tune_attn_open(0, err.msg, sizeof err.msg);
     if (!ctx) {
-        rc = cli_error("%s", err);
+        rc = cli_error("%s", err.msg);
         goto out;
     }
     if (!tf->attn_case) {
@@ -262,8 +262,8 @@ int cmd_run(cli_opts *o)
     if (r.pass) {
         cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
         tune_attn_set_timing(ctx, timing);
-        if (tune_attn_time(ctx, &v, &c, 30, &tm, err, sizeof err)) {
-            rc = cli_error("%s: timing: %s", jobs[0].variant_key, err);
+        if (tune_attn_time(ctx, &v, &c, 30, &tm, err.msg, sizeof err.msg)) {
+            rc = cli_error("%s: timing: %s", jobs[0].variant_key, err.msg);
             tune_attn_result_free(&r);
             goto out;
         }

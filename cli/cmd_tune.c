@@ -83,9 +83,9 @@ static int worker_shapes(const int *devs, int nd, int w, gen_kvset *shapes, int 
 {
     const char *models[TUNE_MAX_DEVICES];
     static rt_devinfo info[TUNE_MAX_DEVICES];
-    char err[256];
+    core_err err = CORE_ERR_INIT;
     for (int i = 0; i < nd; i++) {
-        if (rt_device_info(devs[i], &info[i], err, sizeof err))
+        if (rt_device_info(devs[i], &info[i], &err))
             snprintf(info[i].name, sizeof info[i].name, "unknown-%d", devs[i]);
         models[i] = info[i].name;
     }

@@ -78,8 +78,8 @@ const char *cli_arch(const cli_opts *o, gen_device *dev, int *from_gpu)
         return arch;
     }
     rt_devinfo info;
-    char err[256];
-    if (getenv("KFORGE_NO_GPU") == NULL && rt_device_info(0, &info, err, sizeof err) == 0) {
+    core_err err = CORE_ERR_INIT;
+    if (getenv("KFORGE_NO_GPU") == NULL && rt_device_info(0, &info, &err) == 0) {
         snprintf(arch, sizeof arch, "%s", info.arch);
         rt_gen_device(&info, dev);
         if (from_gpu)
@@ -96,12 +96,12 @@ int cli_check_shape(const cli_opts *o, gen_host *h, const gen_kvset *shape)
 {
     const char *family = gen_kv_str(shape, "family");
     gen_tmpl *t = gen_tmpl_load(h, family);
-    char why[1024];
+    core_err why = CORE_ERR_INIT;
     if (!t)
         return cli_error("%s", gen_host_errmsg(h));
-    if (rt_shape_check(family, shape, gen_tmpl_shape_fields(t), RT_NAMES_SHAPE, why, sizeof why))
-        return o->shape ? cli_usage_error("bad --shape for '%s': %s", family, why)
-                        : cli_error("sweep '%s' has a bad shape for '%s': %s", o->sweep ? o->sweep : "default", family, why);
+    if (rt_shape_check(family, shape, gen_tmpl_shape_fields(t), RT_NAMES_SHAPE, &why))
+        return o->shape ? cli_usage_error("bad --shape for '%s': %s", family, why.msg)
+                        : cli_error("sweep '%s' has a bad shape for '%s': %s", o->sweep ? o->sweep : "default", family, why.msg);
     return 0;
 }
 

@@ -54,7 +54,7 @@ static void sql_sha256(sqlite3_context *ctx, int argc, sqlite3_value **argv)
  * ("main" or "b"), in key order, each table after a separator. Images enter through
  * their own SHA-256 (each checked against its bytes when loaded), so every byte is
  * hashed once. */
-static int content_hash(sqlite3 *db, const char *s, char hex[65], char *err, size_t errn)
+static int content_hash(sqlite3 *db, const char *s, char hex[65], core_err *e)
 {
     char sql[512];
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -69,8 +69,7 @@ static int content_hash(sqlite3 *db, const char *s, char hex[65], char *err, siz
         EVP_DigestUpdate(md, "\x1e", 1);
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-            snprintf(err, errn, "%s", sqlite3_errmsg(db));
-            rc = -1;
+            rc = core_err_fail(e, KF_ERR_DB, "%s", sqlite3_errmsg(db));
             break;
         }
         int r;
@@ -81,10 +80,8 @@ static int content_hash(sqlite3 *db, const char *s, char hex[65], char *err, siz
                 EVP_DigestUpdate(md, v ? v : "", (size_t)n);
                 EVP_DigestUpdate(md, "\x1f", 1);
             }
-        if (r != SQLITE_DONE) {
-            snprintf(err, errn, "%s", sqlite3_errmsg(db));
-            rc = -1;
-        }
+        if (r != SQLITE_DONE)
+            rc = core_err_fail(e, KF_ERR_DB, "%s", sqlite3_errmsg(db));
         sqlite3_finalize(st);
     }
     unsigned char out[32];
@@ -107,30 +104,26 @@ static const char *bundle_schema =
 
 static int bundle_load(const char *path, const char *want_arch, db_bundle **out, char *why, size_t n);
 
-static int exec_bound(sqlite3 *db, const char *sql, const char *a, const char *b, const char *c, char *err,
-                      size_t errn)
+static int exec_bound(sqlite3 *db, const char *sql, const char *a, const char *b, const char *c, core_err *e)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, errn, "%s", sqlite3_errmsg(db));
-        return -1;
-    }
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return core_err_fail(e, KF_ERR_DB, "%s", sqlite3_errmsg(db));
     const char *v[3] = {a, b, c};
     for (int i = 0; i < 3 && i < sqlite3_bind_parameter_count(st); i++)
         v[i] ? sqlite3_bind_text(st, i + 1, v[i], -1, SQLITE_STATIC) : sqlite3_bind_null(st, i + 1);
     int r = sqlite3_step(st);
     sqlite3_finalize(st);
-    if (r != SQLITE_DONE && r != SQLITE_ROW) {
-        snprintf(err, errn, "%s", sqlite3_errmsg(db));
-        return -1;
-    }
+    if (r != SQLITE_DONE && r != SQLITE_ROW)
+        return core_err_fail(e, KF_ERR_DB, "%s", sqlite3_errmsg(db));
     return 0;
 }
 
 db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const char *path,
                        const char *kforge_rev, int *n_winners, int *n_binaries)
 {
-    char err[2048], tmp[1100];
+    core_err e;
+    char tmp[1100];
     *n_winners = *n_binaries = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
     unlink(tmp);
@@ -143,9 +136,9 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
     close(fd);
     sqlite3 *db = s->sql;
     sqlite3_create_function(db, "kf_sha256", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, sql_sha256, NULL, NULL);
-    if (exec_bound(db, "ATTACH DATABASE ?1 AS b", tmp, NULL, NULL, err, sizeof err)) {
+    if (exec_bound(db, "ATTACH DATABASE ?1 AS b", tmp, NULL, NULL, &e)) {
         unlink(tmp);
-        return db_fail(s, "cannot create bundle '%s': %s", path, err);
+        return db_fail(s, "cannot create bundle '%s': %s", path, e.msg);
     }
     int rc = 0;
     char arch[32] = "", nvrtc[32] = "", hash[65];
@@ -157,20 +150,20 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
              sqlite3_exec(db, bundle_schema, NULL, NULL, NULL) != SQLITE_OK;
     }
     if (rc)
-        snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
+        core_err_set(&e, KF_ERR_DB, "%s", sqlite3_errmsg(db));
     if (!rc)
         rc = exec_bound(db,
                         "INSERT INTO b.winners SELECT w.family, w.shape_key, w.variant_key, w.cache_key, w.params,"
                         " w.median_ms, w.speedup, w.band FROM main.winners w JOIN main.binaries x"
                         " ON x.cache_key = w.cache_key WHERE w.gpu = ?1 AND (?2 IS NULL OR w.family = ?2)"
                         " ORDER BY w.family, w.shape_key",
-                        gpu, family, NULL, err, sizeof err);
+                        gpu, family, NULL, &e);
     if (!rc)
         rc = exec_bound(db,
                         "INSERT INTO b.binaries SELECT x.cache_key, x.variant_key, x.family, x.arch, x.nvrtc,"
                         " x.params, x.kernels, x.image, kf_sha256(x.image) FROM main.binaries x"
                         " WHERE x.cache_key IN (SELECT cache_key FROM b.winners) ORDER BY x.cache_key",
-                        NULL, NULL, NULL, err, sizeof err);
+                        NULL, NULL, NULL, &e);
     sqlite3_stmt *st;
     if (!rc && sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM b.winners), (SELECT count(*) FROM b.binaries),"
                                       " (SELECT min(arch) FROM b.binaries), (SELECT count(DISTINCT arch) FROM b.binaries),"
@@ -181,16 +174,15 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
             snprintf(arch, sizeof arch, "%s", db_col_str(st, 2) ? db_col_str(st, 2) : "");
             snprintf(nvrtc, sizeof nvrtc, "%s", db_col_str(st, 4) ? db_col_str(st, 4) : "");
             if (sqlite3_column_int(st, 3) > 1) {
-                snprintf(err, sizeof err, "the winners for '%s' span several archs; export one arch at a time", gpu);
-                rc = -1;
+                rc = core_err_fail(&e, KF_ERR_DB, "the winners for '%s' span several archs; export one arch at a time",
+                                   gpu);
             }
         }
         sqlite3_finalize(st);
     }
     if (!rc && *n_winners == 0) {
-        snprintf(err, sizeof err, "no winners for GPU '%s'%s%s%s", gpu, family ? " and family '" : "",
-                 family ? family : "", family ? "'" : "");
-        rc = -1;
+        rc = core_err_fail(&e, KF_ERR_DB, "no winners for GPU '%s'%s%s%s", gpu, family ? " and family '" : "",
+                           family ? family : "", family ? "'" : "");
     }
     char fmt[16];
     snprintf(fmt, sizeof fmt, "%d", DB_BUNDLE_FORMAT);
@@ -199,10 +191,9 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
     /* the meta rows first: the checksum covers them */
     for (int i = 0; i < 6 && !rc; i++) {
         if (i == 5)
-            rc = content_hash(db, "b", hash, err, sizeof err);
+            rc = content_hash(db, "b", hash, &e);
         if (!rc)
-            rc = exec_bound(db, "INSERT INTO b.meta(key, value) VALUES (?1, ?2)", meta[i][0], meta[i][1], NULL,
-                            err, sizeof err);
+            rc = exec_bound(db, "INSERT INTO b.meta(key, value) VALUES (?1, ?2)", meta[i][0], meta[i][1], NULL, &e);
     }
     sqlite3_exec(db, "DETACH DATABASE b", NULL, NULL, NULL);
     /* what export writes, the loader takes: a database row it would refuse (a malformed
@@ -210,15 +201,13 @@ db_rc db_bundle_export(db_store *s, const char *gpu, const char *family, const c
     db_bundle *check = NULL;
     char why[768];
     if (!rc && bundle_load(tmp, NULL, &check, why, sizeof why))
-        rc = -1, snprintf(err, sizeof err, "it would not load: %s", why);
+        rc = core_err_fail(&e, KF_ERR_DB, "it would not load: %s", why);
     db_bundle_free(check);
-    if (!rc && rename(tmp, path) != 0) {
-        snprintf(err, sizeof err, "cannot move '%s' into place: %s", tmp, strerror(errno));
-        rc = -1;
-    }
+    if (!rc && rename(tmp, path) != 0)
+        rc = core_err_fail(&e, KF_ERR_DB, "cannot move '%s' into place: %s", tmp, strerror(errno));
     if (rc) {
         unlink(tmp);
-        return db_fail(s, "cannot export bundle '%s': %s", path, err);
+        return db_fail(s, "cannot export bundle '%s': %s", path, e.msg);
     }
     return DB_OK;
 }
@@ -381,11 +370,6 @@ static int read_meta(sqlite3 *db, db_bundle *b, char *fmt, size_t nfmt, char *ha
     return rc;
 }
 
-static int bundle_fail(char *err, size_t errn, const char *path, const char *why)
-{
-    snprintf(err, errn, "cannot load bundle '%s': %s", path, why);
-    return -1;
-}
 
 /* Checks every image against its SHA-256, on up to 8 threads (hashing is most of a
  * load's time). */
@@ -552,12 +536,12 @@ static int family_ok(const char *family)
     return !gen_kv_set_str(&set, "family", family);
 }
 
-int db_bundle_shape_parse(const char *shape_key, gen_kvset *out, char *err, size_t errn)
+int db_bundle_shape_parse(const char *shape_key, gen_kvset *out, core_err *e)
 {
-    char shape[DB_BUNDLE_SHAPE_MAX], conv[1024] = "";
+    char shape[DB_BUNDLE_SHAPE_MAX], conv[1024] = "", why[256];
     gen_kv_clear(out);
     if (!*shape_key || strlen(shape_key) >= sizeof shape)
-        return snprintf(err, errn, "empty or longer than %d characters", DB_BUNDLE_SHAPE_MAX - 1), -1;
+        return core_err_fail(e, KF_ERR_BUNDLE, "empty or longer than %d characters", DB_BUNDLE_SHAPE_MAX - 1);
     snprintf(shape, sizeof shape, "%s", shape_key);
     size_t n = 0;
     char *save = NULL;
@@ -572,14 +556,14 @@ int db_bundle_shape_parse(const char *shape_key, gen_kvset *out, char *err, size
         n += (size_t)snprintf(conv + n, sizeof conv - n, "%s%.*s=%s", n ? "," : "", (int)k, tok,
                               tok + k + (dash ? 1 : 0));
         if (n >= sizeof conv)
-            return snprintf(err, errn, "too long"), -1;
+            return core_err_fail(e, KF_ERR_BUNDLE, "too long");
     }
-    if (gen_kv_parse(out, conv, err, errn))
-        return -1;
+    if (gen_kv_parse(out, conv, why, sizeof why))
+        return core_err_fail(e, KF_ERR_BUNDLE, "%s", why);
     char back[DB_BUNDLE_SHAPE_MAX];
     if (gen_kv_find(out, "family") || gen_kv_keyform(out, back, sizeof back) < 0 || strcmp(back, shape_key))
-        return snprintf(err, errn, "not in the canonical form ('%.120s' reads back as '%.120s')", shape_key,
-                        gen_kv_find(out, "family") ? "a shape with a family" : back), -1;
+        return core_err_fail(e, KF_ERR_BUNDLE, "not in the canonical form ('%.120s' reads back as '%.120s')", shape_key,
+                             gen_kv_find(out, "family") ? "a shape with a family" : back);
     return 0;
 }
 
@@ -673,10 +657,11 @@ static int bundle_check_rows(db_bundle *b, char *why, size_t n)
     for (int i = 0; i < b->n_winners && !rc; i++) {
         const db_bundle_winner *w = &b->winners[i];
         gen_kvset shape;
-        char err[256] = "";
+        core_err se = CORE_ERR_INIT;
+        const char *err = se.msg;
         const db_bundle_binary *x = key_ok(w->cache_key, DB_BUNDLE_KEY_MAX) ? db_bundle_find(b, w->cache_key) : NULL;
         const char *bad = !family_ok(w->family)                                        ? "family"
-                          : db_bundle_shape_parse(w->shape_key, &shape, err, sizeof err) ? "shape key"
+                          : db_bundle_shape_parse(w->shape_key, &shape, &se)             ? "shape key"
                           : !key_ok(w->variant_key, DB_BUNDLE_KEY_MAX) || !prefixed(w->variant_key, w->family)
                               ? "variant key (not FAMILY.fields)"
                           : !key_ok(w->cache_key, DB_BUNDLE_KEY_MAX)                     ? "cache key"
@@ -751,8 +736,9 @@ static int bundle_load(const char *path, const char *want_arch, db_bundle **out,
     }
     if (!rc && !hex64_ok(hash))
         rc = -1, snprintf(why, n, "its content checksum '%s' is not a SHA-256", hash);
-    if (!rc && content_hash(db, "main", have, why, n))
-        rc = -1;
+    core_err he;
+    if (!rc && content_hash(db, "main", have, &he))
+        rc = -1, snprintf(why, n, "%.700s", he.msg);
     if (!rc && strcmp(have, hash))
         rc = -1, snprintf(why, n, "content checksum mismatch (altered after export)");
     if (!rc && want_arch && strcmp(want_arch, b->arch))
@@ -768,11 +754,11 @@ static int bundle_load(const char *path, const char *want_arch, db_bundle **out,
     return 0;
 }
 
-int db_bundle_load(const char *path, const char *want_arch, db_bundle **out, char *err, size_t errn)
+int db_bundle_load(const char *path, const char *want_arch, db_bundle **out, core_err *e)
 {
     char why[768] = "";
     if (bundle_load(path, want_arch, out, why, sizeof why))
-        return bundle_fail(err, errn, path ? path : "", why);
+        return core_err_fail(e, KF_ERR_BUNDLE, "cannot load bundle '%s': %s", path ? path : "", why);
     return 0;
 }
 
@@ -864,7 +850,7 @@ static db_rc import_rows(db_store *s, const db_bundle *b, int *n_winners, int *n
 
 db_rc db_bundle_import(db_store *s, const char *const *paths, int n, int *n_winners, int *n_binaries)
 {
-    char err[1024];
+    core_err e;
     for (int i = 0; i < n; i++)
         n_winners[i] = n_binaries[i] = 0;
     if (n < 1)
@@ -875,8 +861,8 @@ db_rc db_bundle_import(db_store *s, const char *const *paths, int n, int *n_winn
     db_rc rc = DB_OK;
     /* every bundle is read and verified before the database is touched */
     for (int i = 0; i < n && rc == DB_OK; i++)
-        if (db_bundle_load(paths[i], NULL, &b[i], err, sizeof err))
-            rc = db_fail(s, "%s (nothing was imported)", err);
+        if (db_bundle_load(paths[i], NULL, &b[i], &e))
+            rc = db_fail(s, "%s (nothing was imported)", e.msg);
     if (rc == DB_OK)
         rc = db_begin(s, "start the import");
     int failed = -1;
@@ -885,9 +871,9 @@ db_rc db_bundle_import(db_store *s, const char *const *paths, int n, int *n_winn
             failed = i;
     if (failed >= 0) {
         /* keep SQLite's reason: db_rollback would replace its message */
-        snprintf(err, sizeof err, "%s", db_errmsg(s));
+        core_err_set(&e, KF_ERR_DB, "%s", db_errmsg(s));
         db_rollback(s);
-        db_fail(s, "cannot import bundle '%s' into '%s': %s (nothing was imported)", paths[failed], db_path(s), err);
+        db_fail(s, "cannot import bundle '%s' into '%s': %s (nothing was imported)", paths[failed], db_path(s), e.msg);
     } else if (rc == DB_OK) {
         rc = db_commit(s, "commit the import");
     }

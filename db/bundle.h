@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "db/db.h"
 #include "gen/kv.h"
 
@@ -51,9 +52,9 @@ db_rc db_bundle_import(db_store *s, const char *const *paths, int n, int *n_winn
  * reads), then every field as the runtime will parse it: keys, family, canonical
  * shape keys and params, the kernel list, non-empty images, no duplicates, every
  * winner with its binary and every binary with a winner. The whole content is then
- * held in memory. 0, or -1 with err "cannot load bundle 'path': why". Never crashes on
- * a damaged file. The one check of a bundle: kf_open and db_bundle_import both use it. */
-int db_bundle_load(const char *path, const char *want_arch, db_bundle **out, char *err, size_t errn);
+ * held in memory. 0, or -1 with KF_ERR_BUNDLE and "cannot load bundle 'path': why" in *e. Never
+ * crashes on a damaged file. The one check of a bundle: kf_open and db_bundle_import both use it. */
+int db_bundle_load(const char *path, const char *want_arch, db_bundle **out, core_err *e);
 void db_bundle_free(db_bundle *b);
 const char *db_bundle_gpu(const db_bundle *b);
 const char *db_bundle_arch(const db_bundle *b);
@@ -62,9 +63,9 @@ const db_bundle_winner *db_bundle_winner_at(const db_bundle *b, int i);
 const db_bundle_binary *db_bundle_find(const db_bundle *b, const char *cache_key);
 
 /* A winner's shape key ("b1.causal0.d128.dtype-bf16...") as the set of its fields, as
- * the runtime reads it; -1 with err when it is empty, too long, not name/value
+ * the runtime reads it; -1 with KF_ERR_BUNDLE in *e when it is empty, too long, not name/value
  * tokens or not in the canonical form gen_kv_keyform writes. */
-int db_bundle_shape_parse(const char *shape_key, gen_kvset *out, char *err, size_t errn);
+int db_bundle_shape_parse(const char *shape_key, gen_kvset *out, core_err *e);
 
 /* SHA-256 of data as 64 hex digits. */
 void db_sha256_hex(const void *data, size_t n, char hex[65]);

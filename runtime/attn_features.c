@@ -17,30 +17,33 @@ void rt_attn_feature_shape(const kf_attn_desc *d, gen_kvset *s)
         gen_kv_set_str(s, "kv_dtype", "e4m3");
 }
 
-kf_status rt_attn_feature_check(const kf_attn_desc *d, char *msg, size_t n)
+kf_status rt_attn_feature_check(const kf_attn_desc *d, core_err *e)
 {
     if (d->window != 0 && d->window != 1)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.window must be 0 or 1, got %d", d->window);
+        return core_err_set(e, KF_ERR_ARG, "desc.window must be 0 or 1, got %d", d->window);
     if (d->window && d->window_left < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.window_left must be >= 0 with desc.window, got %d", d->window_left);
+        return core_err_set(e, KF_ERR_ARG, "desc.window_left must be >= 0 with desc.window, got %d", d->window_left);
     if (!d->window && d->window_left)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.window_left = %d is set but desc.window is 0", d->window_left);
+        return core_err_set(e, KF_ERR_ARG, "desc.window_left = %d is set but desc.window is 0", d->window_left);
     if (d->window && !d->causal)
-        return rt_say(KF_ERR_UNSUPPORTED, msg, n, "a sliding window (desc.window, window_left %d) needs causal attention "
-                      "(desc.causal = 0): no kernel serves a two-sided window", d->window_left);
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "a sliding window (desc.window, window_left %d) needs causal attention "
+                            "(desc.causal = 0): no kernel serves a two-sided window", d->window_left);
     if (!(d->softcap >= 0.0f) || isinf(d->softcap) || (d->softcap > 0 && d->softcap < 1e-3f))
-        return rt_say(KF_ERR_ARG, msg, n, "desc.softcap must be 0 (none) or a finite cap >= 0.001, got %g", d->softcap);
+        return core_err_set(e, KF_ERR_ARG,
+                            "desc.softcap must be 0 (none) or a finite cap >= 0.001, got %g", d->softcap);
     if (d->sinks != 0 && d->sinks != 1)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.sinks must be 0 or 1, got %d", d->sinks);
+        return core_err_set(e, KF_ERR_ARG, "desc.sinks must be 0 or 1, got %d", d->sinks);
     if (d->kv_dtype != KF_KV_SAME && d->kv_dtype != KF_KV_E4M3)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.kv_dtype must be KF_KV_SAME or KF_KV_E4M3, got %d", d->kv_dtype);
+        return core_err_set(e, KF_ERR_ARG, "desc.kv_dtype must be KF_KV_SAME or KF_KV_E4M3, got %d", d->kv_dtype);
     if (d->kv_dtype == KF_KV_E4M3) {
         const long long *sts[2] = {d->k_strides, d->v_strides};
         for (int t = 0; t < 2; t++)
             for (int i = 0; i < 3; i++)
                 if (sts[t][i] % 16)
-                    return rt_say(KF_ERR_UNSUPPORTED, msg, n, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment of FP8 "
-                                  "K/V (strides in bytes, multiples of 16)", t ? "v" : "k", i, sts[t][i]);
+                    return core_err_set(e, KF_ERR_UNSUPPORTED,
+                                        "desc.%s_strides[%d] = %lld breaks 16-byte row alignment of FP8 "
+                                        "K/V (strides in bytes, multiples of 16)", t ? "v" : "k", i, sts[t][i]);
     }
     return KF_OK;
 }
@@ -51,24 +54,24 @@ void rt_attn_feature_params(const kf_attn_desc *d, kf_attn_params *p)
     p->softcap = d->softcap > 0 ? d->softcap : 0.0f;
 }
 
-static kf_status need(const void *ptr, int on, const char *field, const char *why, char *msg, size_t n)
+static kf_status need(const void *ptr, int on, const char *field, const char *why, core_err *e)
 {
     if (on && !ptr)
-        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s is NULL but the plan has %s", field, why);
+        return core_err_set(e, KF_ERR_ARG, "tensors.%s is NULL but the plan has %s", field, why);
     if (!on && ptr)
-        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s = %p is set but the plan has no %s", field, ptr, why);
+        return core_err_set(e, KF_ERR_ARG, "tensors.%s = %p is set but the plan has no %s", field, ptr, why);
     if (ptr && ((uintptr_t)ptr & 3u))
-        return rt_say(KF_ERR_ARG, msg, n, "tensors.%s = %p is not 4-byte aligned (fp32)", field, ptr);
+        return core_err_set(e, KF_ERR_ARG, "tensors.%s = %p is not 4-byte aligned (fp32)", field, ptr);
     return KF_OK;
 }
 
-kf_status rt_attn_feature_tensors(const kf_attn_desc *d, const kf_attn_tensors *t, char *msg, size_t n)
+kf_status rt_attn_feature_tensors(const kf_attn_desc *d, const kf_attn_tensors *t, core_err *e)
 {
     kf_status st;
     int fp8 = d->kv_dtype == KF_KV_E4M3;
-    if ((st = need(t->sinks, d->sinks, "sinks", "sinks (desc.sinks)", msg, n)) ||
-        (st = need(t->k_scale, fp8, "k_scale", "FP8 K/V (desc.kv_dtype)", msg, n)) ||
-        (st = need(t->v_scale, fp8, "v_scale", "FP8 K/V (desc.kv_dtype)", msg, n)))
+    if ((st = need(t->sinks, d->sinks, "sinks", "sinks (desc.sinks)", e)) ||
+        (st = need(t->k_scale, fp8, "k_scale", "FP8 K/V (desc.kv_dtype)", e)) ||
+        (st = need(t->v_scale, fp8, "v_scale", "FP8 K/V (desc.kv_dtype)", e)))
         return st;
     return KF_OK;
 }

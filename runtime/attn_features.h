@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "gen/kv.h"
 #include "runtime/kforge.h"
 #include "templates/common/attn_params.h"
@@ -13,12 +14,12 @@
 void rt_attn_feature_shape(const kf_attn_desc *d, gen_kvset *shape);
 /* The description's feature fields: KF_OK, KF_ERR_ARG (a value out of range) or KF_ERR_UNSUPPORTED (a
  * combination no kernel serves), the message naming the fields and values. */
-kf_status rt_attn_feature_check(const kf_attn_desc *d, char *msg, size_t n);
+kf_status rt_attn_feature_check(const kf_attn_desc *d, core_err *e);
 /* window_left and softcap of the plan into p (pointers come with each call). */
 void rt_attn_feature_params(const kf_attn_desc *d, kf_attn_params *p);
 /* A call's feature tensors against the plan: each required one present and 4-byte aligned, none the plan does
  * not read. KF_OK or KF_ERR_ARG naming the field. */
-kf_status rt_attn_feature_tensors(const kf_attn_desc *d, const kf_attn_tensors *t, char *msg, size_t n);
+kf_status rt_attn_feature_tensors(const kf_attn_desc *d, const kf_attn_tensors *t, core_err *e);
 /* The call's feature pointers into a (after rt_attn_feature_tensors passed). */
 void rt_attn_feature_bind(const kf_attn_desc *d, const kf_attn_tensors *t, kf_attn_params *a);
 

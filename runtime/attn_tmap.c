@@ -11,11 +11,11 @@
 
 /* One map: rows x heads x batch rows of `d` 16-bit columns at base, strides in elements. cu NULL: the checks only. */
 static int encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *base, int d, long long rows, long long heads,
-                  long long batch, long long ss, long long sh, long long sb, int box_rows, char *msg, size_t msgn)
+                  long long batch, long long ss, long long sh, long long sb, int box_rows, core_err *e)
 {
     if ((uintptr_t)base & 15u) {
-        snprintf(msg, msgn, "impl wgmma_tma: tensor %s = %p is not 16-byte aligned (a tensor map needs it)", name, base);
-        return KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "impl wgmma_tma: tensor %s = %p is not 16-byte aligned (a tensor map needs it)", name, base);
     }
     const long long dm[4] = {d, rows < 1 ? 1 : rows, heads, batch < 1 ? 1 : batch};
     long long st[3] = {ss, sh, sb};
@@ -29,17 +29,17 @@ static int encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *bas
     for (int i = 0; i < 3; i++) {
         long long bytes = st[i] * 2;
         if (st[i] < 0 || bytes % 16 || bytes >= TMAP_STRIDE_MAX) {
-            snprintf(msg, msgn, "impl wgmma_tma: tensor %s's %s stride %lld elements (%lld bytes) is not a multiple of "
-                     "16 bytes below 2^40: a tensor map cannot describe it", name, sname[i], st[i], bytes);
-            return KF_ERR_UNSUPPORTED;
+            return core_err_set(e, KF_ERR_UNSUPPORTED,
+                                "impl wgmma_tma: tensor %s's %s stride %lld elements (%lld bytes) is not a multiple of "
+                                "16 bytes below 2^40: a tensor map cannot describe it", name, sname[i], st[i], bytes);
         }
         strides[i] = (unsigned long long)bytes;
     }
     unsigned long long dims[4];
     for (int i = 0; i < 4; i++) {
         if (dm[i] < 1 || dm[i] > (1ll << 32)) {
-            snprintf(msg, msgn, "impl wgmma_tma: tensor %s's dimension %d is %lld, outside 1..2^32", name, i, dm[i]);
-            return KF_ERR_UNSUPPORTED;
+            return core_err_set(e, KF_ERR_UNSUPPORTED,
+                                "impl wgmma_tma: tensor %s's dimension %d is %lld, outside 1..2^32", name, i, dm[i]);
         }
         dims[i] = (unsigned long long)dm[i];
     }
@@ -50,31 +50,30 @@ static int encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *bas
                                           RT_CU_TMAP_INTERLEAVE_NONE, RT_CU_TMAP_SWIZZLE_128B, RT_CU_TMAP_L2_128B,
                                           RT_CU_TMAP_OOB_ZERO);
     if (r) {
-        char e[128];
-        rt_cuda_errstr(r, e, sizeof e);
-        snprintf(msg, msgn, "impl wgmma_tma: cuTensorMapEncodeTiled for tensor %s (dims %llu x %llu x %llu x %llu, "
-                 "strides %llu %llu %llu bytes) failed: %s", name, dims[0], dims[1], dims[2], dims[3], strides[0],
-                 strides[1], strides[2], e);
-        return KF_ERR_CUDA;
+        char es[128];
+        rt_cuda_errstr(r, es, sizeof es);
+        return core_err_set(e, KF_ERR_CUDA,
+                            "impl wgmma_tma: cuTensorMapEncodeTiled for tensor %s (dims %llu x %llu x %llu x %llu, "
+                            "strides %llu %llu %llu bytes) failed: %s", name, dims[0], dims[1], dims[2], dims[3], strides[0],
+                            strides[1], strides[2], es);
     }
     return 0;
 }
 
-int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv_rows, kf_attn_tmaps *tm, char *msg,
-                  size_t msgn)
+int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv_rows, kf_attn_tmaps *tm, core_err *e)
 {
     memset(tm, 0, sizeof *tm);
     if (!geo->tma || (geo->d != 64 && geo->d != 128 && geo->d != 256) || geo->bn < 1 || geo->bn > 256) {
-        snprintf(msg, msgn, "impl wgmma_tma: no tensor-map geometry (head dim %d, bn %d)", geo->d, geo->bn);
-        return KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "impl wgmma_tma: no tensor-map geometry (head dim %d, bn %d)", geo->d, geo->bn);
     }
     if (p->block_table) {
-        snprintf(msg, msgn, "impl wgmma_tma: paged K/V (block_table set) has no tensor map: use impl wgmma_pp");
-        return KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "impl wgmma_tma: paged K/V (block_table set) has no tensor map: use impl wgmma_pp");
     }
     if (p->cu_seqlens_k && kv_rows < 0) {
-        snprintf(msg, msgn, "impl wgmma_tma: packed K/V (cu_seqlens_k) needs the total key rows for tensors k and v");
-        return KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "impl wgmma_tma: packed K/V (cu_seqlens_k) needs the total key rows for tensors k and v");
     }
     /* packed: one "batch" of every row */
     const int pq = p->cu_seqlens_q != NULL, pk = p->cu_seqlens_k != NULL;
@@ -83,25 +82,22 @@ int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv
     int st = 0;
     for (int pass = 0; pass < 2 && !st; pass++) {   /* the layout checks first: they need no driver */
         if (pass == 1) {
-            char err[256];
-            if (!(cu = rt_cuda(err, sizeof err))) {
-                snprintf(msg, msgn, "%s", err);
+            if (!(cu = rt_cuda(e)))
                 return KF_ERR_CUDA;
-            }
             if (!cu->TensorMapEncodeTiled) {
-                snprintf(msg, msgn, "impl wgmma_tma: the CUDA driver lacks cuTensorMapEncodeTiled (driver 12.0 or "
-                         "later): use impl wgmma_pp");
-                return KF_ERR_UNSUPPORTED;
+                return core_err_set(e, KF_ERR_UNSUPPORTED,
+                                    "impl wgmma_tma: the CUDA driver lacks cuTensorMapEncodeTiled (driver 12.0 or "
+                                    "later): use impl wgmma_pp");
             }
         }
         st = encode(cu, &tm->q, "q", p->q, geo->d, qrows, p->hq, pq ? 1 : p->b, p->q_ss, p->q_sh, pq ? 0 : p->q_sb,
-                    128, msg, msgn);
+                    128, e);
         if (!st)
             st = encode(cu, &tm->k, "k", p->k, geo->d, krows, p->hkv, pk ? 1 : p->b, p->k_ss, p->k_sh,
-                        pk ? 0 : p->k_sb, geo->bn, msg, msgn);
+                        pk ? 0 : p->k_sb, geo->bn, e);
         if (!st)
             st = encode(cu, &tm->v, "v", p->v, geo->d, krows, p->hkv, pk ? 1 : p->b, p->v_ss, p->v_sh,
-                        pk ? 0 : p->v_sb, geo->bn, msg, msgn);
+                        pk ? 0 : p->v_sb, geo->bn, e);
     }
     return st;
 }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "runtime/attn_launch.h"
 #include "templates/common/attn_params.h"
 
@@ -15,12 +16,11 @@
  * unknown, refused when packed).
  * The kernel loads by map only whole key blocks inside a sequence's keys (a block past its key length goes
  * through cp.async with zero fill), so the maps' row bounds need only be the tensors' true ends.
- * Returns 0; KF_ERR_UNSUPPORTED with msg naming the tensor when a map cannot describe it (paged K/V, a base not
+ * Returns 0; KF_ERR_UNSUPPORTED with *e naming the tensor when a map cannot describe it (paged K/V, a base not
  * 16-byte aligned, a stride not a multiple of 16 bytes or past 2^40, packed K/V with kv_rows -1, no
  * cuTensorMapEncodeTiled in the driver); KF_ERR_CUDA when the driver refuses the map. Thread-safe, no GPU work:
  * legal inside stream capture (the maps travel by value in the kernel node).
  */
-int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv_rows, kf_attn_tmaps *tm, char *msg,
-                  size_t msgn);
+int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv_rows, kf_attn_tmaps *tm, core_err *e);
 
 #endif

@@ -19,9 +19,9 @@
  *  - A winner from a bundle, or any winner without a generator (libkforge_rt): the winner's own
  *    binary, as timed: a bundle is a frozen set of cubins.
  * Returns 1 when a winner was keyed anew (its cubin is not the one the tuner timed), 0 otherwise,
- * -1 on failure (err set). Pure apart from the generator's memo of rendered keys.
+ * -1 on failure (status and message in *e). Pure apart from the generator's memo of rendered keys.
  */
 int rt_binary_keys(rt_jit *jit, const rt_choice *ch, const rt_devinfo *dev, char *variant, size_t vn,
-                   char *key, size_t kn, char *err, size_t errn);
+                   char *key, size_t kn, core_err *e);
 
 #endif

@@ -33,16 +33,14 @@ const char *kf_status_str(kf_status s)
 
 kf_status rt_ctx_err(kf_ctx *c, kf_status st, const char *fmt, ...)
 {
-    char buf[sizeof c->err];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    core_err_vset(&c->err, st, fmt, ap);
     va_end(ap);
-    memcpy(c->err, buf, sizeof buf);
     return st;
 }
 
-const char *kf_errmsg(const kf_ctx *ctx) { return ctx ? ctx->err : "out of memory"; }
+const char *kf_errmsg(const kf_ctx *ctx) { return ctx ? ctx->err.msg : "out of memory"; }
 
 /* ---- context ---------------------------------------------------------------- */
 
@@ -56,7 +54,7 @@ static int winner_of(const char *family, const char *shape_key, const char *para
     if (gen_kv_parse(&r->vp, params, err, sizeof err) || gen_kv_set_str(&r->vp, "family", family))
         return -1;
     /* the key's "name<value>" / "name-value" fields back into a shape: the parse the bundle loader checks */
-    if (db_bundle_shape_parse(shape_key, &r->shape, err, sizeof err) || gen_kv_set_str(&r->shape, "family", family))
+    if (db_bundle_shape_parse(shape_key, &r->shape, NULL) || gen_kv_set_str(&r->shape, "family", family))
         return -1;
     snprintf(r->variant, sizeof r->variant, "%s", variant);
     snprintf(r->cache_key, sizeof r->cache_key, "%s", cache_key ? cache_key : "");
@@ -82,12 +80,11 @@ static int winner_cb(const db_winner *w, void *arg)
 /* Opens and verifies the bundle at path (checksums, images) before any device is known. */
 static kf_status open_bundle(kf_ctx *c, int i, const char *path)
 {
-    char err[1024];
     db_bundle *b;
     if (!path)
         return rt_ctx_err(c, KF_ERR_ARG, "config.bundles[%d] is NULL", i);
-    if (db_bundle_load(path, NULL, &b, err, sizeof err))
-        return rt_ctx_err(c, KF_ERR_BUNDLE, "%s", err);
+    if (db_bundle_load(path, NULL, &b, &c->err))
+        return c->err.st;
     c->bundles[c->n_bundles++] = b;
     return KF_OK;
 }
@@ -144,13 +141,11 @@ kf_status kf_open(kf_ctx **out, const kf_config *cfg)
     }
     if (cfg->db_path && db_open(&c->db, cfg->db_path, DB_CREATE) != DB_OK)
         return rt_ctx_err(c, KF_ERR_DB, "%s", db_errmsg(c->db));
-    char err[1024];
-    c->cu = rt_cuda(err, sizeof err);
+    c->cu = rt_cuda(&c->err);
     if (!c->cu)
-        return rt_ctx_err(c, KF_ERR_CUDA, "%s", err);
-    if (rt_device_info(cfg->device, &c->dev, err, sizeof err) ||
-        rt_module_context(cfg->device, err, sizeof err))
-        return rt_ctx_err(c, KF_ERR_CUDA, "config.device = %d: %s", cfg->device, err);
+        return c->err.st;
+    if (rt_device_info(cfg->device, &c->dev, &c->err) || rt_module_context(cfg->device, &c->err))
+        return rt_ctx_err(c, c->err.st, "config.device = %d: %s", cfg->device, c->err.msg);
     for (int i = 0; i < c->n_bundles; i++) {
         kf_status st = serve_bundle(c, cfg->bundles[i], c->bundles[i]);
         if (st)
@@ -161,9 +156,8 @@ kf_status kf_open(kf_ctx **out, const kf_config *cfg)
         if (db_winner_each(c->db, c->dev.name, NULL, winner_cb, &l) != DB_OK)
             return rt_ctx_err(c, KF_ERR_DB, "%s", db_errmsg(c->db));
     }
-    if (cfg->jit == KF_JIT_ALLOW) {
-        c->jit = rt_jit_new(cfg->template_dir, err, sizeof err);  /* NULL in libkforge_rt */
-    }
+    if (cfg->jit == KF_JIT_ALLOW)
+        c->jit = rt_jit_new(cfg->template_dir, NULL);  /* NULL in libkforge_rt: JIT off, no error */
     return KF_OK;
 }
 
@@ -206,10 +200,10 @@ void rt_ctx_plan_freed(kf_ctx *c)
 
 /* ---- module cache ------------------------------------------------------------ */
 
-int rt_ctx_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t errn)
+int rt_ctx_default(void *arg, const gen_kvset *shape, gen_kvset *vp, core_err *e)
 {
     kf_ctx *c = arg;
-    return rt_jit_default(c->jit, shape, &c->dev, vp, err, errn);
+    return rt_jit_default(c->jit, shape, &c->dev, vp, e);
 }
 
 const rt_module *rt_ctx_find_module(kf_ctx *c, const char *key)
@@ -240,11 +234,10 @@ kf_status rt_ctx_add_module(kf_ctx *c, const char *key, const void *image, const
         kd[i].threads = k[i].threads;
         kd[i].smem = k[i].smem;
     }
-    char err[1024];
     rt_loaded *l = &c->mods[c->n_mods];
     memset(l, 0, sizeof *l);
-    if (rt_module_context(c->device, err, sizeof err) || rt_module_load(&l->mod, image, kd, n, err, sizeof err))
-        return rt_ctx_err(c, KF_ERR_CUDA, "loading '%s': %s", key, err);
+    if (rt_module_context(c->device, &c->err) || rt_module_load(&l->mod, image, kd, n, &c->err))
+        return rt_ctx_err(c, c->err.st, "loading '%s': %s", key, c->err.msg);
     snprintf(l->cache_key, sizeof l->cache_key, "%s", key);
     c->n_mods++;
     *out = &l->mod;

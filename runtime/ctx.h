@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "core/err.h"
 #include "db/bundle.h"
 #include "db/db.h"
 #include "gen/kernels.h"
@@ -33,10 +34,10 @@ struct kf_ctx {
     int plans;                 /* live plans */
     int closed;                /* kf_close was called: the last kf_plan_free frees the context */
     pthread_mutex_t mu;        /* plans, the module cache, the JIT host and the message */
-    char err[2048];
+    core_err err;              /* the last failure's status and message (kf_errmsg) */
 };
 
-/* Sets the context's message (printf-style) and returns st. The caller holds c->mu, or
+/* Sets the context's status and message (printf-style) and returns st. The caller holds c->mu, or
  * owns c alone (kf_open). */
 kf_status rt_ctx_err(kf_ctx *c, kf_status st, const char *fmt, ...);
 
@@ -45,7 +46,7 @@ void rt_ctx_plan_freed(kf_ctx *c);
 
 /* The template default of shape through the context's JIT host (an rt_default_fn; arg is the
  * kf_ctx). Caller holds c->mu. */
-int rt_ctx_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t errn);
+int rt_ctx_default(void *arg, const gen_kvset *shape, gen_kvset *vp, core_err *e);
 
 /* The module loaded under cache key, or NULL. Caller holds c->mu. */
 const rt_module *rt_ctx_find_module(kf_ctx *c, const char *key);

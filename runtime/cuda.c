@@ -104,12 +104,11 @@ static void load(void)
     g_state = 1;
 }
 
-const rt_cu *rt_cuda(char *err, size_t errn)
+const rt_cu *rt_cuda(core_err *e)
 {
     pthread_once(&g_once, load);
     if (g_state != 1) {
-        if (err)
-            snprintf(err, errn, "%s", g_err);
+        core_err_set(e, KF_ERR_CUDA, "%s", g_err);
         return NULL;
     }
     return &g_cu;
@@ -123,19 +122,18 @@ void rt_cuda_errstr(CUresult r, char *buf, size_t n)
     snprintf(buf, n, "%s (%d)", name ? name : "CUDA error", r);
 }
 
-int rt_device_info(int ordinal, rt_devinfo *info, char *err, size_t errn)
+int rt_device_info(int ordinal, rt_devinfo *info, core_err *e)
 {
-    const rt_cu *cu = rt_cuda(err, errn);
+    const rt_cu *cu = rt_cuda(e);
     if (!cu)
         return -1;
     memset(info, 0, sizeof *info);
     CUdevice dev;
     CUresult r = cu->DeviceGet(&dev, ordinal);
     if (r) {
-        char e[128];
-        rt_cuda_errstr(r, e, sizeof e);
-        snprintf(err, errn, "no CUDA device %d: %s", ordinal, e);
-        return -1;
+        char es[128];
+        rt_cuda_errstr(r, es, sizeof es);
+        return core_err_fail(e, KF_ERR_CUDA, "no CUDA device %d: %s", ordinal, es);
     }
     cu->DeviceGetName(info->name, sizeof info->name, dev);
     int v = 0;

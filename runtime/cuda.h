@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
+
 /* The few driver types kforge uses, declared here so no CUDA header is needed. */
 typedef int CUresult;
 typedef int CUdevice;
@@ -95,8 +97,8 @@ typedef struct rt_cu {
 } rt_cu;
 
 /* Loads libcuda.so.1 and calls cuInit once (thread-safe). Returns the table, or
- * NULL with a message ("no CUDA driver/device found: ...") in err. */
-const rt_cu *rt_cuda(char *err, size_t errn);
+ * NULL with KF_ERR_CUDA and a message ("no CUDA driver/device found: ...") in *e (e may be NULL). */
+const rt_cu *rt_cuda(core_err *e);
 /* "CUDA_ERROR_X (code)" for a result. */
 void rt_cuda_errstr(CUresult r, char *buf, size_t n);
 
@@ -111,6 +113,7 @@ typedef struct rt_devinfo {
     char driver[32];      /* driver API version "13.0" */
     size_t total_mem;
 } rt_devinfo;
-int rt_device_info(int ordinal, rt_devinfo *info, char *err, size_t errn);
+/* 0, or -1 with KF_ERR_CUDA and a message in *e (no driver, no such device). */
+int rt_device_info(int ordinal, rt_devinfo *info, core_err *e);
 
 #endif

@@ -86,74 +86,75 @@ size_t rt_kda_workspace_bytes(const gen_kvset *vp, const kf_kda_params *p)
     return (size_t)bytes;
 }
 
-static int fail(char *err, size_t n, const char *fmt, ...)
+/* KF_ERR_ARG: the params are the caller's (the plan's call, the tuner's harness); returns -1. */
+static int fail(core_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(core_err *e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (err && n)
-        vsnprintf(err, n, fmt, ap);
+    core_err_vset(e, KF_ERR_ARG, fmt, ap);
     va_end(ap);
     return -1;
 }
 
-int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t errn)
+int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, core_err *e)
 {
     if (!vp || !p)
-        return fail(err, errn, "no variant or no params");
+        return fail(e, "no variant or no params");
     int fam = rt_kda_kernel_count(vp);
     if (fam < 0)
-        return fail(err, errn, "family '%s' is not a KDA family", gen_kv_str(vp, "family") ? gen_kv_str(vp, "family") : "?");
+        return fail(e, "family '%s' is not a KDA family", gen_kv_str(vp, "family") ? gen_kv_str(vp, "family") : "?");
     const long long dk = gen_kv_int(vp, "dk", 0), dv = gen_kv_int(vp, "dv", 0);
     if (p->dk != dk)
-        return fail(err, errn, "dk is %d: the variant is built for dk %lld", p->dk, dk);
+        return fail(e, "dk is %d: the variant is built for dk %lld", p->dk, dk);
     if (p->dv != dv)
-        return fail(err, errn, "dv is %d: the variant is built for dv %lld", p->dv, dv);
+        return fail(e, "dv is %d: the variant is built for dv %lld", p->dv, dv);
     if (p->nseq < 1 || p->nseq > 65535)
-        return fail(err, errn, "nseq is %d: must be in [1, 65535]", p->nseq);
+        return fail(e, "nseq is %d: must be in [1, 65535]", p->nseq);
     if (family_is(vp, RT_FAM_KDA_PREFILL) && !gen_kv_int(vp, "fused", 1) && (long long)p->nseq * gen_kv_int(vp, "seg", 1) > 65535)
-        return fail(err, errn, "nseq is %d: with seg %lld, nseq * seg must be <= 65535", p->nseq, gen_kv_int(vp, "seg", 1));
+        return fail(e, "nseq is %d: with seg %lld, nseq * seg must be <= 65535", p->nseq, gen_kv_int(vp, "seg", 1));
     if (p->h_heads < 1 || p->hv_heads < 1 || p->hv_heads % p->h_heads)
-        return fail(err, errn, "hv_heads is %d, h_heads %d: hv_heads must be a positive multiple of h_heads",
+        return fail(e, "hv_heads is %d, h_heads %d: hv_heads must be a positive multiple of h_heads",
                     p->hv_heads, p->h_heads);
     if (!p->cu_seqlens) {
         if (p->t < 0)
-            return fail(err, errn, "t is %d: must be >= 0 when padded", p->t);
+            return fail(e, "t is %d: must be >= 0 when padded", p->t);
         if ((long long)p->total != (long long)p->nseq * p->t)
-            return fail(err, errn, "total is %d: padded inputs need total = nseq * t = %lld", p->total,
+            return fail(e, "total is %d: padded inputs need total = nseq * t = %lld", p->total,
                         (long long)p->nseq * p->t);
     } else if (p->total < 0) {
-        return fail(err, errn, "total is %d: must be the packed token count cu_seqlens[nseq]", p->total);
+        return fail(e, "total is %d: must be the packed token count cu_seqlens[nseq]", p->total);
     }
     if (!p->q || !p->k || !p->v || !p->g || !p->beta || !p->o)
-        return fail(err, errn, "%s is NULL", !p->q ? "q" : !p->k ? "k" : !p->v ? "v" : !p->g ? "g" : !p->beta ? "beta" : "o");
+        return fail(e, "%s is NULL", !p->q ? "q" : !p->k ? "k" : !p->v ? "v" : !p->g ? "g" : !p->beta ? "beta" : "o");
     if (p->gate != 0 && p->gate != 1)
-        return fail(err, errn, "gate is %d: must be 0 (log space) or 1 (lower-bound form)", p->gate);
+        return fail(e, "gate is %d: must be 0 (log space) or 1 (lower-bound form)", p->gate);
     if (p->gate == 1) {
         if (!(p->lower_bound >= -5.0f && p->lower_bound < 0.0f))
-            return fail(err, errn, "lower_bound is %g: must be in [-5, 0)", (double)p->lower_bound);
+            return fail(e, "lower_bound is %g: must be in [-5, 0)", (double)p->lower_bound);
         if (!p->a_log)
-            return fail(err, errn, "a_log is NULL: needed by the lower-bound gate form");
+            return fail(e, "a_log is NULL: needed by the lower-bound gate form");
     }
     if (!(p->scale == p->scale))
-        return fail(err, errn, "scale is NaN");
+        return fail(e, "scale is NaN");
     /* prefill writes o as bf16 pairs */
     if (family_is(vp, RT_FAM_KDA_PREFILL)) {
         if ((p->o_st | p->o_sh | p->o_sb) & 1)
-            return fail(err, errn, "o strides are (%lld, %lld, %lld): must be even (bf16 pairs are stored)",
+            return fail(e, "o strides are (%lld, %lld, %lld): must be even (bf16 pairs are stored)",
                         p->o_sb, p->o_st, p->o_sh);
         if ((uintptr_t)p->o & 3)
-            return fail(err, errn, "o is not 4-byte aligned");
+            return fail(e, "o is not 4-byte aligned");
         if (!gen_kv_int(vp, "fused", 1) && rt_kda_workspace_bytes(vp, p) > 0 && (!p->ws || ((uintptr_t)p->ws & 15)))
-            return fail(err, errn, "ws is %s: the split prefill needs %zu bytes, 16-byte aligned",
+            return fail(e, "ws is %s: the split prefill needs %zu bytes, 16-byte aligned",
                         p->ws ? "misaligned" : "NULL", rt_kda_workspace_bytes(vp, p));
     }
     /* decode reads and writes state rows as 16-byte vectors */
     if (family_is(vp, RT_FAM_KDA_DECODE)) {
         if (p->h0 && (((p->h0_sn | p->h0_sh | p->h0_sr) & 3) || ((uintptr_t)p->h0 & 15)))
-            return fail(err, errn, "h0 strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned h0",
+            return fail(e, "h0 strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned h0",
                         p->h0_sn, p->h0_sh, p->h0_sr);
         if (p->ht && (((p->ht_sn | p->ht_sh | p->ht_sr) & 3) || ((uintptr_t)p->ht & 15)))
-            return fail(err, errn, "ht strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned ht",
+            return fail(e, "ht strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned ht",
                         p->ht_sn, p->ht_sh, p->ht_sr);
     }
     return 0;

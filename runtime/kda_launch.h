@@ -3,6 +3,7 @@
 #define KF_RUNTIME_KDA_LAUNCH_H
 
 #include <stddef.h>
+#include "../core/err.h"
 #include "../gen/kv.h"
 #include "../templates/common/kda_params.h"
 
@@ -41,8 +42,8 @@ int rt_kda_launch(const gen_kvset *vp, const kf_kda_params *p, struct rt_launch 
 
 /* Whether the variant computes p correctly: dims equal the variant's, heads (hv % h == 0), sequence
  * counts, gate form (lower_bound in [-5, 0)), pointers, and the alignment the kernels rely on (o rows
- * 4-byte aligned; decode state rows 16-byte aligned). Returns 0, or -1 with a message naming the
- * argument and its value in err ("o_st is 7: o rows must be 4-byte aligned (even strides)"). */
-int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, char *err, size_t errn);
+ * 4-byte aligned; decode state rows 16-byte aligned). Returns 0, or -1 with KF_ERR_ARG and a message
+ * naming the argument and its value in *e ("o_st is 7: o rows must be 4-byte aligned (even strides)"). */
+int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, core_err *e);
 
 #endif

@@ -10,24 +10,22 @@
 static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext g_ctx[64];
 
-static void fail(char *err, size_t errn, const char *what, const char *subject, CUresult r)
+/* KF_ERR_CUDA naming the driver call, its subject and the result; returns -1. */
+static int fail(core_err *e, const char *what, const char *subject, CUresult r)
 {
-    char e[128];
-    rt_cuda_errstr(r, e, sizeof e);
-    if (err)
-        snprintf(err, errn, "%s%s%s%s: %s", what, subject ? " '" : "", subject ? subject : "",
-                 subject ? "'" : "", e);
+    char es[128];
+    rt_cuda_errstr(r, es, sizeof es);
+    return core_err_fail(e, KF_ERR_CUDA, "%s%s%s%s: %s", what, subject ? " '" : "", subject ? subject : "",
+                         subject ? "'" : "", es);
 }
 
-int rt_module_context(int ordinal, char *err, size_t errn)
+int rt_module_context(int ordinal, core_err *e)
 {
-    const rt_cu *cu = rt_cuda(err, errn);
+    const rt_cu *cu = rt_cuda(e);
     if (!cu)
         return -1;
-    if (ordinal < 0 || ordinal >= 64) {
-        snprintf(err, errn, "no CUDA device %d", ordinal);
-        return -1;
-    }
+    if (ordinal < 0 || ordinal >= 64)
+        return core_err_fail(e, KF_ERR_CUDA, "no CUDA device %d", ordinal);
     CUresult r = 0;
     pthread_mutex_lock(&g_ctx_mu);
     if (!g_ctx[ordinal]) {
@@ -40,34 +38,26 @@ int rt_module_context(int ordinal, char *err, size_t errn)
     }
     CUcontext c = g_ctx[ordinal];
     pthread_mutex_unlock(&g_ctx_mu);
-    if (r) {
-        fail(err, errn, "cuDevicePrimaryCtxRetain", NULL, r);
-        return -1;
-    }
+    if (r)
+        return fail(e, "cuDevicePrimaryCtxRetain", NULL, r);
     r = cu->CtxSetCurrent(c);
-    if (r) {
-        fail(err, errn, "cuCtxSetCurrent", NULL, r);
-        return -1;
-    }
+    if (r)
+        return fail(e, "cuCtxSetCurrent", NULL, r);
     return 0;
 }
 
-int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernels, int n,
-                   char *err, size_t errn)
+int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernels, int n, core_err *e)
 {
     memset(m, 0, sizeof *m);
-    const rt_cu *cu = rt_cuda(err, errn);
+    const rt_cu *cu = rt_cuda(e);
     if (!cu)
         return -1;
-    if (!image || n < 1 || n > RT_MODULE_MAX_KERNELS) {
-        snprintf(err, errn, "rt_module_load: %s", !image ? "no image" : "kernel count out of range");
-        return -1;
-    }
+    if (!image || n < 1 || n > RT_MODULE_MAX_KERNELS)
+        return core_err_fail(e, KF_ERR_CUDA, "rt_module_load: %s", !image ? "no image" : "kernel count out of range");
     CUresult r = cu->ModuleLoadData(&m->mod, image);
     if (r) {
-        fail(err, errn, "cuModuleLoadData", NULL, r);
         m->mod = NULL;
-        return -1;
+        return fail(e, "cuModuleLoadData", NULL, r);
     }
     m->n = n;
     for (int i = 0; i < n; i++) {
@@ -75,7 +65,7 @@ int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernel
         m->k[i].name[RT_MODULE_NAME - 1] = 0;
         r = cu->ModuleGetFunction(&m->fn[i], m->mod, m->k[i].name);
         if (r) {
-            fail(err, errn, "cuModuleGetFunction", m->k[i].name, r);
+            fail(e, "cuModuleGetFunction", m->k[i].name, r);
             rt_module_unload(m);
             return -1;
         }
@@ -84,7 +74,7 @@ int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernel
             if (r) {
                 char what[96];
                 snprintf(what, sizeof what, "cuFuncSetAttribute(max dynamic smem %d)", m->k[i].smem);
-                fail(err, errn, what, m->k[i].name, r);
+                fail(e, what, m->k[i].name, r);
                 rt_module_unload(m);
                 return -1;
             }
@@ -93,24 +83,20 @@ int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernel
     return 0;
 }
 
-int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **args, CUstream s,
-                     char *err, size_t errn)
+int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **args, CUstream s, core_err *e)
 {
-    const rt_cu *cu = rt_cuda(err, errn);
+    const rt_cu *cu = rt_cuda(e);
     if (!cu)
         return -1;
-    if (!m || !m->mod || i < 0 || i >= m->n) {
-        snprintf(err, errn, "rt_module_launch: no kernel %d in the module", i);
-        return -1;
-    }
+    if (!m || !m->mod || i < 0 || i >= m->n)
+        return core_err_fail(e, KF_ERR_CUDA, "rt_module_launch: no kernel %d in the module", i);
     CUresult r = cu->LaunchKernel(m->fn[i], grid[0], grid[1], grid[2], (unsigned)m->k[i].threads, 1, 1,
                                   (unsigned)m->k[i].smem, s, args, NULL);
     if (r) {
         char what[160];
         snprintf(what, sizeof what, "cuLaunchKernel(grid %u,%u,%u block %d smem %d)", grid[0], grid[1],
                  grid[2], m->k[i].threads, m->k[i].smem);
-        fail(err, errn, what, m->k[i].name, r);
-        return -1;
+        return fail(e, what, m->k[i].name, r);
     }
     return 0;
 }
@@ -119,7 +105,7 @@ void rt_module_unload(rt_module *m)
 {
     if (!m || !m->mod)
         return;
-    const rt_cu *cu = rt_cuda(NULL, 0);
+    const rt_cu *cu = rt_cuda(NULL);
     if (cu)
         cu->ModuleUnload(m->mod);
     memset(m, 0, sizeof *m);

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "runtime/cuda.h"
 
 #define RT_MODULE_MAX_KERNELS 8
@@ -28,22 +29,21 @@ typedef struct rt_module {
 
 /* Makes the primary context of device `ordinal` current on the calling thread
  * (retained once per process and never released: the process owns it).
- * Returns 0, or -1 with a message in err (no driver, no such device). */
-int rt_module_context(int ordinal, char *err, size_t errn);
+ * Returns 0, or -1 with KF_ERR_CUDA and a message in *e (no driver, no such device). */
+int rt_module_context(int ordinal, core_err *e);
 
 /* Loads image (a cubin, or NUL-terminated PTX) into the current context and resolves
  * the n kernels (n <= RT_MODULE_MAX_KERNELS); kernels asking for more than 48 KiB of
  * dynamic shared memory get CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES set.
- * Returns 0, or -1 with err naming the failing call, kernel and CUDA error; on
+ * Returns 0, or -1 with KF_ERR_CUDA and *e naming the failing call, kernel and CUDA error; on
  * failure nothing stays loaded. A context must be current (rt_module_context). */
-int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernels, int n,
-                   char *err, size_t errn);
+int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernels, int n, core_err *e);
 
 /* Launches kernel i of m with grid, its own block size and dynamic shared memory,
  * on stream s (NULL: the default stream); args as cuLaunchKernel takes them.
- * Returns 0, or -1 with a message (launch errors only; faults surface at the next sync). */
-int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **args, CUstream s,
-                     char *err, size_t errn);
+ * Returns 0, or -1 with KF_ERR_CUDA and a message in *e (launch errors only; faults surface at
+ * the next sync). */
+int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **args, CUstream s, core_err *e);
 
 /* Unloads the module (m zeroed). NULL or a module never loaded: no-op. */
 void rt_module_unload(rt_module *m);

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "gen/kv.h"
 #include "runtime/cuda.h"
 #include "runtime/kforge.h"
@@ -22,15 +23,15 @@ struct rt_choice;
 
 /* Parses and checks d into info (KF_ERR_ARG / KF_ERR_UNSUPPORTED with a message naming the field
  * and its value). */
-kf_status rt_parts_check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_info *info, char *msg, size_t msgn);
+kf_status rt_parts_check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_info *info, core_err *e);
 
 /* The split-score selection: rt_parts_check, then the exact winner for the shape {family
  * attn_parts_decode, dtype, b, sq, skv, hq, hkv, parts, value, dv, layers, page_size, causal}, else the
  * nearest winner with every field but b, sq, skv equal, else the default (dflt NULL:
  * KF_ERR_NOT_TUNED). out->workspace covers the maxima. Same inputs, same answer. */
 kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const struct rt_table *t,
-                          int (*dflt)(void *, const gen_kvset *, gen_kvset *, char *, size_t), void *arg,
-                          struct rt_choice *out, char *msg, size_t msgn);
+                          int (*dflt)(void *, const gen_kvset *, gen_kvset *, core_err *), void *arg,
+                          struct rt_choice *out, core_err *e);
 
 /* The shape of a split-score description (an rt_parts_info): family attn_parts_decode, dtype, b, sq,
  * skv, hq, hkv, parts, value (separate, or alias_<part 0>), dv, layers, page_size, causal. The family
@@ -44,6 +45,6 @@ void rt_parts_base_params(const rt_parts_info *info, const gen_kvset *vp, kf_par
  * every argument checked (message names the tensors field and its value). Pure. */
 kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, const gen_kvset *vp,
                         size_t ws_bytes, void *plan_ws, const kf_parts_tensors *t, kf_parts_params *out,
-                        char *msg, size_t msgn);
+                        core_err *e);
 
 #endif

@@ -11,9 +11,9 @@
 /* The binary of the chosen variant: module cache, bundle, database, or a JIT compile. */
 static kf_status acquire_module(kf_ctx *c, const rt_choice *ch, kf_plan *p, const rt_module **mod)
 {
-    char variant[512], key[600], err[2048];
-    if (rt_binary_keys(c->jit, ch, &c->dev, variant, sizeof variant, key, sizeof key, err, sizeof err) < 0)
-        return rt_ctx_err(c, KF_ERR_NOT_TUNED, "%s", err);
+    char variant[512], key[600];
+    if (rt_binary_keys(c->jit, ch, &c->dev, variant, sizeof variant, key, sizeof key, &c->err) < 0)
+        return rt_ctx_err(c, KF_ERR_NOT_TUNED, "%s", c->err.msg);   /* whatever the generator's reason */
     snprintf(p->variant, sizeof p->variant, "%s", variant);
     if ((*mod = rt_ctx_find_module(c, key))) {
         p->source = "cache";
@@ -54,9 +54,9 @@ static kf_status acquire_module(kf_ctx *c, const rt_choice *ch, kf_plan *p, cons
                           key, shape);
     }
     rt_binary bin;
-    kf_status jst = rt_jit_compile(c->jit, &ch->vp, &c->dev, c->db, &bin, err, sizeof err);
+    kf_status jst = rt_jit_compile(c->jit, &ch->vp, &c->dev, c->db, &bin, &c->err);
     if (jst)
-        return rt_ctx_err(c, jst, "%s", err);
+        return jst;
     kf_status st = rt_ctx_add_module(c, key, bin.image, bin.kernels, bin.n_kernels, mod);
     free(bin.image);
     p->source = "jit";
@@ -79,13 +79,8 @@ kf_status rt_plan_supported(kf_ctx *c, const rt_plan_ops *ops, const void *desc)
         return KF_ERR_ARG;
     pthread_mutex_lock(&c->mu);
     rt_choice ch;
-    char msg[1024];
-    kf_status st = KF_ERR_CUDA;
-    snprintf(msg, sizeof msg, "the context has no device (kf_open failed)");
-    if (c->cu)
-        st = ops->select(desc, &c->dev, &c->table, c->jit ? rt_ctx_default : NULL, c, &ch, msg, sizeof msg);
-    if (st)
-        rt_ctx_err(c, st, "%s", msg);
+    kf_status st = c->cu ? ops->select(desc, &c->dev, &c->table, c->jit ? rt_ctx_default : NULL, c, &ch, &c->err)
+                         : rt_ctx_err(c, KF_ERR_CUDA, "the context has no device (kf_open failed)");
     pthread_mutex_unlock(&c->mu);
     return st;
 }
@@ -101,13 +96,10 @@ kf_status rt_plan_new(kf_ctx *c, const rt_plan_ops *ops, const void *desc, kf_pl
         return rt_ctx_err(c, KF_ERR_CUDA, "the context has no device");
     pthread_mutex_lock(&c->mu);
     rt_choice ch;
-    char msg[1024];
-    kf_status st = ops->select(desc, &c->dev, &c->table, c->jit ? rt_ctx_default : NULL, c, &ch, msg, sizeof msg);
+    kf_status st = ops->select(desc, &c->dev, &c->table, c->jit ? rt_ctx_default : NULL, c, &ch, &c->err);
     kf_plan *p = NULL;
-    if (st) {
-        rt_ctx_err(c, st, "%s", msg);
+    if (st)
         goto out;
-    }
     p = calloc(1, sizeof *p);
     if (!p) {
         st = rt_ctx_err(c, KF_ERR_NOMEM, "out of memory");
@@ -119,11 +111,9 @@ kf_status rt_plan_new(kf_ctx *c, const rt_plan_ops *ops, const void *desc, kf_pl
     st = acquire(c, &ch, p);
     if (st)
         goto out;
-    st = ops->finish(p, desc, &ch, msg, sizeof msg);
-    if (st) {
-        rt_ctx_err(c, st, "%s", msg);
+    st = ops->finish(p, desc, &ch, &c->err);
+    if (st)
         goto out;
-    }
     p->ws_bytes = ch.workspace;
     if (p->ws_bytes) {
         CUresult r = c->cu->MemAlloc(&p->ws, p->ws_bytes);

@@ -44,10 +44,10 @@ typedef struct rt_plan_ops {
     rt_plan_family family;
     /* the family's pure selection function (rt_select, rt_kda_select) on its desc */
     kf_status (*select)(const void *desc, const rt_devinfo *dev, const rt_table *t, rt_default_fn dflt,
-                        void *arg, rt_choice *out, char *msg, size_t msgn);
+                        void *arg, rt_choice *out, core_err *e);
     /* copies desc into p->d, resolves p->base and p->n_launch once p->vp and p->mod are set;
-     * returns a status with a message in msg */
-    kf_status (*finish)(kf_plan *p, const void *desc, const rt_choice *ch, char *msg, size_t msgn);
+     * returns a status with a message in *e */
+    kf_status (*finish)(kf_plan *p, const void *desc, const rt_choice *ch, core_err *e);
 } rt_plan_ops;
 
 /* kf_*_supported: the selection's answer, never compiles. */
@@ -61,6 +61,6 @@ kf_status rt_plan_err(kf_plan *p, kf_status st, const char *fmt, ...);
  * ws_bytes of the plan at plan_ws): every argument checked (status KF_ERR_ARG or KF_ERR_UNSUPPORTED
  * with a message naming the tensors field and its value). Pure: no device, no allocation. */
 kf_status rt_kda_bind(const kf_kda_desc *d, const kf_kda_params *base, const gen_kvset *vp, size_t ws_bytes,
-                      void *plan_ws, const kf_kda_tensors *t, kf_kda_params *out, char *msg, size_t msgn);
+                      void *plan_ws, const kf_kda_tensors *t, kf_kda_params *out, core_err *e);
 
 #endif

@@ -10,12 +10,12 @@
 #include <string.h>
 
 static kf_status attn_select(const void *desc, const rt_devinfo *dev, const rt_table *t, rt_default_fn dflt,
-                             void *arg, rt_choice *out, char *msg, size_t msgn)
+                             void *arg, rt_choice *out, core_err *e)
 {
-    return rt_select(desc, dev, t, dflt, arg, out, msg, msgn);
+    return rt_select(desc, dev, t, dflt, arg, out, e);
 }
 
-static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, char *msg, size_t msgn)
+static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, core_err *e)
 {
     (void)ch;
     const kf_attn_desc *d = desc;
@@ -23,14 +23,14 @@ static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, 
     rt_attn_base_params(d, &p->vp, &p->base.attn);
     p->geo = rt_attn_geom_of(&p->vp);
     if (p->geo.tma && d->page_size > 0) {
-        snprintf(msg, msgn, "the variant '%s' (impl wgmma_tma) loads K/V by tensor map: paged K/V (desc.page_size %d) "
-                 "has none", p->variant, d->page_size);
-        return KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "the variant '%s' (impl wgmma_tma) loads K/V by tensor map: paged K/V (desc.page_size %d) "
+                            "has none", p->variant, d->page_size);
     }
     rt_launch l;
     if (rt_attn_launch(&p->vp, &p->base.attn, &l) || l.n > p->mod.n) {
-        snprintf(msg, msgn, "binary of '%s' has %d kernels, the variant launches %d", p->variant, p->mod.n, l.n);
-        return KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "binary of '%s' has %d kernels, the variant launches %d", p->variant, p->mod.n, l.n);
     }
     p->n_launch = l.n;
     return KF_OK;
@@ -105,10 +105,10 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
         return rt_plan_err(p, KF_ERR_ARG, "tensors.bt_stride = %d is set but the plan's K/V are contiguous "
                            "(desc.page_size 0)", t->bt_stride);
     {   /* the model features' tensors (runtime/attn_features.c) */
-        char fm[256];
-        kf_status fst = rt_attn_feature_tensors(d, t, fm, sizeof fm);
+        core_err fe;
+        kf_status fst = rt_attn_feature_tensors(d, t, &fe);
         if (fst)
-            return rt_plan_err(p, fst, "%s", fm);
+            return rt_plan_err(p, fst, "%s", fe.msg);
     }
     if (t->workspace && misaligned(t->workspace))
         return rt_plan_err(p, KF_ERR_UNSUPPORTED, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
@@ -133,21 +133,21 @@ kf_status kf_attn_run(kf_plan *p, const kf_attn_tensors *t, void *stream)
     kf_attn_tmaps tm;   /* impl wgmma_tma: its second argument, encoded for this call's pointers and strides */
     void *args[] = {&a, &tm};
     if (p->geo.tma) {
-        char tmsg[512];
-        int st = rt_attn_tmaps(&p->geo, &a, -1, &tm, tmsg, sizeof tmsg);   /* no cu_seqlens_k in kf_attn_tensors */
+        core_err te;
+        int st = rt_attn_tmaps(&p->geo, &a, -1, &tm, &te);   /* no cu_seqlens_k in kf_attn_tensors */
         if (st)
-            return rt_plan_err(p, (kf_status)st, "%s", tmsg);
+            return rt_plan_err(p, (kf_status)st, "%s", te.msg);
     }
     for (int i = 0; i < p->n_launch; i++) {
         unsigned grid[3];
-        char err[512];
+        core_err le;
         if (rt_attn_grid_geom(&p->geo, &a, i, grid))
             return rt_plan_err(p, KF_ERR_ARG, "no launch grid for kernel %d of '%s' (batch %d, q_len %d)", i,
                            p->variant, t->batch, t->q_len);
         if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
             continue;
-        if (rt_module_launch(&p->mod, i, grid, args, (CUstream)stream, err, sizeof err))
-            return rt_plan_err(p, KF_ERR_CUDA, "%s", err);
+        if (rt_module_launch(&p->mod, i, grid, args, (CUstream)stream, &le))
+            return rt_plan_err(p, le.st, "%s", le.msg);
     }
     return KF_OK;
 }

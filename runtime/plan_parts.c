@@ -8,23 +8,23 @@
 #include <string.h>
 
 static kf_status parts_select(const void *desc, const rt_devinfo *dev, const rt_table *t, rt_default_fn dflt,
-                              void *arg, rt_choice *out, char *msg, size_t msgn)
+                              void *arg, rt_choice *out, core_err *e)
 {
-    return rt_parts_select(desc, dev, t, dflt, arg, out, msg, msgn);
+    return rt_parts_select(desc, dev, t, dflt, arg, out, e);
 }
 
-static kf_status parts_finish(kf_plan *p, const void *desc, const rt_choice *ch, char *msg, size_t msgn)
+static kf_status parts_finish(kf_plan *p, const void *desc, const rt_choice *ch, core_err *e)
 {
     (void)ch;
-    kf_status st = rt_parts_check(desc, &p->ctx->dev, &p->d.parts, msg, msgn);
+    kf_status st = rt_parts_check(desc, &p->ctx->dev, &p->d.parts, e);
     if (st)
         return st;
     rt_parts_base_params(&p->d.parts, &p->vp, &p->base.parts);
     rt_launch l;
     p->n_launch = rt_parts_launch(&p->vp, &p->base.parts, &l) ? -1 : l.n;
     if (p->n_launch < 1 || l.kernels > p->mod.n) {
-        snprintf(msg, msgn, "binary of '%s' has %d kernels, the variant needs %d", p->variant, p->mod.n, l.kernels);
-        return KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "binary of '%s' has %d kernels, the variant needs %d", p->variant, p->mod.n, l.kernels);
     }
     return KF_OK;
 }
@@ -43,27 +43,26 @@ kf_status kf_parts_run(kf_plan *p, const kf_parts_tensors *t, void *stream)
         return rt_plan_err(p, KF_ERR_ARG, "the plan '%s' is not a split-score plan: run it with kf_attn_run or kf_kda_run",
                            p->variant);
     kf_parts_params a;
-    char msg[1024], err[512];
-    kf_status st = rt_parts_bind(&p->d.parts, &p->base.parts, &p->vp, p->ws_bytes, (void *)(uintptr_t)p->ws, t, &a,
-                                 msg, sizeof msg);
+    core_err e;
+    kf_status st = rt_parts_bind(&p->d.parts, &p->base.parts, &p->vp, p->ws_bytes, (void *)(uintptr_t)p->ws, t, &a, &e);
     if (st)
-        return rt_plan_err(p, st, "%s", msg);
+        return rt_plan_err(p, st, "%s", e.msg);
     if (t->batch == 0)
         return KF_OK;
     unsigned grid[3];
     void *args[] = {&a};
     if (rt_parts_grid(&p->vp, &a, 0, grid))
         return rt_plan_err(p, KF_ERR_ARG, "no launch grid for '%s' (batch %d, q_len %d)", p->variant, t->batch, t->q_len);
-    if (rt_module_launch(&p->mod, 0, grid, args, (CUstream)stream, err, sizeof err))
-        return rt_plan_err(p, KF_ERR_CUDA, "%s", err);
+    if (rt_module_launch(&p->mod, 0, grid, args, (CUstream)stream, &e))
+        return rt_plan_err(p, e.st, "%s", e.msg);
     for (int l = 0; a.splits > 1 && l < p->d.parts.d.layers; l++) {
         kf_attn_params c;
         rt_parts_combine_params(&a, l, &c);
         void *cargs[] = {&c};
         if (rt_parts_grid(&p->vp, &a, 1, grid))
             return rt_plan_err(p, KF_ERR_ARG, "no combine grid for '%s' (batch %d)", p->variant, t->batch);
-        if (rt_module_launch(&p->mod, 1, grid, cargs, (CUstream)stream, err, sizeof err))
-            return rt_plan_err(p, KF_ERR_CUDA, "%s", err);
+        if (rt_module_launch(&p->mod, 1, grid, cargs, (CUstream)stream, &e))
+            return rt_plan_err(p, e.st, "%s", e.msg);
     }
     return KF_OK;
 }

@@ -7,19 +7,9 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-kf_status rt_say(kf_status st, char *msg, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, n, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 void rt_attn_desc_shape(const void *desc, gen_kvset *s)
 {
@@ -40,40 +30,41 @@ void rt_attn_desc_shape(const void *desc, gen_kvset *s)
 /* The elements of a [b, rows, h, dd] tensor (contiguous for the maxima) and the span of its declared
  * strides fit in 63 bits. */
 static kf_status check_extent(const char *name, const long long st[3], long long b, long long rows, long long h,
-                              long long dd, char *msg, size_t n)
+                              long long dd, core_err *e)
 {
-    long long e;
-    if (rt_mul_ll(b, rows, &e) || rt_mul_ll(e, h, &e) || rt_mul_ll(e, dd, &e))
-        return rt_say(KF_ERR_ARG, msg, n, "%s: %lld x %lld x %lld x %lld elements do not fit in 63 bits", name, b, rows,
-                      h, dd);
+    long long x;
+    if (rt_mul_ll(b, rows, &x) || rt_mul_ll(x, h, &x) || rt_mul_ll(x, dd, &x))
+        return core_err_set(e, KF_ERR_ARG,
+                            "%s: %lld x %lld x %lld x %lld elements do not fit in 63 bits", name, b, rows,
+                            h, dd);
     const long long ext[4] = {b, rows, h, dd};
     const long long str[4] = {st[0] ? st[0] : rows * h * dd, st[1] ? st[1] : h * dd, st[2] ? st[2] : dd, 1};
     if (rt_span(4, ext, str) < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.%s_strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span more "
-                      "than 2^63 elements", name, st[0], st[1], st[2], b, rows, h, dd);
+        return core_err_set(e, KF_ERR_ARG,
+                            "desc.%s_strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span more "
+                            "than 2^63 elements", name, st[0], st[1], st[2], b, rows, h, dd);
     return KF_OK;
 }
 
 /* The description's own fields (enums, strides, paging, device), and its shape through rt_shape_check:
  * the checks kforge gen / compile make of a --shape. Sets shape. */
-static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, gen_kvset *shape, char *msg, size_t n)
+static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, gen_kvset *shape, core_err *e)
 {
     if (!d)
-        return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
+        return core_err_set(e, KF_ERR_ARG, "desc is NULL");
     if (d->kind != KF_ATTN_PREFILL && d->kind != KF_ATTN_DECODE)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.kind must be KF_ATTN_PREFILL or KF_ATTN_DECODE, got %d", d->kind);
+        return core_err_set(e, KF_ERR_ARG, "desc.kind must be KF_ATTN_PREFILL or KF_ATTN_DECODE, got %d", d->kind);
     if (d->dtype != KF_BF16 && d->dtype != KF_FP16)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.dtype must be KF_BF16 or KF_FP16, got %d", d->dtype);
+        return core_err_set(e, KF_ERR_ARG, "desc.dtype must be KF_BF16 or KF_FP16, got %d", d->dtype);
     if (!(d->scale >= 0.0f) || isinf(d->scale))
-        return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(d)), got %g", d->scale),
-               KF_ERR_ARG;
+        return core_err_set(e, KF_ERR_ARG, "desc.scale must be finite and >= 0 (0: 1/sqrt(d)), got %g", d->scale);
     if (d->packed_q != 0 && d->packed_q != 1)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.packed_q must be 0 or 1, got %d", d->packed_q);
-    kf_status st = rt_attn_feature_check(d, msg, n);
+        return core_err_set(e, KF_ERR_ARG, "desc.packed_q must be 0 or 1, got %d", d->packed_q);
+    kf_status st = rt_attn_feature_check(d, e);
     if (st)
         return st;
     rt_family_for_desc(RT_API_ATTN, d, shape);
-    st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n);
+    st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, e);
     if (st)
         return st;
     const long long *sts[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
@@ -81,30 +72,29 @@ static kf_status check_desc(const kf_attn_desc *d, const rt_devinfo *dev, gen_kv
     for (int t = 0; t < 4; t++)
         for (int i = 0; i < 3; i++) {
             if (sts[t][i] < 0)
-                return snprintf(msg, n, "desc.%s_strides[%d] must be >= 0, got %lld", names[t], i, sts[t][i]),
-                       KF_ERR_ARG;
+                return core_err_set(e, KF_ERR_ARG,
+                                    "desc.%s_strides[%d] must be >= 0, got %lld", names[t], i, sts[t][i]);
             /* rows must stay 16-byte aligned: strides in elements of 2 bytes */
             if (sts[t][i] % 8)
-                return snprintf(msg, n, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment "
-                                        "(must be a multiple of 8 elements)", names[t], i, sts[t][i]),
-                       KF_ERR_UNSUPPORTED;
+                return core_err_set(e, KF_ERR_UNSUPPORTED, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment "
+                                    "(must be a multiple of 8 elements)", names[t], i, sts[t][i]);
         }
     if (d->page_size < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.page_size must be >= 0 (0: contiguous K/V), got %d", d->page_size);
+        return core_err_set(e, KF_ERR_ARG, "desc.page_size must be >= 0 (0: contiguous K/V), got %d", d->page_size);
     if (d->kind == KF_ATTN_DECODE && d->packed_q)
-        return snprintf(msg, n, "decode takes q as [B, Sq, Hq, D]; packed q (desc.packed_q) is for prefill"),
-               KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "decode takes q as [B, Sq, Hq, D]; packed q (desc.packed_q) is for prefill");
     /* paged: k and v are pools of pages of page_size rows, the number of pages is the caller's */
     long long kv_b = d->page_size > 0 ? 1 : d->max_batch, kv_rows = d->page_size > 0 ? d->page_size : d->max_kv;
-    if ((st = check_extent("q", d->q_strides, d->max_batch, d->max_q, d->hq, d->d, msg, n)) ||
-        (st = check_extent("o", d->o_strides, d->max_batch, d->max_q, d->hq, d->d, msg, n)) ||
-        (st = check_extent("k", d->k_strides, kv_b, kv_rows, d->hkv, d->d, msg, n)) ||
-        (st = check_extent("v", d->v_strides, kv_b, kv_rows, d->hkv, d->d, msg, n)))
+    if ((st = check_extent("q", d->q_strides, d->max_batch, d->max_q, d->hq, d->d, e)) ||
+        (st = check_extent("o", d->o_strides, d->max_batch, d->max_q, d->hq, d->d, e)) ||
+        (st = check_extent("k", d->k_strides, kv_b, kv_rows, d->hkv, d->d, e)) ||
+        (st = check_extent("v", d->v_strides, kv_b, kv_rows, d->hkv, d->d, e)))
         return st;
     if (dev->cc_major < 8)
-        return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
-                        dev->name, dev->cc_major, dev->cc_minor),
-               KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
+                            dev->name, dev->cc_major, dev->cc_minor);
     return KF_OK;
 }
 
@@ -149,7 +139,7 @@ const rt_winner *rt_select_nearest(const rt_table *t, const gen_kvset *shape, co
 
 kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char *const *class_keys,
                             const char *const *dist_keys, rt_default_fn dflt, void *arg, rt_choice *out,
-                            char *msg, size_t msgn)
+                            core_err *e)
 {
     const rt_winner *best = rt_select_nearest(t, &out->shape, class_keys, dist_keys);
     if (best) {
@@ -160,37 +150,37 @@ kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char
         gen_kvset s = out->shape;
         gen_kv_remove(&s, "family");
         gen_kv_keyform(&s, key, sizeof key);
-        snprintf(msg, msgn, "no tuned %s variant for %s on %s, and JIT is off",
-                 gen_kv_str(&out->shape, "family"), key, dev->name);
-        return KF_ERR_NOT_TUNED;
-    } else if (dflt(arg, &out->shape, &out->vp, msg, msgn)) {
+        return core_err_set(e, KF_ERR_NOT_TUNED, "no tuned %s variant for %s on %s, and JIT is off",
+                            gen_kv_str(&out->shape, "family"), key, dev->name);
+    } else if (dflt(arg, &out->shape, &out->vp, e)) {
+        if (e)
+            e->st = KF_ERR_UNSUPPORTED;   /* the default's message, whatever its own status */
         return KF_ERR_UNSUPPORTED;
     }
     return KF_OK;
 }
 
 kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table *t,
-                    rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn)
+                    rt_default_fn dflt, void *arg, rt_choice *out, core_err *e)
 {
     memset(out, 0, sizeof *out);
-    msg[0] = 0;
-    kf_status st = check_desc(d, dev, &out->shape, msg, msgn);
+    kf_status st = check_desc(d, dev, &out->shape, e);
     if (st)
         return st;
     const rt_family *f = rt_family_of(&out->shape);
-    st = rt_select_variant(dev, t, f->class_keys, f->dist_keys, dflt, arg, out, msg, msgn);
+    st = rt_select_variant(dev, t, f->class_keys, f->dist_keys, dflt, arg, out, e);
     if (st)
         return st;
     kf_attn_params p;
     rt_launch l;
     rt_attn_base_params(d, &out->vp, &p);
     if (f->launch(&out->vp, &p, &l))
-        return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "the %s variant '%s' is not of an attention family", f->name,
-                      out->winner ? out->winner->variant : "(default)");
+        return core_err_set(e, KF_ERR_UNSUPPORTED, "the %s variant '%s' is not of an attention family", f->name,
+                            out->winner ? out->winner->variant : "(default)");
     out->workspace = l.ws_bytes;
     if (out->workspace == SIZE_MAX)
-        return rt_say(KF_ERR_ARG, msg, msgn, "the split workspace of %d splits x desc.max_batch %d x desc.max_q %d x "
-                      "desc.hq %d rows of desc.d %d does not fit in memory", p.splits, d->max_batch, d->max_q, d->hq, d->d);
+        return core_err_set(e, KF_ERR_ARG, "the split workspace of %d splits x desc.max_batch %d x desc.max_q %d x "
+                            "desc.hq %d rows of desc.d %d does not fit in memory", p.splits, d->max_batch, d->max_q, d->hq, d->d);
     return KF_OK;
 }
 

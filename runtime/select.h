@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "gen/kv.h"
 #include "runtime/cuda.h"
 #include "runtime/kforge.h"
@@ -22,8 +23,8 @@ typedef struct rt_table {
     int n, cap;
 } rt_table;
 
-/* Default variant of a shape (the template's default), or -1 with a message. */
-typedef int (*rt_default_fn)(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t errn);
+/* Default variant of a shape (the template's default), or -1 with a message in *e. */
+typedef int (*rt_default_fn)(void *arg, const gen_kvset *shape, gen_kvset *vp, core_err *e);
 
 typedef struct rt_choice {
     gen_kvset shape;          /* the plan's shape: family + fields, from the maxima */
@@ -37,7 +38,7 @@ typedef struct rt_choice {
  * head dim and causal flag (log distance in batch and lengths), else the default
  * (dflt NULL: KF_ERR_NOT_TUNED naming the shape). Same inputs, same answer. */
 kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table *t,
-                    rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn);
+                    rt_default_fn dflt, void *arg, rt_choice *out, core_err *e);
 
 /* The shape of an attention description (a kf_attn_desc): family attn_decode or attn_prefill by
  * d->kind, dtype, b, sq, skv (the maxima), hq, hkv, d, causal. The family table's desc_shape. */
@@ -59,7 +60,7 @@ const rt_winner *rt_select_nearest(const rt_table *t, const gen_kvset *shape, co
  * and out->winner. */
 kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char *const *class_keys,
                             const char *const *dist_keys, rt_default_fn dflt, void *arg, rt_choice *out,
-                            char *msg, size_t msgn);
+                            core_err *e);
 
 /* KDA: checks d (KF_ERR_ARG / KF_ERR_UNSUPPORTED with a message naming the field and its value),
  * then picks the variant of kda_prefill or kda_decode for the shape {n = max_seqs,
@@ -67,15 +68,12 @@ kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char
  * the same family, heads and dims (log distance in n and t), else the default (dflt NULL:
  * KF_ERR_NOT_TUNED naming the shape). out->workspace covers the maxima. Same inputs, same answer. */
 kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_table *t,
-                        rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn);
+                        rt_default_fn dflt, void *arg, rt_choice *out, core_err *e);
 
 /* The KDA params (a kf_kda_params) of the plan's maxima: strides resolved (a sequence stride of 0
  * stays 0: it depends on the call's tokens per sequence), dims, heads, gate form, flags, scale;
  * no pointers. */
 void rt_kda_base_params(const kf_kda_desc *d, void *params_out);
-
-/* Formats a message into msg[n] (printf-style) and returns st: `return rt_say(KF_ERR_ARG, msg, n, ...)`. */
-kf_status rt_say(kf_status st, char *msg, size_t n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 int rt_table_add(rt_table *t, const rt_winner *w);
 void rt_table_free(rt_table *t);

@@ -10,26 +10,24 @@
 #include <string.h>
 
 
-static kf_status check_flag(const char *field, int v, char *msg, size_t n)
+static kf_status check_flag(const char *field, int v, core_err *e)
 {
     if (v == 0 || v == 1)
         return KF_OK;
-    snprintf(msg, n, "desc.%s must be 0 or 1, got %d", field, v);
-    return KF_ERR_ARG;
+    return core_err_set(e, KF_ERR_ARG, "desc.%s must be 0 or 1, got %d", field, v);
 }
 
 /* Strides >= 0; rows 16-byte aligned: a multiple of `mult` elements (0: no alignment rule). */
-static kf_status check_strides(const char *name, const long long s[3], int mult, char *msg, size_t n)
+static kf_status check_strides(const char *name, const long long s[3], int mult, core_err *e)
 {
     for (int i = 0; i < 3; i++) {
         if (s[i] < 0) {
-            snprintf(msg, n, "desc.%s_strides[%d] must be >= 0, got %lld", name, i, s[i]);
-            return KF_ERR_ARG;
+            return core_err_set(e, KF_ERR_ARG, "desc.%s_strides[%d] must be >= 0, got %lld", name, i, s[i]);
         }
         if (mult && s[i] % mult) {
-            snprintf(msg, n, "desc.%s_strides[%d] = %lld breaks 16-byte row alignment (must be a multiple of %d elements)",
-                     name, i, s[i], mult);
-            return KF_ERR_UNSUPPORTED;
+            return core_err_set(e, KF_ERR_UNSUPPORTED,
+                                "desc.%s_strides[%d] = %lld breaks 16-byte row alignment (must be a multiple of %d elements)",
+                                name, i, s[i], mult);
         }
     }
     return KF_OK;
@@ -56,66 +54,66 @@ void rt_kda_desc_shape(const void *desc, gen_kvset *s)
 
 /* The span of a tensor's declared strides over the maxima fits in 63 bits (0 strides: contiguous). */
 static kf_status check_span(const char *name, const long long s[3], long long seqs, long long tokens, long long heads,
-                            long long row, char *msg, size_t n)
+                            long long row, core_err *e)
 {
     const long long ext[4] = {seqs, tokens, heads, row};
     const long long str[4] = {s[0], s[1] ? s[1] : heads * row, s[2] ? s[2] : row, 1};
     if (rt_span(4, ext, str) < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.%s_strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span more "
-                      "than 2^63 elements", name, s[0], s[1], s[2], seqs, tokens, heads, row);
+        return core_err_set(e, KF_ERR_ARG,
+                            "desc.%s_strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span more "
+                            "than 2^63 elements", name, s[0], s[1], s[2], seqs, tokens, heads, row);
     return KF_OK;
 }
 
 /* The description's own fields (enums, flags, strides, device), and its shape {n, t, h, hv, dk, dv}
  * through rt_shape_check: the checks kforge gen / compile make of a --shape. Sets shape. */
-static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, gen_kvset *shape, char *msg, size_t n)
+static kf_status check_desc(const kf_kda_desc *d, const rt_devinfo *dev, gen_kvset *shape, core_err *e)
 {
     kf_status st;
     if (!d)
-        return snprintf(msg, n, "desc is NULL"), KF_ERR_ARG;
+        return core_err_set(e, KF_ERR_ARG, "desc is NULL");
     if (d->mode != KF_KDA_PREFILL && d->mode != KF_KDA_DECODE)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got %d", d->mode);
+        return core_err_set(e, KF_ERR_ARG, "desc.mode must be KF_KDA_PREFILL or KF_KDA_DECODE, got %d", d->mode);
     if (d->max_tokens < 0)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.max_tokens must be >= 0, got %d", d->max_tokens);
+        return core_err_set(e, KF_ERR_ARG, "desc.max_tokens must be >= 0, got %d", d->max_tokens);
     rt_family_for_desc(RT_API_KDA, d, shape);
-    if ((st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, msg, n)))
+    if ((st = rt_shape_check(NULL, shape, NULL, RT_NAMES_DESC, e)))
         return st;
     if (d->gate != KF_KDA_GATE_LOG && d->gate != KF_KDA_GATE_SIGMOID)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.gate must be KF_KDA_GATE_LOG or KF_KDA_GATE_SIGMOID, got %d", d->gate);
+        return core_err_set(e, KF_ERR_ARG, "desc.gate must be KF_KDA_GATE_LOG or KF_KDA_GATE_SIGMOID, got %d", d->gate);
     if (d->gate == KF_KDA_GATE_SIGMOID && !(d->lower_bound >= -5.0f && d->lower_bound < 0.0f))
-        return snprintf(msg, n, "desc.lower_bound = %g is outside [-5, 0) (the sigmoid gate's lower bound)",
-                        (double)d->lower_bound),
-               KF_ERR_ARG;
-    if ((st = check_flag("l2norm", d->l2norm, msg, n)) || (st = check_flag("beta_sigmoid", d->beta_sigmoid, msg, n)) ||
-        (st = check_flag("has_initial_state", d->has_initial_state, msg, n)) ||
-        (st = check_flag("wants_final_state", d->wants_final_state, msg, n)))
+        return core_err_set(e, KF_ERR_ARG, "desc.lower_bound = %g is outside [-5, 0) (the sigmoid gate's lower bound)",
+                            (double)d->lower_bound);
+    if ((st = check_flag("l2norm", d->l2norm, e)) || (st = check_flag("beta_sigmoid", d->beta_sigmoid, e)) ||
+        (st = check_flag("has_initial_state", d->has_initial_state, e)) ||
+        (st = check_flag("wants_final_state", d->wants_final_state, e)))
         return st;
     if (d->state_layout != KF_KDA_STATE_KV && d->state_layout != KF_KDA_STATE_VK)
-        return rt_say(KF_ERR_ARG, msg, n, "desc.state_layout must be KF_KDA_STATE_KV or KF_KDA_STATE_VK, got %d",
-                   d->state_layout);
+        return core_err_set(e, KF_ERR_ARG, "desc.state_layout must be KF_KDA_STATE_KV or KF_KDA_STATE_VK, got %d",
+                            d->state_layout);
     if (!(d->scale >= 0.0f) || isinf(d->scale))
-        return snprintf(msg, n, "desc.scale must be finite and >= 0 (0: 1/sqrt(dk)), got %g", (double)d->scale),
-               KF_ERR_ARG;
+        return core_err_set(e, KF_ERR_ARG,
+                            "desc.scale must be finite and >= 0 (0: 1/sqrt(dk)), got %g", (double)d->scale);
     /* bf16 rows: multiples of 8 elements; fp32 g and state rows: multiples of 4; beta is a scalar per row */
-    if ((st = check_strides("q", d->q_strides, 8, msg, n)) || (st = check_strides("k", d->k_strides, 8, msg, n)) ||
-        (st = check_strides("v", d->v_strides, 8, msg, n)) || (st = check_strides("o", d->o_strides, 8, msg, n)) ||
-        (st = check_strides("g", d->g_strides, 4, msg, n)) || (st = check_strides("beta", d->beta_strides, 0, msg, n)) ||
-        (st = check_strides("state", d->state_strides, 4, msg, n)))
+    if ((st = check_strides("q", d->q_strides, 8, e)) || (st = check_strides("k", d->k_strides, 8, e)) ||
+        (st = check_strides("v", d->v_strides, 8, e)) || (st = check_strides("o", d->o_strides, 8, e)) ||
+        (st = check_strides("g", d->g_strides, 4, e)) || (st = check_strides("beta", d->beta_strides, 0, e)) ||
+        (st = check_strides("state", d->state_strides, 4, e)))
         return st;
     const int vk = d->state_layout == KF_KDA_STATE_VK;
     const long long S = d->max_seqs, T = d->max_tokens, rows = vk ? d->dv : d->dk, cols = vk ? d->dk : d->dv;
-    if ((st = check_span("q", d->q_strides, S, T, d->h, d->dk, msg, n)) ||
-        (st = check_span("k", d->k_strides, S, T, d->h, d->dk, msg, n)) ||
-        (st = check_span("v", d->v_strides, S, T, d->hv, d->dv, msg, n)) ||
-        (st = check_span("o", d->o_strides, S, T, d->hv, d->dv, msg, n)) ||
-        (st = check_span("g", d->g_strides, S, T, d->hv, d->dk, msg, n)) ||
-        (st = check_span("beta", d->beta_strides, S, T, d->hv, 1, msg, n)) ||
-        (st = check_span("state", d->state_strides, S, d->hv, rows, cols, msg, n)))
+    if ((st = check_span("q", d->q_strides, S, T, d->h, d->dk, e)) ||
+        (st = check_span("k", d->k_strides, S, T, d->h, d->dk, e)) ||
+        (st = check_span("v", d->v_strides, S, T, d->hv, d->dv, e)) ||
+        (st = check_span("o", d->o_strides, S, T, d->hv, d->dv, e)) ||
+        (st = check_span("g", d->g_strides, S, T, d->hv, d->dk, e)) ||
+        (st = check_span("beta", d->beta_strides, S, T, d->hv, 1, e)) ||
+        (st = check_span("state", d->state_strides, S, d->hv, rows, cols, e)))
         return st;
     if (dev->cc_major < 8)
-        return snprintf(msg, n, "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
-                        dev->name, dev->cc_major, dev->cc_minor),
-               KF_ERR_UNSUPPORTED;
+        return core_err_set(e, KF_ERR_UNSUPPORTED,
+                            "%s (compute capability %d.%d) is not supported: kforge needs sm_80 or newer",
+                            dev->name, dev->cc_major, dev->cc_minor);
     return KF_OK;
 }
 
@@ -154,7 +152,7 @@ void rt_kda_base_params(const kf_kda_desc *d, void *params_out)
 
 /* The variant against the plan's maxima: what rt_kda_check and the grids say of the largest call
  * (pointers stand in, 16-byte aligned). */
-static kf_status check_variant(const kf_kda_desc *d, const rt_choice *ch, char *msg, size_t n)
+static kf_status check_variant(const kf_kda_desc *d, const rt_choice *ch, core_err *e)
 {
     kf_kda_params p;
     rt_kda_base_params(d, &p);
@@ -167,45 +165,43 @@ static kf_status check_variant(const kf_kda_desc *d, const rt_choice *ch, char *
     p.h0 = d->has_initial_state ? stand_in : NULL;
     p.ht = d->wants_final_state ? stand_in : NULL;
     p.ws = (void *)(uintptr_t)stand_in;
-    char err[512];
     const char *family = gen_kv_str(&ch->vp, "family");
-    if (rt_kda_check(&ch->vp, &p, err, sizeof err))
-        return snprintf(msg, n, "%s variant refuses the description: %s", family ? family : "KDA", err),
-               KF_ERR_UNSUPPORTED;
+    if (rt_kda_check(&ch->vp, &p, e))
+        return core_err_set(e, KF_ERR_UNSUPPORTED, "%s variant refuses the description: %s", family ? family : "KDA",
+                            e->msg);
     int nk = rt_kda_kernel_count(&ch->vp);
     for (int i = 0; i < nk; i++) {
         unsigned grid[3];
         if (rt_kda_grid(&ch->vp, &p, i, grid))
-            return snprintf(msg, n, "no launch grid for kernel %d of %s at desc.max_seqs = %d, desc.max_tokens = %d",
-                            i, family ? family : "KDA", d->max_seqs, d->max_tokens),
-                   KF_ERR_UNSUPPORTED;
+            return core_err_set(e, KF_ERR_UNSUPPORTED,
+                                "no launch grid for kernel %d of %s at desc.max_seqs = %d, desc.max_tokens = %d",
+                                i, family ? family : "KDA", d->max_seqs, d->max_tokens);
     }
-    return nk < 1 ? (snprintf(msg, n, "'%s' is not a KDA family", family ? family : "?"), KF_ERR_UNSUPPORTED) : KF_OK;
+    return nk < 1 ? core_err_set(e, KF_ERR_UNSUPPORTED, "'%s' is not a KDA family", family ? family : "?") : KF_OK;
 }
 
 kf_status rt_kda_select(const kf_kda_desc *d, const rt_devinfo *dev, const rt_table *t,
-                        rt_default_fn dflt, void *arg, rt_choice *out, char *msg, size_t msgn)
+                        rt_default_fn dflt, void *arg, rt_choice *out, core_err *e)
 {
     memset(out, 0, sizeof *out);
-    msg[0] = 0;
-    kf_status st = check_desc(d, dev, &out->shape, msg, msgn);
+    kf_status st = check_desc(d, dev, &out->shape, e);
     if (st)
         return st;
     const rt_family *f = rt_family_of(&out->shape);
-    st = rt_select_variant(dev, t, f->class_keys, f->dist_keys, dflt, arg, out, msg, msgn);
+    st = rt_select_variant(dev, t, f->class_keys, f->dist_keys, dflt, arg, out, e);
     if (st)
         return st;
-    st = check_variant(d, out, msg, msgn);
+    st = check_variant(d, out, e);
     if (st)
         return st;
     kf_kda_params p;
     rt_launch l;
     rt_kda_base_params(d, &p);
     if (f->launch(&out->vp, &p, &l))
-        return rt_say(KF_ERR_UNSUPPORTED, msg, msgn, "'%s' is not a KDA family", f->name);
+        return core_err_set(e, KF_ERR_UNSUPPORTED, "'%s' is not a KDA family", f->name);
     out->workspace = l.ws_bytes;
     if (out->workspace == SIZE_MAX)
-        return rt_say(KF_ERR_ARG, msg, msgn, "the workspace of desc.max_tokens %d, desc.max_seqs %d, desc.hv %d does not "
-                      "fit in memory", d->max_tokens, d->max_seqs, d->hv);
+        return core_err_set(e, KF_ERR_ARG, "the workspace of desc.max_tokens %d, desc.max_seqs %d, desc.hv %d does not "
+                            "fit in memory", d->max_tokens, d->max_seqs, d->hv);
     return KF_OK;
 }

@@ -15,8 +15,7 @@ typedef struct chk {
     const family_rules *r;
     const gen_kvset *s;
     rt_names names;
-    char *msg;
-    size_t n;
+    core_err *e;
 } chk;
 
 static const char *nm(const chk *c, const char *key)
@@ -35,7 +34,7 @@ static kf_status say(const chk *c, kf_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->msg, c->n, fmt, ap);
+    core_err_vset(c->e, st, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -113,9 +112,9 @@ static kf_status gqa_features(const chk *c)
     return KF_OK;
 }
 
-static kf_status gqa(const family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n)
+static kf_status gqa(const family_rules *r, const gen_kvset *s, rt_names names, core_err *e)
 {
-    chk c = {r, s, names, msg, n};
+    chk c = {r, s, names, e};
     kf_status st;
     if ((st = dtype(&c)) || (st = at_least(&c, "hq", 1)) || (st = at_least(&c, "hkv", 1)) ||
         (st = multiple(&c, "hq", "hkv")) || (st = at_least(&c, "d", 1)) || (st = flag(&c, "causal")) ||
@@ -136,9 +135,9 @@ static kf_status gqa(const family_rules *r, const gen_kvset *s, rt_names names, 
 static const field combine_fields[] = {{"dtype", "dtype", 1}, {"b", "b", 0}, {"sq", "sq", 0}, {"hq", "hq", 0},
                                        {"dv", "dv", 0}, {"sinks", "sinks", 0, 1}, {NULL, NULL, 0}};
 
-static kf_status combine(const family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n)
+static kf_status combine(const family_rules *r, const gen_kvset *s, rt_names names, core_err *e)
 {
-    chk c = {r, s, names, msg, n};
+    chk c = {r, s, names, e};
     kf_status st;
     if ((st = dtype(&c)) || (st = at_least(&c, "b", 1)) || (st = at_least(&c, "sq", 1)) ||
         (st = at_least(&c, "hq", 1)) || (st = at_least(&c, "dv", 1)) || (st = product_fits(&c, "b", "sq", "query rows")))
@@ -177,9 +176,9 @@ int rt_parts_parse(const char *s, int dims[KF_PARTS_MAXK])
     return n;
 }
 
-static kf_status parts(const family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n)
+static kf_status parts(const family_rules *r, const gen_kvset *s, rt_names names, core_err *e)
 {
-    chk c = {r, s, names, msg, n};
+    chk c = {r, s, names, e};
     kf_status st;
     if ((st = dtype(&c)))
         return st;
@@ -236,9 +235,9 @@ static const field kda_fields[] = {{"n", "desc.max_seqs", 0}, {"t", "tokens per 
                                    {"h", "desc.h", 0}, {"hv", "desc.hv", 0}, {"dk", "desc.dk", 0},
                                    {"dv", "desc.dv", 0}, {NULL, NULL, 0}};
 
-static kf_status kda(const family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n)
+static kf_status kda(const family_rules *r, const gen_kvset *s, rt_names names, core_err *e)
 {
-    chk c = {r, s, names, msg, n};
+    chk c = {r, s, names, e};
     kf_status st;
     if ((st = at_least(&c, "n", 1)) || (st = at_least(&c, "t", 1)) || (st = at_least(&c, "h", 1)) ||
         (st = at_least(&c, "hv", 1)) || (st = multiple(&c, "hv", "h")) || (st = at_least(&c, "dk", 1)) ||
@@ -263,9 +262,9 @@ static kf_status kda(const family_rules *r, const gen_kvset *s, rt_names names, 
 
 static const field gemm_fields[] = {{"m", "m", 0}, {"n", "n", 0}, {"k", "k", 0}, {NULL, NULL, 0}};
 
-static kf_status gemm(const family_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n)
+static kf_status gemm(const family_rules *r, const gen_kvset *s, rt_names names, core_err *e)
 {
-    chk c = {r, s, names, msg, n};
+    chk c = {r, s, names, e};
     kf_status st;
     if ((st = at_least(&c, "m", 1)) || (st = at_least(&c, "n", 1)) || (st = at_least(&c, "k", 1)))
         return st;
@@ -305,57 +304,56 @@ static void list_keys(const family_rules *r, const gen_kvset *declared, char *bu
 }
 
 kf_status rt_shape_check(const char *family, const gen_kvset *shape, const gen_kvset *declared, rt_names names,
-                         char *msg, size_t n)
+                         core_err *e)
 {
     if (!shape)
-        return snprintf(msg, n, "shape is NULL"), KF_ERR_ARG;
+        return core_err_set(e, KF_ERR_ARG, "shape is NULL");
     if (!family)
         family = gen_kv_str(shape, "family");
     if (!family)
-        return snprintf(msg, n, "the shape names no family"), KF_ERR_ARG;
+        return core_err_set(e, KF_ERR_ARG, "the shape names no family");
     const rt_family *fam = rt_family_find(family);
     const family_rules *r = fam ? fam->shape : NULL;
     char keys[512];
     /* no key the family does not read */
     for (int i = 0; i < shape->n; i++) {
-        const gen_kv *e = &shape->kv[i];
-        if (!strcmp(e->name, "family"))
+        const gen_kv *kv = &shape->kv[i];
+        if (!strcmp(kv->name, "family"))
             continue;
-        int known = declared ? gen_kv_find(declared, e->name) != NULL : (!r || in_fields(r->fields, e->name));
+        int known = declared ? gen_kv_find(declared, kv->name) != NULL : (!r || in_fields(r->fields, kv->name));
         if (!known) {
             list_keys(r, declared, keys, sizeof keys);
-            return snprintf(msg, n, "unknown shape key '%s' for '%s' (its keys: %s)", e->name, family, keys),
-                   KF_ERR_ARG;
+            return core_err_set(e, KF_ERR_ARG,
+                                "unknown shape key '%s' for '%s' (its keys: %s)", kv->name, family, keys);
         }
     }
     if (!r) {  /* a family of a template directory: sizes are never negative nor past an int */
         for (int i = 0; i < shape->n; i++) {
-            const gen_kv *e = &shape->kv[i];
-            if (!e->is_str && (e->i < 0 || e->i > INT_MAX))
-                return snprintf(msg, n, "shape key '%s' = %lld is outside 0..%d", e->name, e->i, INT_MAX), KF_ERR_ARG;
+            const gen_kv *kv = &shape->kv[i];
+            if (!kv->is_str && (kv->i < 0 || kv->i > INT_MAX))
+                return core_err_set(e, KF_ERR_ARG, "shape key '%s' = %lld is outside 0..%d", kv->name, kv->i, INT_MAX);
         }
         return KF_OK;
     }
-    chk c = {r, shape, names, msg, n};
+    chk c = {r, shape, names, e};
     /* every field present, with its type, integers within the C API's int fields */
     for (const field *f = r->fields; f->key; f++) {
-        const gen_kv *e = gen_kv_find(shape, f->key);
-        if (!e && f->optional)
+        const gen_kv *kv = gen_kv_find(shape, f->key);
+        if (!kv && f->optional)
             continue;       /* a model feature that is off */
-        if (!e && declared && gen_kv_find(declared, f->key))
+        if (!kv && declared && gen_kv_find(declared, f->key))
             return KF_OK;   /* the template's own check (gen_tmpl_fixed) names the missing field */
-        if (!e)
+        if (!kv)
             return say(&c, KF_ERR_ARG, "the shape of '%s' lacks '%s'", family, f->key);
-        if (f->is_str && !e->is_str)
-            return say(&c, KF_ERR_ARG, "%s = %lld must be a name, not a number", nm(&c, f->key), e->i);
-        if (!f->is_str && e->is_str)
-            return say(&c, KF_ERR_ARG, "%s = '%s' must be an integer", nm(&c, f->key), e->s);
-        if (!f->is_str && (e->i < INT_MIN || e->i > INT_MAX))
-            return say(&c, KF_ERR_ARG, "%s = %lld is outside the range of an int (at most %d)", nm(&c, f->key), e->i,
+        if (f->is_str && !kv->is_str)
+            return say(&c, KF_ERR_ARG, "%s = %lld must be a name, not a number", nm(&c, f->key), kv->i);
+        if (!f->is_str && kv->is_str)
+            return say(&c, KF_ERR_ARG, "%s = '%s' must be an integer", nm(&c, f->key), kv->s);
+        if (!f->is_str && (kv->i < INT_MIN || kv->i > INT_MAX))
+            return say(&c, KF_ERR_ARG, "%s = %lld is outside the range of an int (at most %d)", nm(&c, f->key), kv->i,
                        INT_MAX);
     }
-    msg[0] = 0;
-    return r->check(r, shape, names, msg, n);
+    return r->check(r, shape, names, e);
 }
 
 long long rt_span(int ndim, const long long *extent, const long long *stride)

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "gen/kv.h"
 #include "runtime/kforge.h"
 #include "templates/common/parts_params.h"
@@ -26,7 +27,7 @@ typedef struct rt_shape_field {
 typedef struct rt_shape_rules rt_shape_rules;
 struct rt_shape_rules {
     const rt_shape_field *fields;  /* NULL-key terminated */
-    kf_status (*check)(const rt_shape_rules *r, const gen_kvset *s, rt_names names, char *msg, size_t n);
+    kf_status (*check)(const rt_shape_rules *r, const gen_kvset *s, rt_names names, core_err *e);
     int reference;                 /* a reference kernel (attn_naive, kda_naive): any head dim */
     int max_sq;                    /* query rows per sequence at most (decode: 16); 0: no limit */
 };
@@ -41,10 +42,10 @@ extern const rt_shape_rules rt_shape_gqa, rt_shape_gqa_decode, rt_shape_gqa_naiv
  * "family" must be in declared (the template's shape fields) when declared is given, else in the
  * family's own list. A field missing from shape is refused, except one that declared lists: that is left
  * to the template's own check (gen_tmpl_fixed), which names it. KF_OK, or KF_ERR_ARG / KF_ERR_UNSUPPORTED
- * with a message in msg naming the key (or description field) and its value. Pure.
+ * with a message in *e naming the key (or description field) and its value. Pure.
  */
 kf_status rt_shape_check(const char *family, const gen_kvset *shape, const gen_kvset *declared, rt_names names,
-                         char *msg, size_t n);
+                         core_err *e);
 
 /* "latent512_rope64" -> dims {512, 64}: the number of parts (1..KF_PARTS_MAXK), or -1 when malformed. */
 int rt_parts_parse(const char *s, int dims[KF_PARTS_MAXK]);

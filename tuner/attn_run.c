@@ -734,8 +734,9 @@ static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
     kf_attn_tmaps tm;          /* attn_prefill impl=wgmma_tma: its second argument, encoded for these pointers */
     void *args[] = {p, &tm};
     rt_attn_geom geo = rt_attn_geom_of(&v->vp);
-    if (geo.tma && rt_attn_tmaps(&geo, p, kv_rows, &tm, msg, msgn))
-        return -1;
+    core_err te;
+    if (geo.tma && rt_attn_tmaps(&geo, p, kv_rows, &tm, &te))
+        return snprintf(msg, msgn, "%s", te.msg), -1;
     /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
      * params): the call launches what rt_attn_launch says (attn_decode's combine only when split). */
     rt_launch l;
@@ -750,9 +751,9 @@ static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_m
                      v->key ? v->key : v->family, p->b, p->sq, p->hq, p->hkv, p->splits);
             return -1;
         }
-        char e[400];
-        if (rt_module_launch(m, i, grid, args, ctx->stream, e, sizeof e)) {
-            snprintf(msg, msgn, "%s", e);
+        core_err e;
+        if (rt_module_launch(m, i, grid, args, ctx->stream, &e)) {
+            snprintf(msg, msgn, "%.400s", e.msg);
             return -1;
         }
     }

@@ -103,8 +103,9 @@ static int launch(const tune_attn_variant *v, const rt_module *m, kf_attn_params
                      p->b, p->sq, p->hq, p->splits);
             return -1;
         }
-        if (rt_module_launch(m, i, grid, args, stream, msg, msgn))
-            return -1;
+        core_err e;
+        if (rt_module_launch(m, i, grid, args, stream, &e))
+            return snprintf(msg, msgn, "%s", e.msg), -1;
     }
     return 0;
 }

@@ -147,9 +147,9 @@ static int prepare(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, 
         k->ws_bytes = ws;
     }
     d->p.ws = ws ? (void *)(uintptr_t)k->ws : NULL;
-    char e[400];
-    if (rt_kda_check(&v->vp, &d->p, e, sizeof e)) {
-        snprintf(msg, msgn, "the variant refuses the case: %s", e);
+    core_err e;
+    if (rt_kda_check(&v->vp, &d->p, &e)) {
+        snprintf(msg, msgn, "the variant refuses the case: %.400s", e.msg);
         return -1;
     }
     return 0;
@@ -202,8 +202,9 @@ static int launch(void *arg, int set, char *msg, size_t msgn)
             snprintf(msg, msgn, "rt_kda_grid refused kernel %d of %s", i, a->v->key ? a->v->key : a->v->family);
             return -1;
         }
-        if (rt_module_launch(a->m, i, grid, args, tune_ctx_stream(a->ctx), msg, msgn))
-            return -1;
+        core_err e;
+        if (rt_module_launch(a->m, i, grid, args, tune_ctx_stream(a->ctx), &e))
+            return snprintf(msg, msgn, "%s", e.msg), -1;
     }
     return 0;
 }

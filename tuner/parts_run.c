@@ -361,15 +361,16 @@ static int launch(void *arg, int set, char *msg, size_t msgn)
         snprintf(msg, msgn, "rt_parts_grid refused %s", a->v->key ? a->v->key : a->v->family);
         return -1;
     }
-    if (rt_module_launch(a->m, 0, grid, args, tune_ctx_stream(a->ctx), msg, msgn))
-        return -1;
+    core_err e;
+    if (rt_module_launch(a->m, 0, grid, args, tune_ctx_stream(a->ctx), &e))
+        return snprintf(msg, msgn, "%s", e.msg), -1;
     for (int l = 0; a->p->splits > 1 && l < a->layers; l++) {
         kf_attn_params c;
         rt_parts_combine_params(a->p, l, &c);
         void *cargs[] = {&c};
         if (rt_parts_grid(&a->v->vp, a->p, 1, grid) ||
-            rt_module_launch(a->m, 1, grid, cargs, tune_ctx_stream(a->ctx), msg, msgn))
-            return -1;
+            rt_module_launch(a->m, 1, grid, cargs, tune_ctx_stream(a->ctx), &e))
+            return snprintf(msg, msgn, "%s", e.msg), -1;
     }
     return 0;
 }

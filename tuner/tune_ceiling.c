@@ -69,8 +69,11 @@ static const rt_cu *ceiling_begin(int ordinal, int *samples, tune_ceiling *out, 
     out->check_err = NAN;
     if (*samples < 20)
         *samples = 20;
-    const rt_cu *cu = rt_cuda(err, errn);
-    return cu && !rt_module_context(ordinal, err, errn) ? cu : NULL;
+    core_err e;
+    const rt_cu *cu = rt_cuda(&e);
+    if (!cu || rt_module_context(ordinal, &e))
+        return snprintf(err, errn, "%s", e.msg), NULL;
+    return cu;
 }
 
 /* Times fn (time_events) and fills out's median, spread and samples, and value = bytes per
@@ -138,7 +141,8 @@ static int read_once(void *p, char *err, size_t errn)
     struct read_arg *a = p;
     void *args[] = {&a->src, &a->n, &a->sink};
     unsigned grid[3] = {a->blocks, 1, 1};
-    return rt_module_launch(&a->m, 0, grid, args, NULL, err, errn);
+    core_err e;
+    return rt_module_launch(&a->m, 0, grid, args, NULL, &e) ? snprintf(err, errn, "%s", e.msg), -1 : 0;
 }
 
 int tune_ceiling_read(int ordinal, const char *arch, size_t bytes, int samples, tune_ceiling *out, char *err,
@@ -146,8 +150,9 @@ int tune_ceiling_read(int ordinal, const char *arch, size_t bytes, int samples, 
 {
     const rt_cu *cu = ceiling_begin(ordinal, &samples, out, err, errn);
     rt_devinfo info;
-    if (!cu || rt_device_info(ordinal, &info, err, errn))
-        return -1;
+    core_err e;
+    if (!cu || rt_device_info(ordinal, &info, &e))
+        return cu ? snprintf(err, errn, "%s", e.msg), -1 : -1;
     CUdevice dev;
     int per_sm = 0;
     CUresult r;
@@ -168,8 +173,10 @@ int tune_ceiling_read(int ordinal, const char *arch, size_t bytes, int samples, 
         goto out;
     }
     rt_kernel_desc k = {TUNE_READ_KERNEL, TUNE_READ_THREADS, 0};
-    if (rt_module_load(&a.m, bin.image, &k, 1, err, errn))
+    if (rt_module_load(&a.m, bin.image, &k, 1, &e)) {
+        snprintf(err, errn, "%s", e.msg);
         goto out;
+    }
     if ((r = cu->MemAlloc(&a.src, bytes)) || (r = cu->MemAlloc(&a.sink, a.blocks * sizeof(unsigned))) ||
         (r = cu->MemsetD8(a.src, 0x5A, bytes))) {
         cu_err(r, "allocating the read buffer", err, errn);
@@ -219,7 +226,8 @@ static int gemm_once(void *p, char *err, size_t errn)
         return tune_cublas_gemm_bf16(g->blas, g->a, g->b, g->c, g->size, err, errn);
     void *args[] = {&g->a, &g->b, &g->c, &g->size, &g->size, &g->size};
     unsigned grid[3] = {(unsigned)(g->size / 128), (unsigned)(g->size / 128), 1};
-    return rt_module_launch(g->m, 0, grid, args, NULL, err, errn);
+    core_err e;
+    return rt_module_launch(g->m, 0, grid, args, NULL, &e) ? snprintf(err, errn, "%s", e.msg), -1 : 0;
 }
 
 /* Relative error (2-norm) of 256 sampled C entries against fp64 dot products. */
@@ -289,8 +297,11 @@ int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int sam
         if (j) {
             rt_kernel_desc k = {"", j->kernels[0].threads, j->kernels[0].smem};
             snprintf(k.name, sizeof k.name, "%s", j->kernels[0].name);
-            if (rt_module_load(&m, j->bin.image, &k, 1, last, sizeof last))
+            core_err e;
+            if (rt_module_load(&m, j->bin.image, &k, 1, &e)) {
+                snprintf(last, sizeof last, "%.500s", e.msg);
                 continue;
+            }
             g.m = &m;
         }
         cu->MemsetD8(g.c, 0xFF, bytes);                   /* poison: NaN in bf16 */

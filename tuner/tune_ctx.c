@@ -42,9 +42,10 @@ void tune_attn_timing_free(tune_attn_timing *t)
 
 tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn)
 {
-    const rt_cu *cu = rt_cuda(err, errn);
+    core_err e;
+    const rt_cu *cu = rt_cuda(&e);
     if (!cu)
-        return NULL;
+        return snprintf(err, errn, "%s", e.msg), NULL;
     tune_attn_ctx *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errn, "out of memory");
@@ -52,7 +53,8 @@ tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn)
     }
     c->cu = cu;
     c->ordinal = ordinal;
-    if (rt_device_info(ordinal, &c->info, err, errn) || rt_module_context(ordinal, err, errn)) {
+    if (rt_device_info(ordinal, &c->info, &e) || rt_module_context(ordinal, &e)) {
+        snprintf(err, errn, "%s", e.msg);
         free(c);
         return NULL;
     }
@@ -173,9 +175,9 @@ int tune_ctx_load(tune_attn_ctx *ctx, const tune_attn_variant *v, rt_module *m, 
         k[i].threads = v->kernels[i].threads;
         k[i].smem = v->kernels[i].smem;
     }
-    char e[400];
-    if (rt_module_load(m, v->image, k, v->n_kernels, e, sizeof e)) {
-        snprintf(msg, msgn, "%s: %s", v->key ? v->key : v->family, e);
+    core_err e;
+    if (rt_module_load(m, v->image, k, v->n_kernels, &e)) {
+        snprintf(msg, msgn, "%s: %.400s", v->key ? v->key : v->family, e.msg);
         return -1;
     }
     return 0;

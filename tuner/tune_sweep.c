@@ -1170,8 +1170,9 @@ static int open_device(sweep *w, char *err, size_t errn)
 {
     if (tune_family_check(err, errn))
         return -1;
-    if (rt_device_info(w->o->ordinal, &w->info, err, errn))
-        return -1;
+    core_err e;
+    if (rt_device_info(w->o->ordinal, &w->info, &e))
+        return snprintf(err, errn, "%s", e.msg), -1;
     gen_device dev;
     rt_gen_device(&w->info, &dev);
     const char *arch = w->o->arch ? w->o->arch : w->info.arch;

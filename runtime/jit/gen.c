@@ -61,14 +61,14 @@ static int memo_text(const gen_kvset *set, const rt_devinfo *dev, char *buf, siz
 
 long rt_jit_renders(const rt_jit *j) { return j ? j->renders : 0; }
 
-rt_jit *rt_jit_new(const char *template_dir, char *err, size_t errn)
+rt_jit *rt_jit_new(const char *template_dir, core_err *e)
 {
     rt_jit *j = calloc(1, sizeof *j);
     if (j)
         j->host = gen_host_new(template_dir);
     if (!j || !j->host) {
         free(j);
-        snprintf(err, errn, "out of memory");
+        core_err_set(e, KF_ERR_NOMEM, "out of memory");
         return NULL;
     }
     return j;
@@ -82,14 +82,13 @@ void rt_jit_free(rt_jit *j)
     free(j);
 }
 
-/* Splits vp into template, fixed values and params. */
-static gen_tmpl *split(rt_jit *j, const gen_kvset *vp, gen_kvset *fixed, gen_kvset *params,
-                       char *err, size_t errn)
+/* Splits vp into template, fixed values and params. NULL with KF_ERR_UNSUPPORTED in *e. */
+static gen_tmpl *split(rt_jit *j, const gen_kvset *vp, gen_kvset *fixed, gen_kvset *params, core_err *e)
 {
     const char *family = gen_kv_str(vp, "family");
     gen_tmpl *t = family ? gen_tmpl_load(j->host, family) : NULL;
     if (!t) {
-        snprintf(err, errn, "%s", family ? gen_host_errmsg(j->host) : "variant without a family");
+        core_err_set(e, KF_ERR_UNSUPPORTED, "%s", family ? gen_host_errmsg(j->host) : "variant without a family");
         return NULL;
     }
     gen_kv_clear(fixed);
@@ -111,8 +110,7 @@ static gen_tmpl *split(rt_jit *j, const gen_kvset *vp, gen_kvset *fixed, gen_kvs
     return t;
 }
 
-int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen_kvset *vp,
-                   char *err, size_t errn)
+int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen_kvset *vp, core_err *e)
 {
     char q[1200];
     int memo = memo_text(shape, dev, q, sizeof q) == 0;
@@ -128,14 +126,11 @@ int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen
     gen_kvset fixed, params;
     char why[256];
     int rc = t ? gen_variant_resolve(t, shape, &g, NULL, GEN_RESOLVE_VALID, &fixed, &params, why, sizeof why) : -1;
-    if (rc < 0) {   /* the template's error (its file:line) */
-        snprintf(err, errn, "%s", gen_host_errmsg(j->host));
-        return -1;
-    }
-    if (rc) {
-        snprintf(err, errn, "default variant of '%s' is not valid on %s: %s", family, dev->arch, why);
-        return -1;
-    }
+    if (rc < 0)   /* the template's error (its file:line) */
+        return core_err_fail(e, KF_ERR_UNSUPPORTED, "%s", gen_host_errmsg(j->host));
+    if (rc)
+        return core_err_fail(e, KF_ERR_UNSUPPORTED, "default variant of '%s' is not valid on %s: %s", family,
+                             dev->arch, why);
     *vp = fixed;
     gen_kv_merge(vp, &params);
     gen_kv_set_str(vp, "family", family);
@@ -144,13 +139,14 @@ int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen
     return 0;
 }
 
-static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_job *job,
-                   gen_target *tg, char *err, size_t errn)
+/* Renders and keys vp's job: 0, or -1 with KF_ERR_UNSUPPORTED (the template refuses the variant, or
+ * rendering it failed) in *e. */
+static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_job *job, gen_target *tg, core_err *e)
 {
     gen_device g;
     rt_gen_device(dev, &g);
     memset(job, 0, sizeof *job);
-    job->tmpl = split(j, vp, &job->fixed, &job->params, err, errn);
+    job->tmpl = split(j, vp, &job->fixed, &job->params, e);
     if (!job->tmpl)
         return -1;
     /* a variant the template refuses (a param it lacks or no longer lists, a tile that does not fit
@@ -161,17 +157,14 @@ static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_jo
     if (rc) {
         char pk[400];
         gen_kv_keyform(&job->params, pk, sizeof pk);
-        snprintf(err, errn, "%s variant %s is not valid for %s: %s", gen_kv_str(vp, "family"), pk, dev->arch,
-                 rc < 0 ? gen_host_errmsg(j->host) : why);
-        return -1;
+        return core_err_fail(e, KF_ERR_UNSUPPORTED, "%s variant %s is not valid for %s: %s", gen_kv_str(vp, "family"),
+                             pk, dev->arch, rc < 0 ? gen_host_errmsg(j->host) : why);
     }
-    if (gen_target_init(tg, dev->arch, 0, &g)) {
-        snprintf(err, errn, "kforge cannot compile for %s", dev->arch);
-        return -1;
-    }
+    if (gen_target_init(tg, dev->arch, 0, &g))
+        return core_err_fail(e, KF_ERR_UNSUPPORTED, "kforge cannot compile for %s", dev->arch);
     j->renders++;
     if (gen_build_prepare(job, tg)) {
-        snprintf(err, errn, "%s", gen_host_errmsg(j->host));
+        core_err_set(e, KF_ERR_UNSUPPORTED, "%s", gen_host_errmsg(j->host));   /* as the template's refusal */
         gen_job_free(job);
         return -1;
     }
@@ -179,7 +172,7 @@ static int prepare(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, gen_jo
 }
 
 int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *variant, size_t vn,
-                char *cache_key, size_t cn, char *err, size_t errn)
+                char *cache_key, size_t cn, core_err *e)
 {
     char q[1200];
     int memo = memo_text(vp, dev, q, sizeof q) == 0;
@@ -191,7 +184,7 @@ int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *var
     }
     gen_job job;
     gen_target tg;
-    if (prepare(j, vp, dev, &job, &tg, err, errn))
+    if (prepare(j, vp, dev, &job, &tg, e))
         return -1;
     snprintf(variant, vn, "%s", job.variant_key);
     snprintf(cache_key, cn, "%s", job.cache_key);
@@ -205,19 +198,19 @@ int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *var
 }
 
 kf_status rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
-                         rt_binary *out, char *err, size_t errn)
+                         rt_binary *out, core_err *e)
 {
     gen_job job;
     gen_target tg;
     memset(out, 0, sizeof *out);
-    if (prepare(j, vp, dev, &job, &tg, err, errn))
-        return KF_ERR_UNSUPPORTED;
+    if (prepare(j, vp, dev, &job, &tg, e))
+        return e->st;
     char dberr[512];
     int failed = gen_build_run(&job, 1, 1, db, &tg, NULL, NULL, dberr, sizeof dberr);
     if (failed != 0) {
-        snprintf(err, errn, "%s", failed < 0 ? dberr : job.err);
+        core_err_set(e, failed < 0 ? KF_ERR_DB : KF_ERR_NVRTC, "%s", failed < 0 ? dberr : job.err);
         gen_job_free(&job);
-        return failed < 0 ? KF_ERR_DB : KF_ERR_NVRTC;
+        return e->st;
     }
     out->image = job.bin.image;
     out->size = job.bin.size;

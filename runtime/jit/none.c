@@ -3,34 +3,31 @@
 
 #include <stdio.h>
 
-rt_jit *rt_jit_new(const char *template_dir, char *err, size_t errn)
+rt_jit *rt_jit_new(const char *template_dir, core_err *e)
 {
     (void)template_dir;
-    snprintf(err, errn, "this is libkforge_rt: no templates and no NVRTC, only bundles and database winners");
+    core_err_set(e, KF_ERR_NOT_TUNED,
+                 "this is libkforge_rt: no templates and no NVRTC, only bundles and database winners");
     return NULL;
 }
 
 void rt_jit_free(rt_jit *j) { (void)j; }
 
-int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen_kvset *vp,
-                   char *err, size_t errn)
+int rt_jit_default(rt_jit *j, const gen_kvset *shape, const rt_devinfo *dev, gen_kvset *vp, core_err *e)
 {
-    snprintf(err, errn, "no JIT in libkforge_rt");
-    return -1;
+    return core_err_fail(e, KF_ERR_UNSUPPORTED, "no JIT in libkforge_rt");
 }
 
 int rt_jit_keys(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, char *variant, size_t vn,
-                char *cache_key, size_t cn, char *err, size_t errn)
+                char *cache_key, size_t cn, core_err *e)
 {
-    snprintf(err, errn, "no JIT in libkforge_rt");
-    return -1;
+    return core_err_fail(e, KF_ERR_NOT_TUNED, "no JIT in libkforge_rt");
 }
 
 kf_status rt_jit_compile(rt_jit *j, const gen_kvset *vp, const rt_devinfo *dev, db_store *db,
-                         rt_binary *out, char *err, size_t errn)
+                         rt_binary *out, core_err *e)
 {
-    snprintf(err, errn, "no JIT in libkforge_rt");
-    return KF_ERR_NOT_TUNED;
+    return core_err_set(e, KF_ERR_NOT_TUNED, "no JIT in libkforge_rt");
 }
 
 long rt_jit_renders(const rt_jit *j)

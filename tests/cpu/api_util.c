@@ -21,8 +21,8 @@ rt_devinfo api_h200(void)
     return d;
 }
 
-int api_jit_default(void *jit, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+int api_jit_default(void *jit, const gen_kvset *shape, gen_kvset *vp, core_err *e)
 {
     rt_devinfo dev = api_h200();
-    return rt_jit_default(jit, shape, &dev, vp, err, n);
+    return rt_jit_default(jit, shape, &dev, vp, e);
 }

@@ -11,6 +11,6 @@
 rt_devinfo api_h200(void);
 
 /* An rt_default_fn: the template default of shape on api_h200(), through the runtime's JIT (jit: an rt_jit). */
-int api_jit_default(void *jit, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n);
+int api_jit_default(void *jit, const gen_kvset *shape, gen_kvset *vp, core_err *e);
 
 #endif

@@ -31,7 +31,7 @@ static kf_attn_desc decode(void)
     return d;
 }
 
-static int fake_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+static int fake_default(void *arg, const gen_kvset *shape, gen_kvset *vp, core_err *e)
 {
     gen_kv_clear(vp);
     gen_kv_set_str(vp, "family", gen_kv_str(shape, "family"));
@@ -49,10 +49,10 @@ static void expect(kf_attn_desc d, kf_status want, const char *needle)
 {
     rt_devinfo dev = api_h200();
     rt_choice ch;
-    char msg[512] = "";
-    kf_status st = rt_select(&d, &dev, NULL, fake_default, NULL, &ch, msg, sizeof msg);
-    if (st != want || !strstr(msg, needle))
-        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg, kf_status_str(want), needle);
+    core_err msg = CORE_ERR_INIT;
+    kf_status st = rt_select(&d, &dev, NULL, fake_default, NULL, &ch, &msg);
+    if (st != want || !strstr(msg.msg, needle))
+        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg.msg, kf_status_str(want), needle);
 }
 
 static void test_api__every_field_is_checked(void **state)
@@ -113,15 +113,15 @@ static void test_api__selection_is_pure_and_prefers_winners(void **state)
     rt_devinfo dev = api_h200();
     kf_attn_desc d = decode();
     rt_choice a, b;
-    char msg[256];
-    assert_int_equal(rt_select(&d, &dev, NULL, fake_default, NULL, &a, msg, sizeof msg), KF_OK);
-    assert_int_equal(rt_select(&d, &dev, NULL, fake_default, NULL, &b, msg, sizeof msg), KF_OK);
+    core_err msg = CORE_ERR_INIT;
+    assert_int_equal(rt_select(&d, &dev, NULL, fake_default, NULL, &a, &msg), KF_OK);
+    assert_int_equal(rt_select(&d, &dev, NULL, fake_default, NULL, &b, &msg), KF_OK);
     assert_null(a.winner);
     assert_memory_equal(&a.vp, &b.vp, sizeof a.vp);
     assert_true(a.workspace > 0);  /* sp 4: split partials */
     /* no default and no winner: not tuned, naming the shape */
-    assert_int_equal(rt_select(&d, &dev, NULL, NULL, NULL, &a, msg, sizeof msg), KF_ERR_NOT_TUNED);
-    assert_non_null(strstr(msg, "skv4096"));
+    assert_int_equal(rt_select(&d, &dev, NULL, NULL, NULL, &a, &msg), KF_ERR_NOT_TUNED);
+    assert_non_null(strstr(msg.msg, "skv4096"));
     /* a winner of the same kernel class wins, the nearest in lengths */
     rt_table t = {0};
     rt_winner w;
@@ -137,7 +137,7 @@ static void test_api__selection_is_pure_and_prefers_winners(void **state)
     gen_kv_parse(&w.shape, "family=attn_decode,dtype=fp16,b=4,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", err, sizeof err);
     snprintf(w.variant, sizeof w.variant, "other dtype");
     rt_table_add(&t, &w);
-    assert_int_equal(rt_select(&d, &dev, &t, NULL, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_select(&d, &dev, &t, NULL, NULL, &a, &msg), KF_OK);
     assert_non_null(a.winner);
     assert_string_equal(a.winner->variant, "near");
     rt_table_free(&t);
@@ -195,17 +195,17 @@ static kf_kda_desc kda_prefill(void)
 }
 
 /* The templates' defaults as data: fused small prefill, or the split one (fused=0) when asked. */
-static int kda_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+static int kda_default(void *arg, const gen_kvset *shape, gen_kvset *vp, core_err *e)
 {
     const char *family = gen_kv_str(shape, "family");
-    char e[64];
+    char pe[64];
     gen_kv_clear(vp);
     if (!strcmp(family, "kda_decode"))
-        gen_kv_parse(vp, "vsplit=2,w=4", e, sizeof e);
+        gen_kv_parse(vp, "vsplit=2,w=4", pe, sizeof pe);
     else if (arg)
-        gen_kv_parse(vp, "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1", e, sizeof e);
+        gen_kv_parse(vp, "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1", pe, sizeof pe);
     else
-        gen_kv_parse(vp, "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1", e, sizeof e);
+        gen_kv_parse(vp, "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1", pe, sizeof pe);
     gen_kv_set_str(vp, "family", family);
     gen_kv_set_int(vp, "dk", gen_kv_int(shape, "dk", 0));
     gen_kv_set_int(vp, "dv", gen_kv_int(shape, "dv", 0));
@@ -216,10 +216,10 @@ static void expect_kda(kf_kda_desc d, kf_status want, const char *needle)
 {
     rt_devinfo dev = api_h200();
     rt_choice ch;
-    char msg[512];
-    kf_status st = rt_kda_select(&d, &dev, NULL, kda_default, NULL, &ch, msg, sizeof msg);
-    if (st != want || !strstr(msg, needle))
-        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg, kf_status_str(want), needle);
+    core_err msg = CORE_ERR_INIT;
+    kf_status st = rt_kda_select(&d, &dev, NULL, kda_default, NULL, &ch, &msg);
+    if (st != want || !strstr(msg.msg, needle))
+        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg.msg, kf_status_str(want), needle);
 }
 
 static void test_api__every_kda_field_is_checked(void **state)
@@ -267,12 +267,12 @@ static void test_api__every_kda_field_is_checked(void **state)
     rt_devinfo old = api_h200();
     old.cc_major = 7;
     rt_choice ch;
-    char msg[256];
+    core_err msg = CORE_ERR_INIT;
     d = kda_prefill();
-    assert_int_equal(rt_kda_select(&d, &old, NULL, kda_default, NULL, &ch, msg, sizeof msg), KF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(msg, "sm_80"));
-    assert_int_equal(rt_kda_select(NULL, &old, NULL, kda_default, NULL, &ch, msg, sizeof msg), KF_ERR_ARG);
-    assert_string_equal(msg, "desc is NULL");
+    assert_int_equal(rt_kda_select(&d, &old, NULL, kda_default, NULL, &ch, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "sm_80"));
+    assert_int_equal(rt_kda_select(NULL, &old, NULL, kda_default, NULL, &ch, &msg), KF_ERR_ARG);
+    assert_string_equal(msg.msg, "desc is NULL");
 }
 
 static void test_api__kda_selection_is_pure_and_prefers_winners(void **state)
@@ -280,9 +280,9 @@ static void test_api__kda_selection_is_pure_and_prefers_winners(void **state)
     rt_devinfo dev = api_h200();
     kf_kda_desc d = kda_prefill();
     rt_choice a, b;
-    char msg[256];
-    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &a, msg, sizeof msg), KF_OK);
-    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &b, msg, sizeof msg), KF_OK);
+    core_err msg = CORE_ERR_INIT;
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &a, &msg), KF_OK);
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &b, &msg), KF_OK);
     assert_null(a.winner);
     assert_memory_equal(&a.vp, &b.vp, sizeof a.vp);
     assert_memory_equal(&a.shape, &b.shape, sizeof a.shape);
@@ -291,17 +291,17 @@ static void test_api__kda_selection_is_pure_and_prefers_winners(void **state)
     assert_int_equal(gen_kv_int(&a.shape, "t", 0), 11);  /* ceil(33 / 3) */
     assert_int_equal(a.workspace, 0);                    /* fused: no workspace */
     /* the split prefill: workspace for the maxima, (total / chunk + n) * hv * slot */
-    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, (void *)1, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, (void *)1, &a, &msg), KF_OK);
     assert_int_equal(a.workspace, (33 / 32 + 3) * 4 * (2 * (3 * 32 * 128 + 32 * 32 + 32 * 128) + 4 * 128));
     d.mode = KF_KDA_DECODE, d.max_tokens = 3;
-    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, kda_default, NULL, &a, &msg), KF_OK);
     assert_string_equal(gen_kv_str(&a.vp, "family"), "kda_decode");
     assert_int_equal(gen_kv_int(&a.shape, "t", 0), 1);
     /* no default and no winner: not tuned, naming the shape */
-    assert_int_equal(rt_kda_select(&d, &dev, NULL, NULL, NULL, &a, msg, sizeof msg), KF_ERR_NOT_TUNED);
-    assert_non_null(strstr(msg, "kda_decode"));
-    assert_non_null(strstr(msg, "n3"));
-    assert_non_null(strstr(msg, "hv4"));
+    assert_int_equal(rt_kda_select(&d, &dev, NULL, NULL, NULL, &a, &msg), KF_ERR_NOT_TUNED);
+    assert_non_null(strstr(msg.msg, "kda_decode"));
+    assert_non_null(strstr(msg.msg, "n3"));
+    assert_non_null(strstr(msg.msg, "hv4"));
     /* a winner of the same family, heads and dims wins, the nearest in n and t; attention winners never */
     rt_table t = {0};
     rt_winner w;
@@ -321,13 +321,13 @@ static void test_api__kda_selection_is_pure_and_prefers_winners(void **state)
     gen_kv_parse(&w.shape, "family=kda_prefill,n=3,t=1,h=2,hv=4,dk=128,dv=128", err, sizeof err);
     snprintf(w.variant, sizeof w.variant, "other family");
     rt_table_add(&t, &w);
-    assert_int_equal(rt_kda_select(&d, &dev, &t, NULL, NULL, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_kda_select(&d, &dev, &t, NULL, NULL, &a, &msg), KF_OK);
     assert_non_null(a.winner);
     assert_string_equal(a.winner->variant, "near");
     assert_int_equal(gen_kv_int(&a.vp, "vsplit", 0), 4);
     /* an attention description never takes a KDA winner */
     kf_attn_desc ad = decode();
-    assert_int_equal(rt_select(&ad, &dev, &t, NULL, NULL, &a, msg, sizeof msg), KF_ERR_NOT_TUNED);
+    assert_int_equal(rt_select(&ad, &dev, &t, NULL, NULL, &a, &msg), KF_ERR_NOT_TUNED);
     rt_table_free(&t);
 }
 
@@ -352,10 +352,11 @@ static void test_api__kda_strides_resolve(void **state)
  * keyed, and with workspace exactly when the split prefill is chosen. */
 static void test_api__kda_selection_through_the_templates(void **state)
 {
-    char err[512], variant[512], key[600];
-    rt_jit *j = rt_jit_new(NULL, err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    char variant[512], key[600];
+    rt_jit *j = rt_jit_new(NULL, &err);
     if (!j)
-        fail_msg("rt_jit_new: %s", err);
+        fail_msg("rt_jit_new: %s", err.msg);
     rt_devinfo dev = api_h200();
     dev.smem_sm = 233472, dev.regs_sm = 65536, dev.l2 = 62914560;
     static const struct { kf_kda_mode mode; int n, tokens, h, hv, d; const char *family; int ws; } cs[] = {
@@ -370,28 +371,28 @@ static void test_api__kda_selection_through_the_templates(void **state)
         d.mode = cs[i].mode, d.max_seqs = cs[i].n, d.max_tokens = cs[i].tokens;
         d.h = cs[i].h, d.hv = cs[i].hv, d.dk = d.dv = cs[i].d;
         rt_choice ch;
-        char msg[512];
-        kf_status st = rt_kda_select(&d, &dev, NULL, api_jit_default, j, &ch, msg, sizeof msg);
+        core_err msg = CORE_ERR_INIT;
+        kf_status st = rt_kda_select(&d, &dev, NULL, api_jit_default, j, &ch, &msg);
         if (st)
-            fail_msg("case %zu: %s: %s", i, kf_status_str(st), msg);
+            fail_msg("case %zu: %s: %s", i, kf_status_str(st), msg.msg);
         assert_string_equal(gen_kv_str(&ch.vp, "family"), cs[i].family);
         assert_int_equal(gen_kv_int(&ch.vp, "dk", 0), cs[i].d);
         assert_int_equal(ch.workspace > 0, cs[i].ws);
-        assert_int_equal(rt_jit_keys(j, &ch.vp, &dev, variant, sizeof variant, key, sizeof key, err, sizeof err), 0);
+        assert_int_equal(rt_jit_keys(j, &ch.vp, &dev, variant, sizeof variant, key, sizeof key, &err), 0);
         assert_non_null(strstr(variant, cs[i].family));
     }
     rt_jit_free(j);
 }
 
 /* rt_kda_bind: the checks of kf_kda_run, without a device. */
-static kf_status bind(const kf_kda_desc *d, const kf_kda_tensors *t, kf_kda_params *a, char *msg, size_t n)
+static kf_status bind(const kf_kda_desc *d, const kf_kda_tensors *t, kf_kda_params *a, core_err *e)
 {
     rt_devinfo dev = api_h200();
     rt_choice ch;
     kf_kda_params base;
-    assert_int_equal(rt_kda_select(d, &dev, NULL, kda_default, NULL, &ch, msg, n), KF_OK);
+    assert_int_equal(rt_kda_select(d, &dev, NULL, kda_default, NULL, &ch, e), KF_OK);
     rt_kda_base_params(d, &base);
-    return rt_kda_bind(d, &base, &ch.vp, ch.workspace, NULL, t, a, msg, n);
+    return rt_kda_bind(d, &base, &ch.vp, ch.workspace, NULL, t, a, e);
 }
 
 #define P(x) ((void *)(uintptr_t)(x))
@@ -410,10 +411,10 @@ static kf_kda_tensors kda_tensors(void)
 static void expect_bind(const kf_kda_desc *d, kf_kda_tensors t, kf_status want, const char *needle)
 {
     kf_kda_params a;
-    char msg[512];
-    kf_status st = bind(d, &t, &a, msg, sizeof msg);
-    if (st != want || !strstr(msg, needle))
-        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg, kf_status_str(want), needle);
+    core_err msg = CORE_ERR_INIT;
+    kf_status st = bind(d, &t, &a, &msg);
+    if (st != want || !strstr(msg.msg, needle))
+        fail_msg("got %s '%s', want %s with '%s'", kf_status_str(st), msg.msg, kf_status_str(want), needle);
 }
 
 static void test_api__every_kda_tensor_is_checked(void **state)
@@ -421,10 +422,10 @@ static void test_api__every_kda_tensor_is_checked(void **state)
     kf_kda_desc d = kda_prefill();
     kf_kda_tensors t;
     kf_kda_params a;
-    char msg[512];
+    core_err msg = CORE_ERR_INIT;
     expect_bind(&d, kda_tensors(), KF_OK, "");
-    assert_int_equal(bind(&d, NULL, &a, msg, sizeof msg), KF_ERR_ARG);
-    assert_string_equal(msg, "tensors is NULL");
+    assert_int_equal(bind(&d, NULL, &a, &msg), KF_ERR_ARG);
+    assert_string_equal(msg.msg, "tensors is NULL");
     t = kda_tensors(), t.n = 4, expect_bind(&d, t, KF_ERR_ARG, "tensors.n = 4 is outside 0..3 (the plan's max_seqs)");
     t = kda_tensors(), t.n = -1, expect_bind(&d, t, KF_ERR_ARG, "tensors.n = -1");
     t = kda_tensors(), t.total = 34, expect_bind(&d, t, KF_ERR_ARG, "tensors.total = 34 is outside 0..33 (the plan's max_tokens)");
@@ -456,17 +457,17 @@ static void test_api__every_kda_tensor_is_checked(void **state)
     t.initial_state = NULL, t.final_state = P(0x80000), expect_bind(&lg, t, KF_ERR_ARG, "tensors.final_state = 0x80000 is set but the plan has wants_final_state = 0");
     /* what reaches the kernel: packed (int64), and padded with the sequence strides of this call */
     t = kda_tensors(), t.cu_seqlens = NULL, t.cu_seqlens64 = P(0xb0000), t.n = 2, t.total = 20;
-    assert_int_equal(bind(&d, &t, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(bind(&d, &t, &a, &msg), KF_OK);
     assert_int_equal(a.cu64, 1), assert_ptr_equal(a.cu_seqlens, P(0xb0000)), assert_int_equal(a.nseq, 2);
     assert_int_equal(a.total, 20), assert_ptr_equal(a.ht, P(0x80000)), assert_ptr_equal(a.a_log, P(0x60000));
     t = kda_tensors(), t.cu_seqlens = NULL, t.n = 3, t.total = 30;
     d.v_strides[0] = 99 * 8;
-    assert_int_equal(bind(&d, &t, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(bind(&d, &t, &a, &msg), KF_OK);
     assert_null(a.cu_seqlens), assert_int_equal(a.t, 10);
     assert_int_equal(a.q_sb, 10 * 2 * 128), assert_int_equal(a.g_sb, 10 * 4 * 128), assert_int_equal(a.b_sb, 10 * 4);
     assert_int_equal(a.v_sb, 99 * 8);  /* declared */
     t.n = 0, t.total = 0;  /* nothing to do */
-    assert_int_equal(bind(&d, &t, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(bind(&d, &t, &a, &msg), KF_OK);
     /* decode plans bind alike; their maxima hold too */
     kf_kda_desc dd = kda_prefill();
     dd.mode = KF_KDA_DECODE, dd.max_tokens = 3;
@@ -535,7 +536,8 @@ static void test_api__one_shape_check_for_api_and_cli(void **state)
     d.hq = 30;
     expect(d, KF_ERR_ARG, "desc.hq (30) must be a multiple of desc.hkv (8)");
     gen_kvset s;
-    char err[256], msg[512];
+    core_err msg = CORE_ERR_INIT;
+    char err[256];
     static const struct { const char *family, *shape; kf_status st; const char *needle; } cs[] = {
         {"attn_decode", "dtype=bf16,b=1,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", KF_OK, ""},
         {"attn_decode", "dtype=bf16,b=1,sq=1,skv=4096,hq=30,hkv=8,d=128,causal=0", KF_ERR_ARG, "hq (30) must be a multiple of hkv (8)"},
@@ -562,10 +564,10 @@ static void test_api__one_shape_check_for_api_and_cli(void **state)
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         gen_kv_clear(&s);
         assert_int_equal(gen_kv_parse(&s, cs[i].shape, err, sizeof err), 0);
-        msg[0] = 0;
-        kf_status st = rt_shape_check(cs[i].family, &s, NULL, RT_NAMES_SHAPE, msg, sizeof msg);
-        if (st != cs[i].st || !strstr(msg, cs[i].needle))
-            fail_msg("case %zu %s: got %s '%s', want %s with '%s'", i, cs[i].shape, kf_status_str(st), msg,
+        msg.msg[0] = 0;
+        kf_status st = rt_shape_check(cs[i].family, &s, NULL, RT_NAMES_SHAPE, &msg);
+        if (st != cs[i].st || !strstr(msg.msg, cs[i].needle))
+            fail_msg("case %zu %s: got %s '%s', want %s with '%s'", i, cs[i].shape, kf_status_str(st), msg.msg,
                      kf_status_str(cs[i].st), cs[i].needle);
     }
     /* the template's declared fields decide which keys are known */
@@ -574,8 +576,8 @@ static void test_api__one_shape_check_for_api_and_cli(void **state)
     gen_kv_set_str(&declared, "x", "int");
     gen_kv_clear(&s);
     gen_kv_set_int(&s, "y", 1);
-    assert_int_equal(rt_shape_check("my_family", &s, &declared, RT_NAMES_SHAPE, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "unknown shape key 'y' for 'my_family' (its keys: x)"));
+    assert_int_equal(rt_shape_check("my_family", &s, &declared, RT_NAMES_SHAPE, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "unknown shape key 'y' for 'my_family' (its keys: x)"));
 }
 
 /* A context as kf_open leaves it without a device: what kf_close and plans need, without a GPU. */
@@ -737,7 +739,7 @@ static long long hostile_stride(unsigned long long *s)
     return v[rng_next(s) % (sizeof v / sizeof v[0])];
 }
 
-static int parts_default(void *arg, const gen_kvset *shape, gen_kvset *vp, char *err, size_t n)
+static int parts_default(void *arg, const gen_kvset *shape, gen_kvset *vp, core_err *e)
 {
     gen_kv_clear(vp);
     gen_kv_set_str(vp, "family", "attn_parts_decode");
@@ -757,7 +759,7 @@ static void test_api__hostile_descriptions_are_refused_cleanly(void **state)
     int ok = 0, refused = 0;
     for (int i = 0; i < 20000; i++) {
         rt_choice ch;
-        char msg[512] = "";
+        core_err msg = CORE_ERR_INIT;
         kf_status st;
         int which = (int)(rng_next(&s) % 3);
         if (which == 0) {
@@ -770,7 +772,7 @@ static void test_api__hostile_descriptions_are_refused_cleanly(void **state)
             d.packed_q = d.kind == KF_ATTN_PREFILL && rng_next(&s) % 2;
             for (int k = 0; k < 3; k++)
                 d.q_strides[k] = hostile_stride(&s), d.k_strides[k] = hostile_stride(&s);
-            st = rt_select(&d, &dev, NULL, fake_default, NULL, &ch, msg, sizeof msg);
+            st = rt_select(&d, &dev, NULL, fake_default, NULL, &ch, &msg);
             if (st == KF_OK) {
                 kf_attn_params p;
                 rt_attn_base_params(&d, &ch.vp, &p);
@@ -783,8 +785,7 @@ static void test_api__hostile_descriptions_are_refused_cleanly(void **state)
             d.dk = d.dv = rng_next(&s) % 2 ? 128 : hostile_int(&s);
             for (int k = 0; k < 3; k++)
                 d.q_strides[k] = hostile_stride(&s), d.state_strides[k] = hostile_stride(&s);
-            st = rt_kda_select(&d, &dev, NULL, kda_default, (void *)(uintptr_t)(rng_next(&s) % 2), &ch, msg,
-                               sizeof msg);
+            st = rt_kda_select(&d, &dev, NULL, kda_default, (void *)(uintptr_t)(rng_next(&s) % 2), &ch, &msg);
         } else {
             kf_parts_desc d = KF_PARTS_DESC_INIT;
             d.parts = rng_next(&s) % 2 ? "latent512_rope64" : "base128_delta32";
@@ -793,11 +794,11 @@ static void test_api__hostile_descriptions_are_refused_cleanly(void **state)
             d.hq = hostile_int(&s), d.hkv = rng_next(&s) % 2 ? 1 : hostile_int(&s);
             d.layers = 1 + (int)(rng_next(&s) % 4), d.page_size = rng_next(&s) % 2 ? 64 : 0, d.scale = 0.1f;
             d.max_batch = hostile_int(&s), d.max_q = hostile_int(&s), d.max_kv = hostile_int(&s);
-            st = rt_parts_select(&d, &dev, NULL, parts_default, NULL, &ch, msg, sizeof msg);
+            st = rt_parts_select(&d, &dev, NULL, parts_default, NULL, &ch, &msg);
         }
         if (st != KF_OK && st != KF_ERR_ARG && st != KF_ERR_UNSUPPORTED)
-            fail_msg("case %d (family %d): status %s '%s'", i, which, kf_status_str(st), msg);
-        if (st != KF_OK && !msg[0])
+            fail_msg("case %d (family %d): status %s '%s'", i, which, kf_status_str(st), msg.msg);
+        if (st != KF_OK && !msg.msg[0])
             fail_msg("case %d (family %d): %s without a message", i, which, kf_status_str(st));
         if (st == KF_OK && ch.workspace == SIZE_MAX)
             fail_msg("case %d (family %d): accepted with an overflowing workspace", i, which);
@@ -831,25 +832,25 @@ static void test_api__tma_maps_refuse_what_they_cannot_describe(void **state)
     p.k_ss = 8 * 128, p.k_sh = 128, p.k_sb = 64 * 8 * 128;
     p.v_ss = p.k_ss, p.v_sh = p.k_sh, p.v_sb = p.k_sb;
     kf_attn_tmaps tm;
-    char msg[512];
+    core_err msg = CORE_ERR_INIT;
     kf_attn_params a = p;
     a.v_ss = 8 * 128 + 4;          /* rows 8 bytes past a multiple of 16 */
-    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(msg, "tensor v's sequence stride"));
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "tensor v's sequence stride"));
     a = p;
     a.k = buf + 8;
-    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(msg, "tensor k"));
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "tensor k"));
     a = p;
     static const int bt[1] = {0};
     a.block_table = bt;
-    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(msg, "paged"));
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "paged"));
     a = p;
     static const int cu[2] = {0, 64};
     a.cu_seqlens_k = cu;
-    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, msg, sizeof msg), KF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(msg, "total key rows"));
+    assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "total key rows"));
     gen_kv_set_str(&vp, "impl", "wgmma_pp");
     assert_int_equal(rt_attn_geom_of(&vp).tma, 0);
 }

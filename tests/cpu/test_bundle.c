@@ -97,13 +97,14 @@ static void export_one(const char *dbname, const char *out)
 
 static void expect_refused(const char *file, const char *arch, const char *needle)
 {
-    char p[256], err[1024];
+    core_err err = CORE_ERR_INIT;
+    char p[256];
     path_of(p, sizeof p, file);
     db_bundle *b = (db_bundle *)1;
-    assert_int_equal(db_bundle_load(p, arch, &b, err, sizeof err), -1);
+    assert_int_equal(db_bundle_load(p, arch, &b, &err), -1);
     assert_null(b);
-    if (!strstr(err, needle))
-        fail_msg("'%s' lacks '%s'", err, needle);
+    if (!strstr(err.msg, needle))
+        fail_msg("'%s' lacks '%s'", err.msg, needle);
 }
 
 static void test_bundle__round_trip_is_identical(void **state)
@@ -127,8 +128,8 @@ static void test_bundle__round_trip_is_identical(void **state)
     free(a), free(b);
     /* and it loads, serving both winners and images */
     db_bundle *bd;
-    char err[512];
-    assert_int_equal(db_bundle_load(pa, "sm_90a", &bd, err, sizeof err), 0);
+    core_err err = CORE_ERR_INIT;
+    assert_int_equal(db_bundle_load(pa, "sm_90a", &bd, &err), 0);
     assert_int_equal(db_bundle_n_winners(bd), 2);
     const db_bundle_binary *x = db_bundle_find(bd, db_bundle_winner_at(bd, 0)->cache_key);
     assert_non_null(x);
@@ -175,8 +176,8 @@ static void test_bundle__flipped_byte_is_refused(void **state)
     /* single flips across the file: refused, or a byte no content depends on (what loads
      * then is exactly the original content); never a crash */
     db_bundle *orig;
-    char err0[512];
-    assert_int_equal(db_bundle_load(p, "sm_90a", &orig, err0, sizeof err0), 0);
+    core_err err0 = CORE_ERR_INIT;
+    assert_int_equal(db_bundle_load(p, "sm_90a", &orig, &err0), 0);
     int refused = 0, tried = 0;
     for (size_t off = 100; off < n; off += 397) {
         unsigned char *c = malloc(n);
@@ -184,8 +185,8 @@ static void test_bundle__flipped_byte_is_refused(void **state)
         c[off] ^= 0x01;
         spit(q, c, n);
         db_bundle *bd = NULL;
-        char err[1024];
-        if (db_bundle_load(q, "sm_90a", &bd, err, sizeof err))
+        core_err err = CORE_ERR_INIT;
+        if (db_bundle_load(q, "sm_90a", &bd, &err))
             refused++;
         else
             same_content(orig, bd);
@@ -327,9 +328,9 @@ static void test_bundle__meta_is_in_the_checksum(void **state)
     spit(q, b, n);
     alter(q, "UPDATE meta SET value = 'NVIDIA A100' WHERE key = 'gpu'", 1);
     db_bundle *bd;
-    char err[1024];
-    if (db_bundle_load(q, NULL, &bd, err, sizeof err))
-        fail_msg("%s", err);
+    core_err err = CORE_ERR_INIT;
+    if (db_bundle_load(q, NULL, &bd, &err))
+        fail_msg("%s", err.msg);
     assert_string_equal(db_bundle_gpu(bd), "NVIDIA A100");
     db_bundle_free(bd);
     /* an older format is refused with what to do */
@@ -358,8 +359,8 @@ static void test_bundle__export_from_database_opened_as_the_cli_does(void **stat
     assert_int_equal(nw, 2);
     db_close(s);
     db_bundle *bd;
-    char err[1024];
-    assert_int_equal(db_bundle_load(out, "sm_90a", &bd, err, sizeof err), 0);
+    core_err err = CORE_ERR_INIT;
+    assert_int_equal(db_bundle_load(out, "sm_90a", &bd, &err), 0);
     db_bundle_free(bd);
 }
 
@@ -621,16 +622,16 @@ static int try_hostile(const char *p, const char *target, char *out, size_t n)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(fd[0]);
-        char err[1024] = "";
+        core_err err = CORE_ERR_INIT;
         db_bundle *b = NULL;
-        int lr = db_bundle_load(p, NULL, &b, err, sizeof err);
+        int lr = db_bundle_load(p, NULL, &b, &err);
         db_bundle_free(b);
         db_store *s = NULL;
         int ir = db_open(&s, target, 0) != DB_OK ? 9 : 0;
         int nw = 0, nb = 0;
         if (!ir)
             ir = db_bundle_import(s, &p, 1, &nw, &nb) == DB_OK ? 0 : 1;
-        dprintf(fd[1], "%d %d %s\x1f%s", lr, ir, err, db_errmsg(s));
+        dprintf(fd[1], "%d %d %s\x1f%s", lr, ir, err.msg, db_errmsg(s));
         db_close(s);
         _exit(0);
     }
@@ -716,13 +717,14 @@ static void test_bundle__crafted_set_is_refused_by_loader_and_import(void **stat
 static void test_bundle__symlink_to_a_valid_bundle_loads(void **state)
 {
     export_one("s.db", "s.kfb");
-    char p[256], l[256], err[1024];
+    core_err err = CORE_ERR_INIT;
+    char p[256], l[256];
     path_of(p, sizeof p, "s.kfb");
     path_of(l, sizeof l, "current.kfb");
     unlink(l);
     assert_int_equal(symlink(p, l), 0);
     db_bundle *b;
-    assert_int_equal(db_bundle_load(l, "sm_90a", &b, err, sizeof err), 0);
+    assert_int_equal(db_bundle_load(l, "sm_90a", &b, &err), 0);
     db_bundle_free(b);
 }
 

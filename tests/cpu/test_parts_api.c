@@ -43,10 +43,10 @@ static void expect(kf_parts_desc d, kf_status want, const char *needle)
 {
     rt_devinfo dev = api_h200();
     rt_choice ch;
-    char msg[512];
-    kf_status st = rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, msg, sizeof msg);
-    if (st != want || !strstr(msg, needle))
-        fail_msg("status %d (want %d), message '%s' (want '%s')", st, want, msg, needle);
+    core_err msg = CORE_ERR_INIT;
+    kf_status st = rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg);
+    if (st != want || !strstr(msg.msg, needle))
+        fail_msg("status %d (want %d), message '%s' (want '%s')", st, want, msg.msg, needle);
 }
 
 static void test_parts_api__refuses_bad_descriptions(void **state)
@@ -78,10 +78,10 @@ static void test_parts_api__selects_the_template_default(void **state)
     (void)state;
     rt_devinfo dev = api_h200();
     rt_choice a, b;
-    char msg[512];
+    core_err msg = CORE_ERR_INIT;
     kf_parts_desc d = mla(128);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &a, msg, sizeof msg), KF_OK);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &b, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &a, &msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &b, &msg), KF_OK);
     char ka[512], kb[512];
     gen_kv_keyform(&a.vp, ka, sizeof ka);
     gen_kv_keyform(&b.vp, kb, sizeof kb);
@@ -90,11 +90,11 @@ static void test_parts_api__selects_the_template_default(void **state)
     assert_int_equal(gen_kv_int(&a.vp, "tm", 0), 64);
     assert_int_equal(gen_kv_int(&a.vp, "ps", -1), 64);
     /* no JIT and no winner: NOT_TUNED naming the shape */
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, NULL, NULL, &a, msg, sizeof msg), KF_ERR_NOT_TUNED);
-    assert_non_null(strstr(msg, "latent512_rope64"));
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, NULL, NULL, &a, &msg), KF_ERR_NOT_TUNED);
+    assert_non_null(strstr(msg.msg, "latent512_rope64"));
     /* B 1: splits fill the machine, the workspace covers them */
     d.max_batch = 1;
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &a, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &a, &msg), KF_OK);
     long long sp = gen_kv_int(&a.vp, "sp", 0);
     assert_true(sp > 1);
     assert_int_equal(a.workspace, (size_t)(sp * 1 * 128 * (512 + 1) * 4));
@@ -107,11 +107,11 @@ static void test_parts_api__binds_a_joint_layer_call(void **state)
     (void)state;
     rt_devinfo dev = api_h200();
     rt_choice ch;
-    char msg[512];
+    core_err msg = CORE_ERR_INIT;
     kf_parts_desc d = base_delta(4);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg), KF_OK);
     rt_parts_info info;
-    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_check(&d, &dev, &info, &msg), KF_OK);
     gen_kv_set_int(&ch.vp, "sp", 2);   /* a split call: two layers' partials in the workspace */
     kf_parts_params base, p;
     rt_parts_base_params(&info, &ch.vp, &base);
@@ -130,7 +130,7 @@ static void test_parts_api__binds_a_joint_layer_call(void **state)
     t.batch = 2, t.q_len = 1, t.kv_len_all = 100;
     size_t ws = rt_parts_workspace_bytes(&ch.vp, &base);
     assert_int_equal(ws, (size_t)(4 * 2 * 2 * 8 * (160 + 1) * 4));
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, &msg), KF_OK);
     /* caches in tile order: base k, delta k of layers 0..3, base v, delta v of layers 0..3 */
     assert_ptr_equal(p.c[0].p, fake(0x200));
     for (int l = 0; l < 4; l++) {
@@ -152,16 +152,16 @@ static void test_parts_api__binds_a_joint_layer_call(void **state)
     assert_int_equal(rt_parts_launch_count(&ch.vp), 5);
     /* refusals name the field */
     t.o[3].ptr = (char *)fake(0x400) + 2;
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(msg, "tensors.o[3].ptr"));
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "tensors.o[3].ptr"));
     t.o[3].ptr = fake(0x403);
     t.k[2][1].ptr = NULL;
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "tensors.k[2][1].ptr is NULL"));
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.k[2][1].ptr is NULL"));
     t.k[2][1].ptr = fake(0x221);
     t.block_table = fake(0x999);
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "contiguous"));
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "contiguous"));
     t.block_table = NULL;
     /* what the plan would not read is refused, not ignored */
     static const struct { int what, l, p; const char *needle; } unused[] = {
@@ -175,23 +175,23 @@ static void test_parts_api__binds_a_joint_layer_call(void **state)
         kf_parts_view *v = unused[i].what == 0 ? &u.k[unused[i].l][unused[i].p]
                            : unused[i].what == 1 ? &u.v[unused[i].l][unused[i].p] : &u.q[unused[i].l][unused[i].p];
         v->strides[1] = 64;
-        assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, msg, sizeof msg), KF_ERR_ARG);
-        if (!strstr(msg, unused[i].needle))
-            fail_msg("case %zu: '%s', want '%s'", i, msg, unused[i].needle);
+        assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, &msg), KF_ERR_ARG);
+        if (!strstr(msg.msg, unused[i].needle))
+            fail_msg("case %zu: '%s', want '%s'", i, msg.msg, unused[i].needle);
     }
     kf_parts_tensors u = t;
     u.kv_len = (const int32_t *)((char *)fake(0x77) + 2);
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "tensors.kv_len = 0x7702 is not 4-byte aligned"));
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.kv_len = 0x7702 is not 4-byte aligned"));
     u = t, u.bt_stride = 3;
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "tensors.bt_stride = 3 is set but the plan's caches are contiguous"));
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, ws, fake(0x900), &u, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.bt_stride = 3 is set but the plan's caches are contiguous"));
     /* fewer layers: the views of layer 3 are refused */
     kf_parts_desc d2 = base_delta(2);
     rt_parts_info info2;
-    assert_int_equal(rt_parts_check(&d2, &dev, &info2, msg, sizeof msg), KF_OK);
-    assert_int_equal(rt_parts_bind(&info2, &base, &ch.vp, ws, fake(0x900), &t, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "tensors.q[2][0] is set but the plan has fewer layers"));
+    assert_int_equal(rt_parts_check(&d2, &dev, &info2, &msg), KF_OK);
+    assert_int_equal(rt_parts_bind(&info2, &base, &ch.vp, ws, fake(0x900), &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.q[2][0] is set but the plan has fewer layers"));
 }
 
 /* The split workspace is checked arithmetic: a size past 64 bits is SIZE_MAX (refused), never a wrapped one. */
@@ -214,10 +214,10 @@ static void test_parts_api__paged_bt_stride_covers_max_kv(void **state)
 {
     (void)state;
     rt_devinfo dev = api_h200();
-    char msg[512];
+    core_err msg = CORE_ERR_INIT;
     kf_parts_desc d = mla(16);
     rt_parts_info info;
-    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_check(&d, &dev, &info, &msg), KF_OK);
     gen_kvset vp;
     gen_kv_clear(&vp);
     gen_kv_set_str(&vp, "family", "attn_parts_decode");
@@ -229,22 +229,22 @@ static void test_parts_api__paged_bt_stride_covers_max_kv(void **state)
     t.o[0].ptr = fake(5);
     t.batch = 1, t.q_len = 1, t.kv_len_all = 4096;
     t.block_table = fake(6), t.bt_stride = 63;   /* 4096 keys in pages of 64: 64 pages */
-    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "tensors.bt_stride = 63 is less than the 64 pages"));
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.bt_stride = 63 is less than the 64 pages"));
     t.bt_stride = 64;
-    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, &msg), KF_OK);
     /* declared strides whose span over a page does not fit in 63 bits */
     kf_parts_tensors u = t;
     u.k[0][1].strides[1] = 1LL << 60;
-    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &u, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "tensors.k[0][1].strides = {0, 1152921504606846976, 0} over [1, 64, 1, 64] span more"));
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &u, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.k[0][1].strides = {0, 1152921504606846976, 0} over [1, 64, 1, 64] span more"));
     t.block_table = (const int32_t *)((char *)fake(6) + 2);
-    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "not 4-byte aligned"));
+    assert_int_equal(rt_parts_bind(&info, &base, &vp, 0, NULL, &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "not 4-byte aligned"));
     /* the maxima's contiguous tensors past 63 bits */
     d = mla(16), d.page_size = 0, d.hq = d.hkv = 1 << 30, d.max_kv = 1 << 30, d.max_batch = 65535;
-    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "do not fit in 63 bits"));
+    assert_int_equal(rt_parts_check(&d, &dev, &info, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "do not fit in 63 bits"));
 }
 
 static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
@@ -252,11 +252,11 @@ static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
     (void)state;
     rt_devinfo dev = api_h200();
     rt_choice ch;
-    char msg[512];
+    core_err msg = CORE_ERR_INIT;
     kf_parts_desc d = mla(16);
-    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg), KF_OK);
     rt_parts_info info;
-    assert_int_equal(rt_parts_check(&d, &dev, &info, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_check(&d, &dev, &info, &msg), KF_OK);
     kf_parts_params base, p;
     rt_parts_base_params(&info, &ch.vp, &base);
     kf_parts_tensors t;
@@ -267,10 +267,10 @@ static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
     t.k[0][1] = (kf_parts_view){(char *)fake(2) + 1024, {64 * 576, 576, 576}};
     t.o[0].ptr = fake(3);
     t.batch = 128, t.q_len = 1, t.kv_len_all = 4096;
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, msg, sizeof msg), KF_ERR_ARG);
-    assert_non_null(strstr(msg, "block_table"));
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "block_table"));
     t.block_table = fake(4), t.bt_stride = 64;
-    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, msg, sizeof msg), KF_OK);
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_OK);
     assert_int_equal(p.c[1].sb, 64 * 576);
     assert_int_equal(p.q[0][0].sb, 1 * 16 * 512);   /* 0: contiguous [B, q_len, Hq, 512] (the part's own dim) */
     assert_int_equal(p.q[0][0].ss, 16 * 576);
@@ -282,13 +282,13 @@ static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
 
 int main(void)
 {
-    char err[512];
+    core_err err = CORE_ERR_INIT;
     const char *src = getenv("KFORGE_SOURCE_DIR");
     char tdir[1024];
     snprintf(tdir, sizeof tdir, "%s/templates", src ? src : ".");
-    g_jit = rt_jit_new(src ? tdir : NULL, err, sizeof err);
+    g_jit = rt_jit_new(src ? tdir : NULL, &err);
     if (!g_jit) {
-        fprintf(stderr, "error: %s\n", err);
+        fprintf(stderr, "error: %s\n", err.msg);
         return 1;
     }
     const struct CMUnitTest tests[] = {

@@ -57,10 +57,11 @@ static int check_sweep(const char *name, void *arg)
         gen_tmpl *t = gen_tmpl_load(c->h, family);
         if (!t)
             fail_msg("sweep '%s': %s", name, gen_host_errmsg(c->h));
-        char msg[512], text[1024];
-        if (rt_shape_check(family, &sw.shapes[i], gen_tmpl_shape_fields(t), RT_NAMES_SHAPE, msg, sizeof msg)) {
+        core_err msg = CORE_ERR_INIT;
+        char text[1024];
+        if (rt_shape_check(family, &sw.shapes[i], gen_tmpl_shape_fields(t), RT_NAMES_SHAPE, &msg)) {
             gen_kv_format(&sw.shapes[i], text, sizeof text);
-            fail_msg("sweep '%s' shape %d (%s): %s", name, i, text, msg);
+            fail_msg("sweep '%s' shape %d (%s): %s", name, i, text, msg.msg);
         }
         c->shapes++;
     }
@@ -95,10 +96,10 @@ static int check_family(const char *family, void *arg)
             gen_kv_set_str(&s, decl->kv[i].name, "x");
         else
             gen_kv_set_int(&s, decl->kv[i].name, 1);
-    char msg[512] = "";
-    rt_shape_check(family, &s, NULL, RT_NAMES_SHAPE, msg, sizeof msg);
-    if (strstr(msg, "unknown shape key") || strstr(msg, "lacks"))
-        fail_msg("%s: the runtime's rules and the template's shape fields differ: %s", family, msg);
+    core_err msg = CORE_ERR_INIT;
+    rt_shape_check(family, &s, NULL, RT_NAMES_SHAPE, &msg);
+    if (strstr(msg.msg, "unknown shape key") || strstr(msg.msg, "lacks"))
+        fail_msg("%s: the runtime's rules and the template's shape fields differ: %s", family, msg.msg);
     return 0;
 }
 

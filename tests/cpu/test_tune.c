@@ -803,19 +803,19 @@ static void test_tune__read_ceiling_without_device_fails_cleanly(void **state)
 {
     (void)state;
     rt_devinfo info;
-    char err[512] = "";
-    if (rt_device_info(0, &info, err, sizeof err) == 0) {
+    core_err err = CORE_ERR_INIT;
+    if (rt_device_info(0, &info, &err) == 0) {
         print_message("skipped: a GPU is present (%s), so the no-device path cannot be taken\n", info.name);
         skip();
     }
     tune_ceiling c;
     c.value = 1;
-    err[0] = 0;
-    assert_int_equal(tune_ceiling_read(0, NULL, 1 << 20, 20, &c, err, sizeof err), -1);
-    assert_non_null(strstr(err, "CUDA"));
+    err.msg[0] = 0;
+    assert_int_equal(tune_ceiling_read(0, NULL, 1 << 20, 20, &c, err.msg, sizeof err.msg), -1);
+    assert_non_null(strstr(err.msg, "CUDA"));
     assert_true(c.value == 0);
-    assert_int_equal(tune_ceiling_read(0, "sm_90a", 1 << 20, 20, &c, err, sizeof err), -1);
-    assert_true(strlen(err) > 0);
+    assert_int_equal(tune_ceiling_read(0, "sm_90a", 1 << 20, 20, &c, err.msg, sizeof err.msg), -1);
+    assert_true(strlen(err.msg) > 0);
 }
 
 static void put_row(db_store *s, long long run, const char *family, const char *unit, double thr)

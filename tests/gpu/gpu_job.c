@@ -59,7 +59,7 @@ int gpu_job_mutate(gen_job *j, const char *arch, const char *marker, const char 
     return planted;
 }
 
-int gpu_job_load(const gen_job *j, rt_module *m, char *err, size_t errn)
+int gpu_job_load(const gen_job *j, rt_module *m, core_err *e)
 {
     rt_kernel_desc kd[GEN_MAX_KERNELS];
     for (int i = 0; i < j->n_kernels; ++i) {
@@ -67,7 +67,7 @@ int gpu_job_load(const gen_job *j, rt_module *m, char *err, size_t errn)
         kd[i].threads = j->kernels[i].threads;
         kd[i].smem = j->kernels[i].smem;
     }
-    return rt_module_load(m, j->bin.image, kd, j->n_kernels, err, errn);
+    return rt_module_load(m, j->bin.image, kd, j->n_kernels, e);
 }
 
 void gpu_job_vp(const gen_job *j, const char *family, gen_kvset *vp)

@@ -16,8 +16,8 @@
 int gpu_job_mutate(gen_job *j, const char *arch, const char *marker, const char *const *from, const char *const *to,
                    int npairs, int max_lines);
 
-/* Loads built job j's binary, its kernels in launch order, into m. 0, or -1 with the message in err. */
-int gpu_job_load(const gen_job *j, rt_module *m, char *err, size_t errn);
+/* Loads built job j's binary, its kernels in launch order, into m. 0, or -1 with KF_ERR_CUDA and the message in *e. */
+int gpu_job_load(const gen_job *j, rt_module *m, core_err *e);
 
 /* The variant's values as the launch code reads them: j's fixed values and params, and "family". */
 void gpu_job_vp(const gen_job *j, const char *family, gen_kvset *vp);

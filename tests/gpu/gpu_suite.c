@@ -389,8 +389,8 @@ int suite_open(suite *s, int have_gpu, int mutant)
     gen_device dev;
     const char *arch = "sm_90a";
     rt_devinfo info;
-    char err[512];
-    if (have_gpu && rt_device_info(0, &info, err, sizeof err) == 0) {
+    core_err err = CORE_ERR_INIT;
+    if (have_gpu && rt_device_info(0, &info, &err) == 0) {
         rt_gen_device(&info, &dev);
         arch = dev.arch;
     } else {

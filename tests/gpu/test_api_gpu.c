@@ -13,6 +13,7 @@
 
 #include "runtime/cuda.h"
 #include "runtime/kforge.h"
+#include "runtime/module.h"
 #include "tuner/check.h"
 #include "tuner/ref_attn.h"
 
@@ -293,9 +294,8 @@ typedef struct thread_arg {
 static void *worker(void *arg)
 {
     thread_arg *a = arg;
-    char err[256];
-    extern int rt_module_context(int, char *, size_t);
-    rt_module_context(0, err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    rt_module_context(0, &err);
     problem p;
     problem_init(&p, 1 + a->id % 3, 1 + a->id % 2, 500 + 97 * a->id, 8, a->id % 2 ? 4 : 2, 128, a->id % 2);
     kf_attn_desc d = desc_of(&p);
@@ -339,10 +339,10 @@ static void test_api_gpu__eight_threads_plan_and_run(void **state)
 
 int main(void)
 {
-    char err[512];
-    cu = rt_cuda(err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    cu = rt_cuda(&err);
     if (!cu) {
-        printf("skipped: no CUDA device (%s)\n", err);
+        printf("skipped: no CUDA device (%s)\n", err.msg);
         return 77;
     }
     kf_config cfg = KF_CONFIG_INIT;

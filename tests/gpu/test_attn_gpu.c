@@ -311,8 +311,8 @@ static void test_attn_gpu__gqa_bitwise_equals_expanded(void **state)
 
 int main(void)
 {
-    char err[512];
-    int have_gpu = rt_cuda(err, sizeof err) != NULL;
+    core_err err = CORE_ERR_INIT;
+    int have_gpu = rt_cuda(&err) != NULL;
     const char *pre = getenv("KFORGE_TEST_PRECOMPILE");
     if (!have_gpu && !(pre && *pre && strcmp(pre, "0"))) {
         printf("skipped: no CUDA device\n");
@@ -347,9 +347,9 @@ int main(void)
         printf("skipped: no CUDA device (variants precompiled into %s)\n", getenv("KFORGE_TEST_DB") ? getenv("KFORGE_TEST_DB") : "test_gpu.db");
         return 77;
     }
-    g_ctx = tune_attn_open(0, err, sizeof err);
+    g_ctx = tune_attn_open(0, err.msg, sizeof err.msg);
     if (!g_ctx) {
-        printf("skipped: no CUDA device (%s)\n", err);
+        printf("skipped: no CUDA device (%s)\n", err.msg);
         suite_close(&g_suite);
         return 77;
     }

@@ -427,8 +427,8 @@ static void test_kda_api_gpu__not_tuned_without_jit_or_winner(void **state)
 
 int main(void)
 {
-    char err[512];
-    cu = rt_cuda(err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    cu = rt_cuda(&err);
     int ndev = 0;
     if (!cu || cu->DeviceGetCount(&ndev) || ndev < 1) {
         printf("skipped: no CUDA device\n");

@@ -87,7 +87,7 @@ typedef struct variant {
 
 static void variant_build(variant *v, const char *family, const gen_kvset *shape, const gen_kvset *params)
 {
-    char err[2048];
+    core_err err = CORE_ERR_INIT;
     gen_tmpl *t = gen_tmpl_load(host, family);
     if (!t)
         fail_msg("load %s: %s", family, gen_host_errmsg(host));
@@ -103,8 +103,8 @@ static void variant_build(variant *v, const char *family, const gen_kvset *shape
     if (gen_build_prepare(&j, &tg))
         fail_msg("prepare %s: %s", family, gen_host_errmsg(host));
     g_planted += mutate(&j, family, g_mutant);
-    if (gen_build_run(&j, 1, 4, db, &tg, NULL, NULL, err, sizeof err) != 0 || j.failed)
-        fail_msg("compile %s: %s %s", j.variant_key, j.err, err);
+    if (gen_build_run(&j, 1, 4, db, &tg, NULL, NULL, err.msg, sizeof err.msg) != 0 || j.failed)
+        fail_msg("compile %s: %s %s", j.variant_key, j.err, err.msg);
     if (g_precompile) {                       /* compiled into the cache; nothing to load */
         memset(v, 0, sizeof *v);
         snprintf(v->key, sizeof v->key, "%s", j.variant_key);
@@ -112,8 +112,8 @@ static void variant_build(variant *v, const char *family, const gen_kvset *shape
         return;
     }
     memset(v, 0, sizeof *v);
-    if (gpu_job_load(&j, &v->m, err, sizeof err))
-        fail_msg("load %s: %s", j.variant_key, err);
+    if (gpu_job_load(&j, &v->m, &err))
+        fail_msg("load %s: %s", j.variant_key, err.msg);
     snprintf(v->key, sizeof v->key, "%s", j.variant_key);
     gpu_job_vp(&j, family, &v->vp);
     gen_job_free(&j);
@@ -205,7 +205,7 @@ static void launch(const variant *v, dprob *d) { launch_only(v, d, -1); }
 /* Launches kernel `only` of v (every kernel when only < 0). */
 static void launch_only(const variant *v, dprob *d, int only)
 {
-    char err[512];
+    core_err err = CORE_ERR_INIT;
     size_t ws = rt_kda_workspace_bytes(&v->vp, &d->p);
     if (ws > d->ws_bytes) {
         if (d->ws)
@@ -215,8 +215,8 @@ static void launch_only(const variant *v, dprob *d, int only)
         d->ws_bytes = ws;
     }
     d->p.ws = ws ? (void *)d->ws : NULL;
-    if (rt_kda_check(&v->vp, &d->p, err, sizeof err))
-        fail_msg("%s: refused: %s", v->key, err);
+    if (rt_kda_check(&v->vp, &d->p, &err))
+        fail_msg("%s: refused: %s", v->key, err.msg);
     int nk = rt_kda_kernel_count(&v->vp);
     assert_int_equal(nk, v->m.n);
     for (int i = 0; i < nk; ++i) {
@@ -226,8 +226,8 @@ static void launch_only(const variant *v, dprob *d, int only)
             continue;
         if (rt_kda_grid(&v->vp, &d->p, i, grid))
             fail_msg("%s: no grid for kernel %d", v->key, i);
-        if (rt_module_launch(&v->m, i, grid, args, NULL, err, sizeof err))
-            fail_msg("%s: %s", v->key, err);
+        if (rt_module_launch(&v->m, i, grid, args, NULL, &err))
+            fail_msg("%s: %s", v->key, err.msg);
     }
 }
 
@@ -412,20 +412,20 @@ static void test_kda_gpu__check_refuses_bad_arguments(void **state)
     ref_kda_host hp;
     ref_kda_case c = kcase(3, L3, 0, 2, 4, 128);
     assert_int_equal(ref_kda_host_make(&hp, &c, 1), 0);
-    char err[256];
+    core_err err = CORE_ERR_INIT;
     kf_kda_params p = hp.p;
-    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), 0);
+    assert_int_equal(rt_kda_check(&vp, &p, &err), 0);
     p.lower_bound = -6.0f;
-    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), -1);
-    assert_non_null(strstr(err, "lower_bound"));
+    assert_int_equal(rt_kda_check(&vp, &p, &err), -1);
+    assert_non_null(strstr(err.msg, "lower_bound"));
     p = hp.p;
     p.o_st = 7;
-    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), -1);
-    assert_non_null(strstr(err, "o strides"));
+    assert_int_equal(rt_kda_check(&vp, &p, &err), -1);
+    assert_non_null(strstr(err.msg, "o strides"));
     p = hp.p;
     p.hv_heads = 3;
-    assert_int_equal(rt_kda_check(&vp, &p, err, sizeof err), -1);
-    assert_non_null(strstr(err, "hv_heads"));
+    assert_int_equal(rt_kda_check(&vp, &p, &err), -1);
+    assert_non_null(strstr(err.msg, "hv_heads"));
     ref_kda_host_free(&hp);
 }
 
@@ -875,14 +875,14 @@ static int check_failures(void **state)
 
 int main(void)
 {
-    char err[512];
+    core_err err = CORE_ERR_INIT;
     const char *mut = getenv("KF_KDA_MUTANT"), *pre = getenv("KFORGE_TEST_PRECOMPILE");
     if (mut && *mut) {
         g_mutant = atoi(mut);
         if (g_mutant >= N_MUTANTS)
             return 5;
     }
-    cu = rt_cuda(err, sizeof err);
+    cu = rt_cuda(&err);
     int ndev = 0;
     int have_gpu = cu && !cu->DeviceGetCount(&ndev) && ndev >= 1;
     g_precompile = !have_gpu && pre && *pre && strcmp(pre, "0");
@@ -890,8 +890,8 @@ int main(void)
         printf("skipped: no CUDA device\n");
         return 77;
     }
-    if (have_gpu && (rt_module_context(0, err, sizeof err) || rt_device_info(0, &dinfo, err, sizeof err))) {
-        fprintf(stderr, "error: %s\n", err);
+    if (have_gpu && (rt_module_context(0, &err) || rt_device_info(0, &dinfo, &err))) {
+        fprintf(stderr, "error: %s\n", err.msg);
         return 1;
     }
     const char *src = getenv("KFORGE_SOURCE_DIR");

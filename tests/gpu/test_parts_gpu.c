@@ -274,7 +274,8 @@ static int plant(gen_job *j)
 /* Builds (or finds in the database) the variant of case c with `layers` layers; load: onto the GPU. */
 static int variant_build(variant *v, const pcase *c, int layers, int load)
 {
-    char err[2048], w[256];
+    core_err err = CORE_ERR_INIT;
+    char w[256];
     memset(v, 0, sizeof *v);
     gen_tmpl *t = gen_tmpl_load(host, "attn_parts_decode");
     gen_kvset shape;
@@ -289,8 +290,8 @@ static int variant_build(variant *v, const pcase *c, int layers, int load)
     if (c->params) {
         gen_kvset over;
         gen_kv_clear(&over);
-        if (gen_kv_parse(&over, c->params, err, sizeof err)) {
-            printf("  error: params '%s': %s\n", c->params, err);
+        if (gen_kv_parse(&over, c->params, err.msg, sizeof err.msg)) {
+            printf("  error: params '%s': %s\n", c->params, err.msg);
             return -1;
         }
         gen_kv_merge(&j.params, &over);
@@ -307,16 +308,16 @@ static int variant_build(variant *v, const pcase *c, int layers, int load)
         gen_job_free(&j);
         return 1;   /* the mutant does not apply to this variant */
     }
-    if (gen_build_run(&j, 1, 2, db, &tg, NULL, NULL, err, sizeof err) != 0 || j.failed) {
-        printf("  error: compile %s: %s %s\n", j.variant_key, j.err, err);
+    if (gen_build_run(&j, 1, 2, db, &tg, NULL, NULL, err.msg, sizeof err.msg) != 0 || j.failed) {
+        printf("  error: compile %s: %s %s\n", j.variant_key, j.err, err.msg);
         gen_job_free(&j);
         return -1;
     }
     snprintf(v->key, sizeof v->key, "%s", j.variant_key);
     gpu_job_vp(&j, "attn_parts_decode", &v->vp);
     if (load) {
-        if (gpu_job_load(&j, &v->m, err, sizeof err)) {
-            printf("  error: load %s: %s\n", j.variant_key, err);
+        if (gpu_job_load(&j, &v->m, &err)) {
+            printf("  error: load %s: %s\n", j.variant_key, err.msg);
             gen_job_free(&j);
             return -1;
         }
@@ -639,26 +640,26 @@ static int launch(prob *pb, const variant *v, int layer_only)
         CU(cu->MemsetD8(pb->o[l].d, 0xFF, pb->o[l].n * 2));
         CU(cu->MemsetD32(pb->lse_d[l], CHECK_POISON32, nl));
     }
-    char err[512];
+    core_err err = CORE_ERR_INIT;
     unsigned grid[3];
     void *args[] = {&p};
-    if (rt_parts_grid(&v->vp, &p, 0, grid) || rt_module_launch(&v->m, 0, grid, args, NULL, err, sizeof err)) {
-        printf("  error: launch %s: %s\n", v->key, err);
+    if (rt_parts_grid(&v->vp, &p, 0, grid) || rt_module_launch(&v->m, 0, grid, args, NULL, &err)) {
+        printf("  error: launch %s: %s\n", v->key, err.msg);
         return -1;
     }
     for (int l = 0; p.splits > 1 && l < L; l++) {
         kf_attn_params a;
         rt_parts_combine_params(&p, l, &a);
         void *cargs[] = {&a};
-        if (rt_parts_grid(&v->vp, &p, 1, grid) || rt_module_launch(&v->m, 1, grid, cargs, NULL, err, sizeof err)) {
-            printf("  error: combine %s: %s\n", v->key, err);
+        if (rt_parts_grid(&v->vp, &p, 1, grid) || rt_module_launch(&v->m, 1, grid, cargs, NULL, &err)) {
+            printf("  error: combine %s: %s\n", v->key, err.msg);
             return -1;
         }
     }
     CUresult r = cu->CtxSynchronize();
     if (r) {
-        rt_cuda_errstr(r, err, sizeof err);
-        printf("  error: run %s: %s\n", v->key, err);
+        rt_cuda_errstr(r, err.msg, sizeof err.msg);
+        printf("  error: run %s: %s\n", v->key, err.msg);
         exit(2);   /* the context is gone */
     }
     for (int l = l0; l < l0 + L; l++) {
@@ -1082,8 +1083,8 @@ static int precompile(void)
 
 int main(void)
 {
-    char err[512];
-    cu = rt_cuda(err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    cu = rt_cuda(&err);
     int ndev = 0;
     int have_gpu = cu && !cu->DeviceGetCount(&ndev) && ndev > 0;
     const char *pre = getenv("KFORGE_TEST_PRECOMPILE");
@@ -1105,8 +1106,8 @@ int main(void)
     const char *arch = "sm_90a";
     rt_devinfo info;
     if (have_gpu) {
-        if (rt_module_context(0, err, sizeof err) || rt_device_info(0, &info, err, sizeof err)) {
-            fprintf(stderr, "error: %s\n", err);
+        if (rt_module_context(0, &err) || rt_device_info(0, &info, &err)) {
+            fprintf(stderr, "error: %s\n", err.msg);
             return 1;
         }
         rt_gen_device(&info, &gd);

@@ -231,9 +231,9 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 
 int main(void)
 {
-    char err[256];
-    if (rt_device_info(0, &g_info, err, sizeof err)) {
-        printf("skipped: no CUDA device (%s)\n", err);
+    core_err err = CORE_ERR_INIT;
+    if (rt_device_info(0, &g_info, &err)) {
+        printf("skipped: no CUDA device (%s)\n", err.msg);
         return 77;
     }
     const char *tmp = getenv("TMPDIR");

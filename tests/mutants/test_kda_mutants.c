@@ -76,8 +76,8 @@ int main(int argc, char **argv)
         printf("error: cannot run '%s' (build the test_kda_gpu target)\n", g_child);
         return 1;
     }
-    char err[512];
-    if (rt_cuda(err, sizeof err) == NULL) {
+    core_err err = CORE_ERR_INIT;
+    if (rt_cuda(&err) == NULL) {
         printf("skipped: no CUDA device (KFORGE_TEST_PRECOMPILE=1 test_kda_gpu precompiles the mutants)\n");
         return 77;
     }

@@ -131,8 +131,8 @@ int main(int argc, char **argv)
         snprintf(g_self, sizeof g_self, "%s", argv[0]);
     else
         g_self[n] = 0;
-    char err[512];
-    int have_gpu = rt_cuda(err, sizeof err) != NULL;
+    core_err err = CORE_ERR_INIT;
+    int have_gpu = rt_cuda(&err) != NULL;
     const char *pre = getenv("KFORGE_TEST_PRECOMPILE");
     if (!have_gpu) {
         if (pre && *pre && strcmp(pre, "0")) {

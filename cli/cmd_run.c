@@ -20,7 +20,7 @@ static int shape_int(const gen_kvset *s, const char *name, int dflt) { return (i
 static int runnable(const tune_family *f) { return f && (f->attn_case || f->runner); }
 
 /* The timing lines of the text report, and the throughput of the shape's work figure. */
-static void print_timing(const tune_attn_timing *tm, tune_attn_ctx *ctx, const tune_work *w, double thr, int causal)
+static void print_timing(const tune_timing *tm, tune_ctx *ctx, const tune_work *w, double thr, int causal)
 {
     if (tm->mode == TUNE_TIMING_BURST)
         printf("time       median %.4f ms (p10 %.4f, p90 %.4f, spread %.1f%%, %d samples, L2 flushed, burst)\n",
@@ -34,7 +34,7 @@ static void print_timing(const tune_attn_timing *tm, tune_attn_ctx *ctx, const t
         printf("clocks     SM %.0f MHz (min %.0f), %.0f W (max %.0f), %.0f C during the samples\n", tm->clk.sm_mean,
                tm->clk.sm_min, tm->clk.power_mean, tm->clk.power_max, tm->clk.temp_max);
     else
-        printf("clocks     unknown (%s)\n", tune_attn_nvml(ctx) ? "NVML gave no reading" : rt_nvml_why());
+        printf("clocks     unknown (%s)\n", tune_nvml(ctx) ? "NVML gave no reading" : rt_nvml_why());
     if (isnan(thr))
         printf("throughput unknown (the family has no work figure)\n");
     else if (!strcmp(w->unit, "B/s"))
@@ -44,7 +44,7 @@ static void print_timing(const tune_attn_timing *tm, tune_attn_ctx *ctx, const t
 }
 
 /* The timing fields of the --json object. */
-static void json_timing(const tune_attn_timing *tm, const tune_work *w, double thr)
+static void json_timing(const tune_timing *tm, const tune_work *w, double thr)
 {
     char jr[64];
     printf(",\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"samples\":%d", tm->median_ms, tm->p10_ms,
@@ -62,19 +62,19 @@ static void json_timing(const tune_attn_timing *tm, const tune_work *w, double t
 /* A family with a tuner runner but not on the GQA harness (split-score, KDA): the runner's gate on
  * its gate case, then its timing. */
 static int run_runner(cli_opts *o, const tune_family *tf, gen_job *jobs, int nj, const gen_kvset *shape,
-                      tune_attn_ctx *ctx, int timing)
+                      tune_ctx *ctx, int timing)
 {
     char err[512], msg[700];
     void *st = tf->runner->make(shape, err, sizeof err);
     if (!st)
         return cli_error("shape '%s': %s", o->shape, err);
-    tune_attn_variant v, ref;
-    tune_attn_variant_from_job(&v, &jobs[0]);
+    tune_compiled v, ref;
+    tune_compiled_from_job(&v, &jobs[0]);
     if (nj > 1)
-        tune_attn_variant_from_job(&ref, &jobs[1]);
+        tune_compiled_from_job(&ref, &jobs[1]);
     int pass = 0, rc;
     double rel = NAN;
-    tune_attn_timing tm;
+    tune_timing tm;
     memset(&tm, 0, sizeof tm);
     cli_progress(o, "gating against %s\n", tf->reference ? tf->reference : "the reference");
     if (tf->runner->gate(ctx, st, &v, nj > 1 ? &ref : NULL, &pass, &rel, msg, sizeof msg)) {
@@ -83,7 +83,7 @@ static int run_runner(cli_opts *o, const tune_family *tf, gen_job *jobs, int nj,
     }
     if (pass) {
         cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
-        tune_attn_set_timing(ctx, timing);
+        tune_set_timing(ctx, timing);
         if (tf->runner->time(ctx, st, &v, 30, &tm, err, sizeof err)) {
             rc = cli_error("%s: timing: %s", jobs[0].variant_key, err);
             goto out;
@@ -111,7 +111,7 @@ static int run_runner(cli_opts *o, const tune_family *tf, gen_job *jobs, int nj,
     }
     rc = pass ? 0 : 1;
 out:
-    tune_attn_timing_free(&tm);
+    tune_timing_free(&tm);
     tf->runner->release(st, ctx);
     return rc;
 }
@@ -197,7 +197,7 @@ int cmd_run(cli_opts *o)
     int use_naive = tf->attn_case && rf->id != RT_FAM_ATTN_NAIVE &&
                     tune_attn_ref_work(&c) > TUNE_ATTN_CPU_REF_MAX;
     db_store *db = NULL;
-    tune_attn_ctx *ctx = NULL;
+    tune_ctx *ctx = NULL;
     void *rst = NULL;
     gen_kv_set_str(&shape, "family", family);
     if (gen_build_prepare(&jobs[0], &tg) || (use_naive && tune_attn_naive_job(h, &c, &tg, &jobs[nj++]))) {
@@ -235,7 +235,7 @@ int cmd_run(cli_opts *o)
             rc = cli_error("%s", jobs[i].err);
             goto out;
         }
-    ctx = tune_attn_open(0, err.msg, sizeof err.msg);
+    ctx = tune_open(0, err.msg, sizeof err.msg);
     if (!ctx) {
         rc = cli_error("%s", err.msg);
         goto out;
@@ -244,12 +244,12 @@ int cmd_run(cli_opts *o)
         rc = run_runner(o, tf, jobs, nj, &shape, ctx, timing);
         goto out;
     }
-    tune_attn_variant v, nv;
-    tune_attn_variant_from_job(&v, &jobs[0]);
+    tune_compiled v, nv;
+    tune_compiled_from_job(&v, &jobs[0]);
     if (use_naive)
-        tune_attn_variant_from_job(&nv, &jobs[1]);
+        tune_compiled_from_job(&nv, &jobs[1]);
     tune_attn_result r;
-    tune_attn_timing tm;
+    tune_timing tm;
     memset(&tm, 0, sizeof tm);
     cli_progress(o, "running against the %s reference\n", use_naive ? "GPU naive" : "CPU fp64");
     /* big shapes, features included, against the GPU naive kernel (built with the same features) */
@@ -261,7 +261,7 @@ int cmd_run(cli_opts *o)
     /* the timing on its own inputs (N(0,1), rotated over copies larger than the L2 when sustained) */
     if (r.pass) {
         cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
-        tune_attn_set_timing(ctx, timing);
+        tune_set_timing(ctx, timing);
         if (tune_attn_time(ctx, &v, &c, 30, &tm, err.msg, sizeof err.msg)) {
             rc = cli_error("%s: timing: %s", jobs[0].variant_key, err.msg);
             tune_attn_result_free(&r);
@@ -296,9 +296,9 @@ int cmd_run(cli_opts *o)
     }
     rc = r.pass ? 0 : 1;
     tune_attn_result_free(&r);
-    tune_attn_timing_free(&tm);
+    tune_timing_free(&tm);
 out:
-    tune_attn_close(ctx);
+    tune_close(ctx);
     for (int i = 0; i < 2; i++)
         gen_job_free(&jobs[i]);
     db_close(db);

@@ -220,7 +220,7 @@ static int geom_pages(geom *g, int skv, uint64_t seed)
     return 0;
 }
 
-static int geom_init(geom *g, const tune_attn_case *c, const tune_attn_variant *v, uint64_t seed, char *msg,
+static int geom_init(geom *g, const tune_attn_case *c, const tune_compiled *v, uint64_t seed, char *msg,
                      size_t msgn)
 {
     memset(g, 0, sizeof *g);
@@ -581,7 +581,7 @@ typedef struct dev_run {
     rt_module mod, mod_naive;
 } dev_run;
 
-static void dev_free(tune_attn_ctx *ctx, dev_run *d)
+static void dev_free(tune_ctx *ctx, dev_run *d)
 {
     CUdeviceptr *all[] = {&d->q, &d->k, &d->v, &d->o, &d->lse, &d->cu_q, &d->cu_k, &d->kv_len, &d->ws, &d->o2, &d->lse2,
                           &d->sinks, &d->bt, &d->k_scale, &d->v_scale};
@@ -603,7 +603,7 @@ static void dev_free(tune_attn_ctx *ctx, dev_run *d)
 
 
 
-static int upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, char *msg, size_t msgn)
+static int upload(tune_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, char *msg, size_t msgn)
 {
     if (tune_ctx_alloc(ctx, p, bytes, msg, msgn))
         return -1;
@@ -614,7 +614,7 @@ static int upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t by
 
 /* Allocates and uploads everything, fills the params (o/lse poisoned by dev_poison). */
 /* Uploads the inputs of a case: q, k, v and the length arrays. */
-static int dev_inputs(tune_attn_ctx *ctx, const tune_attn_case *c, const geom *g, const host_in *in, dev_run *d,
+static int dev_inputs(tune_ctx *ctx, const tune_attn_case *c, const geom *g, const host_in *in, dev_run *d,
                       char *msg, size_t msgn)
 {
     size_t es = in->esz, kes = in->kv_esz;
@@ -632,7 +632,7 @@ static int dev_inputs(tune_attn_ctx *ctx, const tune_attn_case *c, const geom *g
 
 /* Allocates and uploads everything (inputs: in, or the device buffers of `have` when
  * not NULL), fills the params (o/lse poisoned by dev_poison). */
-static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, const geom *g,
+static int dev_setup(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c, const geom *g,
                      const host_in *in, dev_run *d, char *msg, size_t msgn)
 {
     size_t es = check_dtype_size(c->dtype);
@@ -718,7 +718,7 @@ static int dev_setup(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_
     return 0;
 }
 
-static int dev_poison(tune_attn_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdeviceptr lse, size_t lse_elems,
+static int dev_poison(tune_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdeviceptr lse, size_t lse_elems,
                       char *msg, size_t msgn)
 {
     CU_TRY(ctx->cu->MemsetD8(o, 0xFF, o_bytes), "cuMemsetD8 (poison o)");
@@ -728,7 +728,7 @@ static int dev_poison(tune_attn_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdevic
 }
 
 /* Launches every kernel of m for the params (async, on the default stream). */
-static int dev_launch(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
+static int dev_launch(tune_ctx *ctx, const tune_compiled *v, const rt_module *m, kf_attn_params *p,
                       long long kv_rows, char *msg, size_t msgn)
 {
     kf_attn_tmaps tm;          /* attn_prefill impl=wgmma_tma: its second argument, encoded for these pointers */
@@ -791,8 +791,8 @@ static void gather_lse(const geom *g, int sq, const float *store, float *dense)
 }
 
 typedef struct launch_arg {
-    tune_attn_ctx *ctx;
-    const tune_attn_variant *v;
+    tune_ctx *ctx;
+    const tune_compiled *v;
     const rt_module *m;
     kf_attn_params *p;
     long long kv_rows;
@@ -813,8 +813,8 @@ static int launch_cb(void *arg, int set, char *msg, size_t msgn)
 }
 
 /* Timing on the buffers of p (one set), or rotating over the cached timing inputs (rotate). */
-static int timing_run(tune_attn_ctx *ctx, const tune_attn_variant *v, const rt_module *m, kf_attn_params *p,
-                      long long kv_rows, int rotate, int samples, tune_attn_timing *t, char *msg, size_t msgn)
+static int timing_run(tune_ctx *ctx, const tune_compiled *v, const rt_module *m, kf_attn_params *p,
+                      long long kv_rows, int rotate, int samples, tune_timing *t, char *msg, size_t msgn)
 {
     launch_arg a = {ctx, v, m, p, kv_rows, rotate};
     return tune_ctx_time(ctx, launch_cb, &a, rotate ? ctx->tc_sets : 1, samples, t, msg, msgn);
@@ -839,8 +839,8 @@ int tune_attn_same_inputs(const tune_attn_case *t, const tune_attn_case *c)
 
 static int *dup_lens(const int *v, int n);
 
-int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c,
-                    const tune_attn_variant *naive, int samples, tune_attn_result *r, tune_attn_timing *timing)
+int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c,
+                    const tune_compiled *naive, int samples, tune_attn_result *r, tune_timing *timing)
 {
     memset(r, 0, sizeof *r);
     if (timing)
@@ -1029,7 +1029,7 @@ out:
         free(ref_lse);
     }
     if (rc && timing)
-        tune_attn_timing_free(timing);
+        tune_timing_free(timing);
     tune_lap(PH(gate_run), &t);      /* compare, clean-up (or what ran before an error) */
     return rc;
 }
@@ -1052,7 +1052,7 @@ out:
 
 
 /* Whether the cached timing inputs are those of case c (seed resolved). */
-static int time_cache_hit(const tune_attn_ctx *ctx, const tune_attn_case *c)
+static int time_cache_hit(const tune_ctx *ctx, const tune_attn_case *c)
 {
     return ctx->tc_valid && tune_attn_same_inputs(&ctx->tc, c);
 }
@@ -1067,8 +1067,8 @@ static int *dup_lens(const int *v, int n)
     return d;
 }
 
-int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
-                   tune_attn_timing *t, char *err, size_t errn)
+int tune_attn_time(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c, int samples,
+                   tune_timing *t, char *err, size_t errn)
 {
     memset(t, 0, sizeof *t);
     if (!ctx || ctx->broken) {

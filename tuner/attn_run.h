@@ -125,9 +125,9 @@ double tune_attn_ref_work(const tune_attn_case *c);
  * Returns 0 when the variant ran (r->pass says the verdict), -1 on an error of the
  * harness or the driver (r->msg says which; r->pass = 0).
  */
-int tune_attn_check(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c,
-                    const tune_attn_variant *naive, int samples, tune_attn_result *r,
-                    tune_attn_timing *timing);
+int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c,
+                    const tune_compiled *naive, int samples, tune_attn_result *r,
+                    tune_timing *timing);
 
 /* Whether two cases have the same inputs (dtype, geometry, causal flag, layout, padding, lengths
  * and seed): what the kept inputs of tune_attn_check and tune_attn_time are keyed on; splits,
@@ -138,8 +138,8 @@ int tune_attn_same_inputs(const tune_attn_case *a, const tune_attn_case *b);
  * device for the next variant of the same case: `samples` (1 or more; 0: 30) samples in the
  * session's timing mode (see TUNE_TIMING_SUSTAINED), sustained ones over rotating copies of
  * the inputs. -1 on error. */
-int tune_attn_time(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_attn_case *c, int samples,
-                   tune_attn_timing *t, char *err, size_t errn);
+int tune_attn_time(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c, int samples,
+                   tune_timing *t, char *err, size_t errn);
 
 
 /* Fills j (tmpl, fixed, params) for the attn_naive variant that references case c (its shape keys,

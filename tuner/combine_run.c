@@ -47,7 +47,7 @@ static void fill(const tune_combine_case *c, uint64_t seed, float *wo, float *wl
 }
 
 /* Device partials (uploaded), o and lse of case c; p's strides, sizes and workspace pointers. */
-static int dev_make(tune_attn_ctx *ctx, const tune_combine_case *c, const tune_attn_variant *v, const float *wo,
+static int dev_make(tune_ctx *ctx, const tune_combine_case *c, const tune_compiled *v, const float *wo,
                     const float *wl, CUdeviceptr *ws, CUdeviceptr *o, CUdeviceptr *lse, kf_attn_params *p, char *msg,
                     size_t msgn)
 {
@@ -86,7 +86,7 @@ static int dev_make(tune_attn_ctx *ctx, const tune_combine_case *c, const tune_a
 }
 
 /* Enqueues the family's kernels for p through the family table. */
-static int launch(const tune_attn_variant *v, const rt_module *m, kf_attn_params *p, CUstream stream, char *msg,
+static int launch(const tune_compiled *v, const rt_module *m, kf_attn_params *p, CUstream stream, char *msg,
                   size_t msgn)
 {
     const rt_family *f = &rt_families[RT_FAM_ATTN_COMBINE];
@@ -110,7 +110,7 @@ static int launch(const tune_attn_variant *v, const rt_module *m, kf_attn_params
     return 0;
 }
 
-int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
+int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_combine_case *c,
                             tune_attn_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -119,7 +119,7 @@ int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, cons
     r->seed = c->seed ? c->seed : check_fresh_seed();
     r->tol = check_tol(c->dtype);
     snprintf(r->ref, sizeof r->ref, "cpu-fp64");
-    if (!ctx || tune_attn_broken(ctx)) {
+    if (!ctx || tune_broken(ctx)) {
         snprintf(msg, msgn, "the CUDA context is unusable after an earlier error");
         return -1;
     }
@@ -228,7 +228,7 @@ tune_combine *tune_combine_new(const gen_kvset *shape, char *err, size_t errn)
     return out;
 }
 
-void tune_combine_free(tune_combine *k, tune_attn_ctx *ctx)
+void tune_combine_free(tune_combine *k, tune_ctx *ctx)
 {
     if (!k)
         return;
@@ -246,7 +246,7 @@ static tune_combine_case case_of(const tune_combine *k)
     return c;
 }
 
-int tune_combine_gate(tune_attn_ctx *ctx, tune_combine *k, const tune_attn_variant *v, int *pass, double *rel_err,
+int tune_combine_gate(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int *pass, double *rel_err,
                       char *msg, size_t msgn)
 {
     tune_combine_case c = case_of(k);
@@ -260,10 +260,10 @@ int tune_combine_gate(tune_attn_ctx *ctx, tune_combine *k, const tune_attn_varia
 }
 
 typedef struct time_arg {
-    const tune_attn_variant *v;
+    const tune_compiled *v;
     const rt_module *m;
     kf_attn_params *p;
-    tune_attn_ctx *ctx;
+    tune_ctx *ctx;
 } time_arg;
 
 static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
@@ -278,8 +278,8 @@ static int enqueue(void *arg, int set, char *msg, size_t msgn)
     return launch(a->v, a->m, a->p, tune_ctx_stream(a->ctx), msg, msgn);
 }
 
-int tune_combine_time(tune_attn_ctx *ctx, tune_combine *k, const tune_attn_variant *v, int samples,
-                      tune_attn_timing *t, char *msg, size_t msgn)
+int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int samples,
+                      tune_timing *t, char *msg, size_t msgn)
 {
     memset(t, 0, sizeof *t);
     double tm;

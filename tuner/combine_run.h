@@ -17,7 +17,7 @@ typedef struct tune_combine_case {
     uint64_t seed;
     int sinks;                     /* 1: sink logits tune_attn_sink(h) (the variant built with sinks=1) */
 } tune_combine_case;
-int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, const tune_combine_case *c,
+int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_combine_case *c,
                             tune_attn_result *r);
 
 /*
@@ -29,10 +29,10 @@ int tune_attn_check_combine(tune_attn_ctx *ctx, const tune_attn_variant *v, cons
 typedef struct tune_combine tune_combine;
 
 tune_combine *tune_combine_new(const gen_kvset *shape, char *err, size_t errn);
-void tune_combine_free(tune_combine *k, tune_attn_ctx *ctx);
-int tune_combine_gate(tune_attn_ctx *ctx, tune_combine *k, const tune_attn_variant *v, int *pass, double *rel_err,
+void tune_combine_free(tune_combine *k, tune_ctx *ctx);
+int tune_combine_gate(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int *pass, double *rel_err,
                       char *msg, size_t msgn);
-int tune_combine_time(tune_attn_ctx *ctx, tune_combine *k, const tune_attn_variant *v, int samples,
-                      tune_attn_timing *t, char *msg, size_t msgn);
+int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int samples,
+                      tune_timing *t, char *msg, size_t msgn);
 
 #endif

@@ -45,7 +45,7 @@ tune_gqa *tune_gqa_new(const gen_kvset *shape, char *err, size_t errn)
     return g;
 }
 
-void tune_gqa_free(tune_gqa *g, tune_attn_ctx *ctx)
+void tune_gqa_free(tune_gqa *g, tune_ctx *ctx)
 {
     (void)ctx;
     if (g)
@@ -65,7 +65,7 @@ int tune_gqa_ref_job(tune_gqa *g, gen_host *h, const gen_target *tg, gen_job *j)
 /* Before the GPU naive kernel gates a shape's variants, it is itself checked against the CPU
  * fp64 reference on a small case of the shape (its dtype, heads, d and causal flag; one
  * sequence, at most 64 query rows and 512 keys). */
-static void naive_selfcheck(tune_attn_ctx *ctx, tune_gqa *g, const tune_attn_variant *nv)
+static void naive_selfcheck(tune_ctx *ctx, tune_gqa *g, const tune_compiled *nv)
 {
     if (!g->use_naive || g->naive_checked || !nv)
         return;
@@ -77,7 +77,7 @@ static void naive_selfcheck(tune_attn_ctx *ctx, tune_gqa *g, const tune_attn_var
     c.sq = c.sq < c.skv ? c.sq : c.skv;
     tune_attn_result r;
     int bad = tune_attn_check(ctx, nv, &c, NULL, 0, &r, NULL) || !r.pass;
-    if (bad && !tune_attn_broken(ctx)) {
+    if (bad && !tune_broken(ctx)) {
         g->use_naive = 0;
         fprintf(stderr, "warning: %s: the attn_naive reference disagrees with the CPU fp64 one on b1 sq%d"
                 " skv%d (%s); gating against the CPU reference\n", g->label, c.sq, c.skv, r.msg);
@@ -85,7 +85,7 @@ static void naive_selfcheck(tune_attn_ctx *ctx, tune_gqa *g, const tune_attn_var
     tune_attn_result_free(&r);
 }
 
-int tune_gqa_gate(tune_attn_ctx *ctx, tune_gqa *g, const tune_attn_variant *v, const tune_attn_variant *ref, int *pass,
+int tune_gqa_gate(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, const tune_compiled *ref, int *pass,
                   double *rel_err, char *msg, size_t msgn)
 {
     naive_selfcheck(ctx, g, ref);
@@ -109,7 +109,7 @@ int tune_gqa_gate(tune_attn_ctx *ctx, tune_gqa *g, const tune_attn_variant *v, c
     return rc ? -1 : 0;
 }
 
-int tune_gqa_time(tune_attn_ctx *ctx, tune_gqa *g, const tune_attn_variant *v, int samples, tune_attn_timing *t,
+int tune_gqa_time(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, int samples, tune_timing *t,
                   char *msg, size_t msgn)
 {
     return tune_attn_time(ctx, v, &g->time_case, samples, t, msg, msgn);

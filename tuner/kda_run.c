@@ -67,7 +67,7 @@ tune_kda *tune_kda_new(const gen_kvset *shape, char *err, size_t errn)
     return out;
 }
 
-static void dev_free(tune_attn_ctx *ctx, dev_prob *d)
+static void dev_free(tune_ctx *ctx, dev_prob *d)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     for (int i = 0; i < 11; i++)
@@ -76,7 +76,7 @@ static void dev_free(tune_attn_ctx *ctx, dev_prob *d)
     memset(d, 0, sizeof *d);
 }
 
-void tune_kda_free(tune_kda *k, tune_attn_ctx *ctx)
+void tune_kda_free(tune_kda *k, tune_ctx *ctx)
 {
     if (!k)
         return;
@@ -93,7 +93,7 @@ void tune_kda_free(tune_kda *k, tune_attn_ctx *ctx)
 }
 
 /* Uploads the host problem's inputs and allocates its outputs. */
-static int dev_make(tune_attn_ctx *ctx, const ref_kda_host *hp, dev_prob *d, char *msg, size_t msgn)
+static int dev_make(tune_ctx *ctx, const ref_kda_host *hp, dev_prob *d, char *msg, size_t msgn)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     const void *src[9] = {hp->q, hp->k, hp->v, hp->g, hp->beta, hp->a_log, hp->dt_bias, hp->h0, hp->cu};
@@ -126,7 +126,7 @@ static int dev_make(tune_attn_ctx *ctx, const ref_kda_host *hp, dev_prob *d, cha
 
 /* Sizes the workspace for v on d (poisoned with NaN bytes when it grows: a slot read before it is
  * written fails the gate) and checks the variant against the problem. */
-static int prepare(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, dev_prob *d, char *msg, size_t msgn)
+static int prepare(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, dev_prob *d, char *msg, size_t msgn)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     rt_launch l;
@@ -156,10 +156,10 @@ static int prepare(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, 
 }
 
 typedef struct launch_arg {
-    const tune_attn_variant *v;
+    const tune_compiled *v;
     const rt_module *m;
     kf_kda_params *p;
-    tune_attn_ctx *ctx;        /* for bind (timing): prepare(ctx, k, v, d) */
+    tune_ctx *ctx;        /* for bind (timing): prepare(ctx, k, v, d) */
     tune_kda *k;
     dev_prob *d;
     int rotate;                /* set s > 0 reads the inputs of k->tset[s] */
@@ -237,7 +237,7 @@ static void rel_err_acc(const double *a, const double *b, long long rows, int hv
             }
 }
 
-int tune_kda_gate(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, int *pass, double *rel_err,
+int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass, double *rel_err,
                   char *msg, size_t msgn)
 {
     *pass = 0, *rel_err = NAN;
@@ -338,7 +338,7 @@ out:
     return rc;
 }
 
-int tune_kda_time(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, int samples, tune_attn_timing *t,
+int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int samples, tune_timing *t,
                   char *msg, size_t msgn)
 {
     memset(t, 0, sizeof *t);

@@ -18,7 +18,7 @@
  *    5e-3 (||delta|| / ||ref||) of the fp64 recurrence, nothing left unwritten, no NaN;
  *  - the timing case: the shape itself, padded [n, t], log-space gate, non-zero initial state,
  *    final state written, inputs filled once per shape.
- * Variants come as compiled binaries (tune_attn_variant: family kda_prefill/kda_decode).
+ * Variants come as compiled binaries (tune_compiled: family kda_prefill/kda_decode).
  */
 typedef struct tune_kda tune_kda;
 
@@ -26,14 +26,14 @@ typedef struct tune_kda tune_kda;
 tune_kda *tune_kda_new(const gen_kvset *shape, char *err, size_t errn);
 /* Frees the shape's host and device buffers (ctx: the session they were made in; may be NULL
  * when none were). */
-void tune_kda_free(tune_kda *k, tune_attn_ctx *ctx);
+void tune_kda_free(tune_kda *k, tune_ctx *ctx);
 
 /* Gate: 0 when the variant ran (*pass, *rel_err of o; msg the verdict), -1 on an error of the
  * harness or the driver (msg says which). */
-int tune_kda_gate(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, int *pass, double *rel_err,
+int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass, double *rel_err,
                   char *msg, size_t msgn);
 /* Timing of every kernel of v on the timing case (tune_ctx_time). -1 with msg on error. */
-int tune_kda_time(tune_attn_ctx *ctx, tune_kda *k, const tune_attn_variant *v, int samples, tune_attn_timing *t,
+int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int samples, tune_timing *t,
                   char *msg, size_t msgn);
 
 /* The work figure: bytes moved once, q, k, v, o, g, beta of every token and the fp32 state read and

@@ -113,7 +113,7 @@ int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops)
     return 0;
 }
 
-static void prob_free(tune_attn_ctx *ctx, prob *d)
+static void prob_free(tune_ctx *ctx, prob *d)
 {
     const rt_cu *cu = ctx ? tune_ctx_cu(ctx) : NULL;
     for (int i = 0; i < NCACHE; i++) {
@@ -142,7 +142,7 @@ static void prob_free(tune_attn_ctx *ctx, prob *d)
     memset(d, 0, sizeof *d);
 }
 
-void tune_parts_free(tune_parts *k, tune_attn_ctx *ctx)
+void tune_parts_free(tune_parts *k, tune_ctx *ctx)
 {
     if (!k)
         return;
@@ -168,7 +168,7 @@ static int cap_rows(const prob *d) { return d->skv > 0 ? d->skv : 1; }
  * timing: consecutive), cache dims in tile order. host: fill host buffers with N(0, 1) values (NaN
  * past every length and in unused pages); else the device buffers get N(0, 1) values from a
  * repeated host tile (tune_ctx_fill_normal: the statistics of real data, filled fast). */
-static int prob_make(tune_attn_ctx *ctx, const tune_parts *k, prob *d, int host, uint64_t seed, char *msg, size_t msgn)
+static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint64_t seed, char *msg, size_t msgn)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     int L = k->layers;
@@ -295,7 +295,7 @@ static int prob_make(tune_attn_ctx *ctx, const tune_parts *k, prob *d, int host,
 }
 
 /* The variant's split count and workspace (poisoned) on d. */
-static int prepare(tune_attn_ctx *ctx, const tune_attn_variant *v, prob *d, char *msg, size_t msgn)
+static int prepare(tune_ctx *ctx, const tune_compiled *v, prob *d, char *msg, size_t msgn)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     d->p.splits = (int)gen_kv_int(&v->vp, "sp", 1);
@@ -324,11 +324,11 @@ static int prepare(tune_attn_ctx *ctx, const tune_attn_variant *v, prob *d, char
 }
 
 typedef struct launch_arg {
-    const tune_attn_variant *v;
+    const tune_compiled *v;
     const rt_module *m;
     kf_parts_params *p;
     int layers;
-    tune_attn_ctx *ctx;            /* for bind (timing): prepare(ctx, v, d) */
+    tune_ctx *ctx;            /* for bind (timing): prepare(ctx, v, d) */
     prob *d;
     const tune_parts *k;           /* rotation: set s > 0 reads k->tset[s] */
 } launch_arg;
@@ -413,7 +413,7 @@ static ref_parts_desc layer_desc(const tune_parts *k, const prob *d, int l)
     return a;
 }
 
-int tune_parts_gate(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int *pass, double *rel_err,
+int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *pass, double *rel_err,
                     char *msg, size_t msgn)
 {
     *pass = 0, *rel_err = NAN;
@@ -506,8 +506,8 @@ out:
     return rc;
 }
 
-int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int samples,
-                    tune_attn_timing *t, char *msg, size_t msgn)
+int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int samples,
+                    tune_timing *t, char *msg, size_t msgn)
 {
     memset(t, 0, sizeof *t);
     double tm;

@@ -24,15 +24,15 @@ typedef struct tune_parts tune_parts;
 /* NULL with a message in err when the shape is not an attn_parts_decode shape. */
 tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn);
 /* Frees the shape's host and device buffers (ctx: the session they were made in; may be NULL). */
-void tune_parts_free(tune_parts *k, tune_attn_ctx *ctx);
+void tune_parts_free(tune_parts *k, tune_ctx *ctx);
 
 /* Gate: 0 when the variant ran (*pass, *rel_err the worst layer's o; msg the verdict), -1 on an
  * error of the harness or the driver (msg says which). */
-int tune_parts_gate(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int *pass, double *rel_err,
+int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *pass, double *rel_err,
                     char *msg, size_t msgn);
 /* Timing of the decode kernel and the per-layer combines of v on the timing case (tune_ctx_time). */
-int tune_parts_time(tune_attn_ctx *ctx, tune_parts *k, const tune_attn_variant *v, int samples,
-                    tune_attn_timing *t, char *msg, size_t msgn);
+int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int samples,
+                    tune_timing *t, char *msg, size_t msgn);
 
 /* Bytes of cache a call of the shape reads once (every cache row of every sequence) and its FLOPs,
  * 2 * sq * skv * hq * (key dims + dv) per layer. -1 (both 0) when the shape is not a parts shape. */

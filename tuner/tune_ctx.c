@@ -16,7 +16,7 @@ static int sticky(CUresult r)
            r == 719 || r == 720;
 }
 
-int tune_attn_variant_from_job(tune_attn_variant *v, const gen_job *j)
+int tune_compiled_from_job(tune_compiled *v, const gen_job *j)
 {
     memset(v, 0, sizeof *v);
     if (!j || j->failed || !j->bin.image)
@@ -32,7 +32,7 @@ int tune_attn_variant_from_job(tune_attn_variant *v, const gen_job *j)
     return 0;
 }
 
-void tune_attn_timing_free(tune_attn_timing *t)
+void tune_timing_free(tune_timing *t)
 {
     if (!t)
         return;
@@ -40,13 +40,13 @@ void tune_attn_timing_free(tune_attn_timing *t)
     t->samples_ms = NULL;
 }
 
-tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn)
+tune_ctx *tune_open(int ordinal, char *err, size_t errn)
 {
     core_err e;
     const rt_cu *cu = rt_cuda(&e);
     if (!cu)
         return snprintf(err, errn, "%s", e.msg), NULL;
-    tune_attn_ctx *c = calloc(1, sizeof *c);
+    tune_ctx *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errn, "out of memory");
         return NULL;
@@ -72,7 +72,7 @@ tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn)
     return c;
 }
 
-void tune_ctx_time_cache_drop(tune_attn_ctx *c)
+void tune_ctx_time_cache_drop(tune_ctx *c)
 {
     for (int i = 0; i < 6; i++)
         if (c->tc_in[i])
@@ -87,7 +87,7 @@ void tune_ctx_time_cache_drop(tune_attn_ctx *c)
     c->tc_valid = 0;
 }
 
-void tune_ctx_gate_cache_drop(tune_attn_ctx *c)
+void tune_ctx_gate_cache_drop(tune_ctx *c)
 {
     free(c->gc_in.q), free(c->gc_in.k), free(c->gc_in.v);
     free(c->gc_ref_o), free(c->gc_ref_lse);
@@ -98,7 +98,7 @@ void tune_ctx_gate_cache_drop(tune_attn_ctx *c)
     c->gc_valid = 0;
 }
 
-void tune_attn_hold(tune_attn_ctx *c, int on)
+void tune_hold(tune_ctx *c, int on)
 {
     if (!c)
         return;
@@ -109,17 +109,17 @@ void tune_attn_hold(tune_attn_ctx *c, int on)
     c->hold = on;
 }
 
-void tune_attn_set_phases(tune_attn_ctx *c, tune_phases *ph)
+void tune_set_phases(tune_ctx *c, tune_phases *ph)
 {
     if (c)
         c->ph = ph;
 }
 
-void tune_attn_close(tune_attn_ctx *c)
+void tune_close(tune_ctx *c)
 {
     if (!c)
         return;
-    tune_attn_hold(c, 0);
+    tune_hold(c, 0);
     tune_ctx_time_cache_drop(c);
     tune_ctx_gate_cache_drop(c);
     if (c->flush)
@@ -139,31 +139,31 @@ int tune_timing_parse(const char *s)
 
 const char *tune_timing_str(int mode) { return mode == TUNE_TIMING_BURST ? "burst" : "sustained"; }
 
-void tune_attn_set_timing(tune_attn_ctx *c, int mode)
+void tune_set_timing(tune_ctx *c, int mode)
 {
     if (c)
         c->timing = mode == TUNE_TIMING_BURST ? TUNE_TIMING_BURST : TUNE_TIMING_SUSTAINED;
 }
 
-int tune_attn_timing_mode(const tune_attn_ctx *c) { return c ? c->timing : TUNE_TIMING_SUSTAINED; }
+int tune_timing_mode(const tune_ctx *c) { return c ? c->timing : TUNE_TIMING_SUSTAINED; }
 
-rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c) { return c ? c->nvml : NULL; }
+rt_nvml_dev *tune_nvml(const tune_ctx *c) { return c ? c->nvml : NULL; }
 
-void tune_attn_set_rewarm(tune_attn_ctx *c, double ms)
+void tune_set_rewarm(tune_ctx *c, double ms)
 {
     if (c)
         c->rewarm_ms = ms > 0 ? (ms < TUNE_WARM_MAX_MS ? ms : TUNE_WARM_MAX_MS) : 0;
 }
 
-void tune_attn_set_extra(tune_attn_ctx *c, int every)
+void tune_set_extra(tune_ctx *c, int every)
 {
     if (c)
         c->extra_every = every > 0 ? every : 0;
 }
 
-int tune_attn_broken(const tune_attn_ctx *c) { return c ? c->broken : 1; }
+int tune_broken(const tune_ctx *c) { return c ? c->broken : 1; }
 
-int tune_ctx_load(tune_attn_ctx *ctx, const tune_attn_variant *v, rt_module *m, char *msg, size_t msgn)
+int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m, char *msg, size_t msgn)
 {
     rt_kernel_desc k[RT_MODULE_MAX_KERNELS];
     if (v->n_kernels < 1 || v->n_kernels > RT_MODULE_MAX_KERNELS) {
@@ -183,9 +183,9 @@ int tune_ctx_load(tune_attn_ctx *ctx, const tune_attn_variant *v, rt_module *m, 
     return 0;
 }
 
-/* The module of v: the one held in `slot` when tune_attn_hold keeps v's image, else loaded into
+/* The module of v: the one held in `slot` when tune_hold keeps v's image, else loaded into
  * *own (then held in `slot` instead when holding; *own stays empty). NULL on error. */
-static const rt_module *module_of(tune_attn_ctx *ctx, const tune_attn_variant *v, int slot, rt_module *own,
+static const rt_module *module_of(tune_ctx *ctx, const tune_compiled *v, int slot, rt_module *own,
                                   char *msg, size_t msgn)
 {
     struct held *h = &ctx->held[slot];
@@ -202,9 +202,9 @@ static const rt_module *module_of(tune_attn_ctx *ctx, const tune_attn_variant *v
     return &h->m;
 }
 
-const rt_cu *tune_ctx_cu(const tune_attn_ctx *ctx) { return ctx ? ctx->cu : NULL; }
+const rt_cu *tune_ctx_cu(const tune_ctx *ctx) { return ctx ? ctx->cu : NULL; }
 
-const rt_module *tune_ctx_module(tune_attn_ctx *ctx, const tune_attn_variant *v, int slot, rt_module *own,
+const rt_module *tune_ctx_module(tune_ctx *ctx, const tune_compiled *v, int slot, rt_module *own,
                                  char *msg, size_t msgn)
 {
     if (slot < 0 || slot > 1) {
@@ -214,7 +214,7 @@ const rt_module *tune_ctx_module(tune_attn_ctx *ctx, const tune_attn_variant *v,
     return module_of(ctx, v, slot, own, msg, msgn);
 }
 
-int tune_ctx_fail(tune_attn_ctx *ctx, int cuda_result, const char *what, char *msg, size_t msgn)
+int tune_ctx_fail(tune_ctx *ctx, int cuda_result, const char *what, char *msg, size_t msgn)
 {
     char e[128];
     rt_cuda_errstr((CUresult)cuda_result, e, sizeof e);
@@ -224,7 +224,7 @@ int tune_ctx_fail(tune_attn_ctx *ctx, int cuda_result, const char *what, char *m
     return -1;
 }
 
-void tune_ctx_phase(tune_attn_ctx *ctx, int what, double *t)
+void tune_ctx_phase(tune_ctx *ctx, int what, double *t)
 {
     if (!ctx->ph) {
         *t = tune_now();
@@ -243,7 +243,7 @@ void tune_ctx_phase(tune_attn_ctx *ctx, int what, double *t)
     tune_lap(what >= 0 && what < 6 ? acc[what] : NULL, t);
 }
 
-int tune_ctx_run(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn)
+int tune_ctx_run(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn)
 {
     if (enqueue(arg, 0, msg, msgn))
         return -1;
@@ -251,7 +251,7 @@ int tune_ctx_run(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const c
     return r ? cu_fail(ctx, r, what, msg, msgn) : 0;
 }
 
-int tune_ctx_upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, size_t pad)
+int tune_ctx_upload(tune_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, size_t pad)
 {
     CUresult r = ctx->cu->MemAlloc(p, bytes + pad);
     if (!r && bytes)
@@ -259,14 +259,14 @@ int tune_ctx_upload(tune_attn_ctx *ctx, CUdeviceptr *p, const void *src, size_t 
     return (int)r;
 }
 
-int tune_ctx_alloc(tune_attn_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
+int tune_ctx_alloc(tune_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
 {
     CU_TRY(ctx->cu->MemAlloc(p, bytes ? bytes : 16), "cuMemAlloc");
     return 0;
 }
 
-int tune_ctx_time_variant(tune_attn_ctx *ctx, const tune_attn_variant *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
-                          void *arg, int sets, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn)
+int tune_ctx_time_variant(tune_ctx *ctx, const tune_compiled *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
+                          void *arg, int sets, int samples, tune_timing *t, double *tm, char *msg, size_t msgn)
 {
     rt_module own;
     memset(&own, 0, sizeof own);
@@ -289,7 +289,7 @@ static int cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void timing_stats(tune_attn_timing *t, const double *ms_in, int n)
+static void timing_stats(tune_timing *t, const double *ms_in, int n)
 {
     t->samples = n;
     t->samples_ms = malloc(sizeof(double) * (size_t)n);
@@ -298,10 +298,10 @@ static void timing_stats(tune_attn_timing *t, const double *ms_in, int n)
         return;
     }
     memcpy(t->samples_ms, ms_in, sizeof(double) * (size_t)n);
-    tune_attn_timing_stats(t);
+    tune_timing_stats(t);
 }
 
-void tune_attn_timing_stats(tune_attn_timing *t)
+void tune_timing_stats(tune_timing *t)
 {
     int n = t->samples;
     double *ms = n > 0 ? malloc(sizeof *ms * (size_t)n) : NULL;
@@ -318,7 +318,7 @@ void tune_attn_timing_stats(tune_attn_timing *t)
 }
 
 /* Events ev[0..n) made; -1 with msg. */
-static int events_make(tune_attn_ctx *ctx, CUevent *ev, int n, int *made, char *msg, size_t msgn)
+static int events_make(tune_ctx *ctx, CUevent *ev, int n, int *made, char *msg, size_t msgn)
 {
     for (; *made < n; (*made)++)
         if (ctx->cu->EventCreate(&ev[*made], 0)) {
@@ -328,7 +328,7 @@ static int events_make(tune_attn_ctx *ctx, CUevent *ev, int n, int *made, char *
     return 0;
 }
 
-static int elapsed(tune_attn_ctx *ctx, CUevent a, CUevent b, double *ms, char *msg, size_t msgn)
+static int elapsed(tune_ctx *ctx, CUevent a, CUevent b, double *ms, char *msg, size_t msgn)
 {
     float f = 0;
     if (ctx->cu->EventElapsedTime(&f, a, b)) {
@@ -340,7 +340,7 @@ static int elapsed(tune_attn_ctx *ctx, CUevent a, CUevent b, double *ms, char *m
 }
 
 /* The old timer: 3 warm-up calls, then each sample one call after an L2 flush. */
-static int time_burst(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_attn_timing *t,
+static int time_burst(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_timing *t,
                       char *msg, size_t msgn)
 {
     CUevent *ev = calloc((size_t)samples * 2, sizeof *ev);
@@ -392,7 +392,7 @@ out:
 }
 
 /* n back-to-back calls from set *next on (advanced), events a and b around them (b may be NULL). */
-static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next, CUevent a,
+static int enqueue_n(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next, CUevent a,
                      CUevent b, char *msg, size_t msgn)
 {
     if (a)
@@ -413,11 +413,11 @@ static int enqueue_n(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     return 0;
 }
 
-CUstream tune_ctx_stream(const tune_attn_ctx *ctx) { return ctx ? ctx->stream : NULL; }
+CUstream tune_ctx_stream(const tune_ctx *ctx) { return ctx ? ctx->stream : NULL; }
 
 /* A graph of n calls (rotating from set *next) captured on a new stream *st; NULL (nothing left
  * behind, *next unchanged) when the driver refuses any step: the caller launches plainly. */
-static CUgraphExec capture(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next,
+static CUgraphExec capture(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next,
                            CUstream *st)
 {
     const rt_cu *cu = ctx->cu;
@@ -451,8 +451,8 @@ static CUgraphExec capture(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *ar
 /* Sustained: warm-up to steady state when the GPU was idle, then samples of back-to-back bursts
  * over rotating input sets (see TUNE_TIMING_SUSTAINED); calls shorter than TUNE_GRAPH_BELOW_MS
  * replay a captured graph of the burst (launch cost out of the figure, as an engine's graph). */
-static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                          tune_attn_timing *t, char *msg, size_t msgn)
+static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
+                          tune_timing *t, char *msg, size_t msgn)
 {
     enum { HIST = 160 };                                /* > TUNE_WARM_MAX_MS / TUNE_WARM_POLL_MS */
     CUevent ev[2 * 1 + 2];
@@ -499,7 +499,7 @@ static int time_sustained(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg
             goto out_graph;
         }
     }
-    /* a re-warm (tune_attn_set_rewarm) of at most TUNE_REWARM_CALLS calls */
+    /* a re-warm (tune_set_rewarm) of at most TUNE_REWARM_CALLS calls */
     double rewarm = ctx->rewarm_ms < TUNE_REWARM_CALLS * one ? ctx->rewarm_ms : TUNE_REWARM_CALLS * one;
     while (idle || rewarm > 0) {
         double per = ge ? one * n : one;                /* ms of one replay, or of one call */
@@ -587,8 +587,8 @@ out:
     return rc;
 }
 
-int tune_ctx_time(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                  tune_attn_timing *t, char *msg, size_t msgn)
+int tune_ctx_time(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
+                  tune_timing *t, char *msg, size_t msgn)
 {
     if (samples <= 0)
         samples = 30;
@@ -606,14 +606,14 @@ int tune_ctx_time(tune_attn_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int se
     return rc;
 }
 
-int tune_ctx_sets(const tune_attn_ctx *ctx, double set_bytes)
+int tune_ctx_sets(const tune_ctx *ctx, double set_bytes)
 {
     if (!ctx || ctx->timing == TUNE_TIMING_BURST)
         return 1;
     return tune_rotate_sets(set_bytes, (double)(ctx->info.l2 > 0 ? ctx->info.l2 : 64ll << 20));
 }
 
-int tune_ctx_clone(tune_attn_ctx *ctx, CUdeviceptr *dst, CUdeviceptr src, size_t bytes)
+int tune_ctx_clone(tune_ctx *ctx, CUdeviceptr *dst, CUdeviceptr src, size_t bytes)
 {
     CUresult r = ctx->cu->MemAlloc(dst, bytes + 16);
     if (!r && bytes)
@@ -621,7 +621,7 @@ int tune_ctx_clone(tune_attn_ctx *ctx, CUdeviceptr *dst, CUdeviceptr src, size_t
     return (int)r;
 }
 
-int tune_ctx_fill_normal(tune_attn_ctx *ctx, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
+int tune_ctx_fill_normal(tune_ctx *ctx, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
                          double sigma, char *msg, size_t msgn)
 {
     /* a tile of 2^20 values + 7 (odd: rows of a power-of-two width do not repeat in step) */

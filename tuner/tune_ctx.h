@@ -15,27 +15,27 @@
 #include "tuner/tune_phase.h"
 
 /*
- * One session a GPU (tune_attn_open): what every family's runner shares. Its names keep the
- * tune_attn_ prefix of the GQA harness it grew in (tuner/attn_run.h), so the runners and tests
- * did not change; the family-specific parts (GQA cases, KDA and split-score problems) are in the
- * runners' files.
+ * One session a GPU (tune_open): what every family's runner shares, named tune_ like the rest of
+ * the tuner; the family-specific parts (GQA cases under tune_attn_, KDA and split-score problems)
+ * are in the runners' files.
  */
 
-/* A compiled variant: what gen_build_prepare/gen_build_run leave in a gen_job. */
-typedef struct tune_attn_variant {
+/* A compiled variant: what gen_build_prepare/gen_build_run leave in a gen_job (tune_variant,
+ * tuner/tune_enum.h, is one variant of a shape's space before it is built). */
+typedef struct tune_compiled {
     const char *family;            /* "attn_decode", "attn_prefill", "attn_naive" or "attn_combine" */
     gen_kvset vp;                  /* fixed values + params (+ "family"), as rt_attn_grid reads them */
     const void *image;             /* cubin or PTX (not owned) */
     const gen_kernel *kernels;     /* in launch order (not owned) */
     int n_kernels;
     const char *key;               /* variant key, for messages (may be NULL) */
-} tune_attn_variant;
+} tune_compiled;
 
 /* Fills v from a built job (the job must outlive v). -1 when the job failed. */
-int tune_attn_variant_from_job(tune_attn_variant *v, const gen_job *j);
+int tune_compiled_from_job(tune_compiled *v, const gen_job *j);
 
 /*
- * How a timing is taken (tune_attn_set_timing):
+ * How a timing is taken (tune_set_timing):
  *  - sustained (the default): the GPU is first brought to its steady state (when it has been
  *    idle for more than TUNE_IDLE_S: the variant run back-to-back until NVML's SM clock and
  *    power settle, see tune_warm_done in tuner/tune_clock.h); each sample is a burst
@@ -60,102 +60,102 @@ int tune_timing_parse(const char *s);
 const char *tune_timing_str(int mode);
 
 /* Timing of the kernels of one variant on one case (after a correctness run or not). */
-typedef struct tune_attn_timing {
+typedef struct tune_timing {
     int samples;                   /* >= 1 (full timings >= 20) */
     double median_ms, p10_ms, p90_ms, min_ms;   /* per call */
     double spread;                 /* (p90 - p10) / median */
-    double *samples_ms;            /* malloc'd, `samples` of them (freed by tune_attn_timing_free) */
+    double *samples_ms;            /* malloc'd, `samples` of them (freed by tune_timing_free) */
     int mode;                      /* TUNE_TIMING_* */
     int launches;                  /* calls per sample (burst: 1) */
     int sets;                      /* input sets rotated over (burst: 1) */
     int graph;                     /* 1: each sample a replay of a captured graph of the calls */
     double warm_ms;                /* steady-state warm-up run before the samples (0: none needed) */
     tune_clock clk;                /* SM clock, power, temperature during the samples (NaN: unknown) */
-} tune_attn_timing;
-void tune_attn_timing_free(tune_attn_timing *t);
+} tune_timing;
+void tune_timing_free(tune_timing *t);
 /* min, median, p10, p90 and spread of t's `samples` samples_ms. */
-void tune_attn_timing_stats(tune_attn_timing *t);
+void tune_timing_stats(tune_timing *t);
 
 /* A GPU session: context, stream, L2 flush buffer (2x L2). One thread uses it at a time. */
-typedef struct tune_attn_ctx tune_attn_ctx;
+typedef struct tune_ctx tune_ctx;
 
 /* NULL with a message in err when there is no driver/device ("no CUDA driver/device found: ..."). */
-tune_attn_ctx *tune_attn_open(int ordinal, char *err, size_t errn);
-void tune_attn_close(tune_attn_ctx *c);     /* NULL: no-op */
+tune_ctx *tune_open(int ordinal, char *err, size_t errn);
+void tune_close(tune_ctx *c);     /* NULL: no-op */
 /* Whether a CUDA error has left the context unusable (an illegal address, say). */
-int tune_attn_broken(const tune_attn_ctx *c);
+int tune_broken(const tune_ctx *c);
 
 /* Holding (on): tune_attn_check and tune_attn_time keep the last module of a variant and of
  * the naive reference loaded, keyed by image address, so a gate then a timing of one variant
  * (or the naive reference of every gate of a shape) loads it once. Every call unloads what is
  * held; call it (on or off) before an image passed while holding is freed or reused. */
-void tune_attn_hold(tune_attn_ctx *c, int on);
+void tune_hold(tune_ctx *c, int on);
 
 /* The timing mode of the session's timings from now on (TUNE_TIMING_*; sustained at open). */
-void tune_attn_set_timing(tune_attn_ctx *c, int mode);
-int tune_attn_timing_mode(const tune_attn_ctx *c);
+void tune_set_timing(tune_ctx *c, int mode);
+int tune_timing_mode(const tune_ctx *c);
 /* Tests: in sustained timings from now on, every `every`-th call is enqueued twice (bursts a
  * multiple of `every` calls, so each sample holds exactly 1/every more work); 0: off. */
-void tune_attn_set_extra(tune_attn_ctx *c, int every);
+void tune_set_extra(tune_ctx *c, int every);
 /* From now on every sustained timing first runs its variant back to back for at least ms, or
  * TUNE_REWARM_CALLS calls where those take less (after other GPU work too, where it would
  * otherwise start at once): the clock an earlier variant left behind is not the one this variant
  * settles to; a memory-bound decode call barely moves it (0: off). The interleaved rounds use
  * TUNE_ILV_REWARM_MS. */
 #define TUNE_REWARM_CALLS 100
-void tune_attn_set_rewarm(tune_attn_ctx *c, double ms);
+void tune_set_rewarm(tune_ctx *c, double ms);
 /* The session's NVML device (NULL without NVML: clocks unknown). */
-rt_nvml_dev *tune_attn_nvml(const tune_attn_ctx *c);
+rt_nvml_dev *tune_nvml(const tune_ctx *c);
 
 /* Adds the wall time of tune_attn_check / tune_attn_time's phases (gate_*, time_*, the call
  * counts) to *ph from now on; NULL stops. ph must outlive its use. */
-void tune_attn_set_phases(tune_attn_ctx *c, tune_phases *ph);
+void tune_set_phases(tune_ctx *c, tune_phases *ph);
 
 /* ---- for the families' runners (tuner/gqa_run.c via attn_run.c, tuner/kda_run.c, tuner/parts_run.c) ---- */
 
 /* The session's driver table. */
-const rt_cu *tune_ctx_cu(const tune_attn_ctx *c);
+const rt_cu *tune_ctx_cu(const tune_ctx *c);
 /* The loaded module of a compiled variant: held in slot (0 variant, 1 reference) while
- * tune_attn_hold is on, else loaded into *own (the caller unloads it). NULL with msg on error. */
-const rt_module *tune_ctx_module(tune_attn_ctx *c, const tune_attn_variant *v, int slot, rt_module *own,
+ * tune_hold is on, else loaded into *own (the caller unloads it). NULL with msg on error. */
+const rt_module *tune_ctx_module(tune_ctx *c, const tune_compiled *v, int slot, rt_module *own,
                                  char *msg, size_t msgn);
 /* Records a failed driver call (marking the context broken on a sticky error); returns -1. */
-int tune_ctx_fail(tune_attn_ctx *c, int cuda_result, const char *what, char *msg, size_t msgn);
+int tune_ctx_fail(tune_ctx *c, int cuda_result, const char *what, char *msg, size_t msgn);
 /* Enqueues one call of the measured kernels on the default stream, on input set `set`
  * (0 .. sets - 1 of the timing; always 0 outside a sustained timing); 0 or -1 with msg. */
 typedef int (*tune_enqueue_fn)(void *arg, int set, char *msg, size_t msgn);
 /* Event timing of enqueue in the session's mode (see TUNE_TIMING_SUSTAINED): `samples` (>= 1;
  * 0: 30) samples, sustained ones rotating over `sets` input sets; median and spread as
  * tune_attn_time. -1 with msg. */
-int tune_ctx_time(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                  tune_attn_timing *t, char *msg, size_t msgn);
+int tune_ctx_time(tune_ctx *c, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
+                  tune_timing *t, char *msg, size_t msgn);
 /* The stream runners launch on: NULL (the default stream), or the stream a sustained timing is
  * capturing a graph on (ctx NULL: NULL). */
-CUstream tune_ctx_stream(const tune_attn_ctx *c);
+CUstream tune_ctx_stream(const tune_ctx *c);
 /* Input sets a sustained timing rotates over for inputs of set_bytes (tune_rotate_sets with the
  * GPU's L2); 1 in burst mode. */
-int tune_ctx_sets(const tune_attn_ctx *c, double set_bytes);
+int tune_ctx_sets(const tune_ctx *c, double set_bytes);
 /* A copy of bytes at src in a new allocation *dst (+16 bytes pad): the driver's result (0: done). */
-int tune_ctx_clone(tune_attn_ctx *c, CUdeviceptr *dst, CUdeviceptr src, size_t bytes);
+int tune_ctx_clone(tune_ctx *c, CUdeviceptr *dst, CUdeviceptr src, size_t bytes);
 /* Fills elems bf16/fp16 values at dst with N(0, sigma) values (a host tile of them, repeated):
  * the statistics of activations, never zero. 0 or -1 with msg. */
-int tune_ctx_fill_normal(tune_attn_ctx *c, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
+int tune_ctx_fill_normal(tune_ctx *c, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
                          double sigma, char *msg, size_t msgn);
 /* Binds a runner's call to the loaded module m of its variant (workspace, checks); 0 or -1 with msg. */
 typedef int (*tune_bind_fn)(void *arg, const rt_module *m, char *msg, size_t msgn);
 /* The timing of a runner: loads v (slot 0), bind(arg, m), then tune_ctx_time(enqueue, arg, sets); phases
  * time_load and time_run counted from *tm (tune_ctx_phase); unloads what it loaded. -1 with msg. */
-int tune_ctx_time_variant(tune_attn_ctx *c, const tune_attn_variant *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
-                          void *arg, int sets, int samples, tune_attn_timing *t, double *tm, char *msg, size_t msgn);
+int tune_ctx_time_variant(tune_ctx *c, const tune_compiled *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
+                          void *arg, int sets, int samples, tune_timing *t, double *tm, char *msg, size_t msgn);
 /* One call of enqueue, then a synchronize; a failure of it goes through tune_ctx_fail with `what`. -1 with msg. */
-int tune_ctx_run(tune_attn_ctx *c, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn);
+int tune_ctx_run(tune_ctx *c, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn);
 /* cuMemAlloc of bytes + pad into *p, then bytes of src copied there (none when bytes is 0): the
  * driver's result (0: done), for the caller's tune_ctx_fail. */
-int tune_ctx_upload(tune_attn_ctx *c, CUdeviceptr *p, const void *src, size_t bytes, size_t pad);
+int tune_ctx_upload(tune_ctx *c, CUdeviceptr *p, const void *src, size_t bytes, size_t pad);
 /* Phase accounting for a runner: counts a gate or timing call (and starts *t), or adds the time
  * since *t to one phase counter (and restarts *t). */
 enum { TUNE_PH_GATE_FILL, TUNE_PH_GATE_REF, TUNE_PH_GATE_RUN, TUNE_PH_TIME_FILL, TUNE_PH_TIME_LOAD,
        TUNE_PH_TIME_RUN, TUNE_PH_GATE_CALL, TUNE_PH_TIME_CALL };
-void tune_ctx_phase(tune_attn_ctx *c, int what, double *t);
+void tune_ctx_phase(tune_ctx *c, int what, double *t);
 
 #endif

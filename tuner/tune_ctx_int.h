@@ -22,7 +22,7 @@ typedef struct host_in {
     size_t kv_esz;             /* of k and v: esz, or 1 (FP8) */
 } host_in;
 
-struct tune_attn_ctx {
+struct tune_ctx {
     const rt_cu *cu;
     int ordinal;
     rt_devinfo info;
@@ -50,16 +50,16 @@ struct tune_attn_ctx {
     const void *gc_naive;      /* the GPU naive reference's image, NULL: the CPU fp64 one */
     host_in gc_in;
     double *gc_ref_o, *gc_ref_lse;
-    /* tune_attn_hold: modules kept loaded between calls, keyed by image address; slot 0 the
+    /* tune_hold: modules kept loaded between calls, keyed by image address; slot 0 the
      * variant's, slot 1 the naive reference's */
     int hold;
     struct held { const void *image; rt_module m; } held[2];
-    tune_phases *ph;           /* tune_attn_set_phases, or NULL */
+    tune_phases *ph;           /* tune_set_phases, or NULL */
     int timing;                /* TUNE_TIMING_* */
     rt_nvml_dev *nvml;         /* NULL: clocks and power unknown */
     double last_busy;          /* host time the last timing's GPU work ended (0: never) */
-    int extra_every;           /* tune_attn_set_extra */
-    double rewarm_ms;          /* tune_attn_set_rewarm */
+    int extra_every;           /* tune_set_extra */
+    double rewarm_ms;          /* tune_set_rewarm */
     CUstream stream;           /* where the runners launch (tune_ctx_stream): NULL, or a capturing stream */
 };
 
@@ -85,12 +85,12 @@ static inline void host_in_free(host_in *h)
     } while (0)
 
 /* Loads v's binary into *m (the caller unloads it); -1 with msg. */
-int tune_ctx_load(tune_attn_ctx *ctx, const tune_attn_variant *v, rt_module *m, char *msg, size_t msgn);
+int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m, char *msg, size_t msgn);
 /* Drops the GQA harness's upload caches: the timing case's device inputs, the gate case's host inputs
  * and reference. */
-void tune_ctx_time_cache_drop(tune_attn_ctx *c);
-void tune_ctx_gate_cache_drop(tune_attn_ctx *c);
+void tune_ctx_time_cache_drop(tune_ctx *c);
+void tune_ctx_gate_cache_drop(tune_ctx *c);
 /* cuMemAlloc of bytes (16 when 0) into *p; -1 with msg. */
-int tune_ctx_alloc(tune_attn_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn);
+int tune_ctx_alloc(tune_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn);
 
 #endif

@@ -12,56 +12,56 @@
 /* ---- the runners through one signature ---------------------------------------------------------- */
 
 static void *gqa_make(const gen_kvset *s, char *e, size_t n) { return tune_gqa_new(s, e, n); }
-static void gqa_release(void *st, tune_attn_ctx *c) { tune_gqa_free(st, c); }
+static void gqa_release(void *st, tune_ctx *c) { tune_gqa_free(st, c); }
 static int gqa_ref(void *st, gen_host *h, const gen_target *tg, gen_job *j) { return tune_gqa_ref_job(st, h, tg, j); }
-static int gqa_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, const tune_attn_variant *ref, int *pass,
+static int gqa_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
                     double *e, char *m, size_t n)
 {
     return tune_gqa_gate(c, st, v, ref, pass, e, m, n);
 }
-static int gqa_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
+static int gqa_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
                     size_t n)
 {
     return tune_gqa_time(c, st, v, s, t, m, n);
 }
 
 static void *kda_make(const gen_kvset *s, char *e, size_t n) { return tune_kda_new(s, e, n); }
-static void kda_release(void *st, tune_attn_ctx *c) { tune_kda_free(st, c); }
-static int kda_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, const tune_attn_variant *ref, int *pass,
+static void kda_release(void *st, tune_ctx *c) { tune_kda_free(st, c); }
+static int kda_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
                     double *e, char *m, size_t n)
 {
     (void)ref;
     return tune_kda_gate(c, st, v, pass, e, m, n);
 }
-static int kda_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
+static int kda_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
                     size_t n)
 {
     return tune_kda_time(c, st, v, s, t, m, n);
 }
 
 static void *parts_make(const gen_kvset *s, char *e, size_t n) { return tune_parts_new(s, e, n); }
-static void parts_release(void *st, tune_attn_ctx *c) { tune_parts_free(st, c); }
-static int parts_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, const tune_attn_variant *ref, int *pass,
+static void parts_release(void *st, tune_ctx *c) { tune_parts_free(st, c); }
+static int parts_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
                       double *e, char *m, size_t n)
 {
     (void)ref;
     return tune_parts_gate(c, st, v, pass, e, m, n);
 }
-static int parts_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
+static int parts_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
                       size_t n)
 {
     return tune_parts_time(c, st, v, s, t, m, n);
 }
 
 static void *combine_make(const gen_kvset *s, char *e, size_t n) { return tune_combine_new(s, e, n); }
-static void combine_release(void *st, tune_attn_ctx *c) { tune_combine_free(st, c); }
-static int combine_gate(tune_attn_ctx *c, void *st, const tune_attn_variant *v, const tune_attn_variant *ref, int *pass,
+static void combine_release(void *st, tune_ctx *c) { tune_combine_free(st, c); }
+static int combine_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
                         double *e, char *m, size_t n)
 {
     (void)ref;
     return tune_combine_gate(c, st, v, pass, e, m, n);
 }
-static int combine_time(tune_attn_ctx *c, void *st, const tune_attn_variant *v, int s, tune_attn_timing *t, char *m,
+static int combine_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
                         size_t n)
 {
     return tune_combine_time(c, st, v, s, t, m, n);

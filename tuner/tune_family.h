@@ -23,17 +23,17 @@ typedef struct tune_runner {
      * message in err when shape is not one of the family's. */
     void *(*make)(const gen_kvset *shape, char *err, size_t errn);
     /* Frees the state's host and device buffers (ctx: the session they were made in, or NULL). */
-    void (*release)(void *st, tune_attn_ctx *ctx);
+    void (*release)(void *st, tune_ctx *ctx);
     /* A reference binary the gate needs besides the CPU one (GQA's GPU naive kernel on large
      * cases): 1 with j prepared (gen_build_prepare; the sweep builds it with the shape's
      * variants), 0 when none, -1 with the host's message. NULL: never. */
     int (*ref_job)(void *st, gen_host *h, const gen_target *tg, gen_job *j);
     /* Gate: 0 when the variant ran (*pass, *rel_err; msg the verdict), -1 on an error of the harness
      * or the driver (msg says which). ref: the built ref_job, or NULL. */
-    int (*gate)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, const tune_attn_variant *ref, int *pass,
+    int (*gate)(tune_ctx *ctx, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
                 double *rel_err, char *msg, size_t msgn);
     /* One timing of v on the shape's timing case (tune_ctx_time). -1 with msg on error. */
-    int (*time)(tune_attn_ctx *ctx, void *st, const tune_attn_variant *v, int samples, tune_attn_timing *t, char *msg,
+    int (*time)(tune_ctx *ctx, void *st, const tune_compiled *v, int samples, tune_timing *t, char *msg,
                 size_t msgn);
 } tune_runner;
 

@@ -16,7 +16,7 @@
  * with its own neighbours (bench/NOTES.md, session 5). */
 #define TUNE_ILV_SLOT 3
 /* Each slot of the rounds starts with this much of its own variant back to back, untimed
- * (tune_attn_set_rewarm): without it a slot runs at the clock the previous variant left. */
+ * (tune_set_rewarm): without it a slot runs at the clock the previous variant left. */
 #define TUNE_ILV_REWARM_MS 50.0
 /* The band is this many standard errors of the paired decision (one-sided, about 2%). */
 #define TUNE_ILV_Z 2.0

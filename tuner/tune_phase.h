@@ -6,7 +6,7 @@
 #include <time.h>
 
 /* Seconds spent in each phase of the per-variant path, added up per shape and per sweep.
- * gate_* and time_* are taken inside tune_attn_check / tune_attn_time (tune_attn_set_phases),
+ * gate_* and time_* are taken inside tune_attn_check / tune_attn_time (tune_set_phases),
  * the rest by the sweep; other = the shape's wall time minus every phase below. */
 typedef struct tune_phases {
     double wall;         /* the whole shape (or sweep): waiting, measuring, storing */

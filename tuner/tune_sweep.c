@@ -70,7 +70,7 @@ typedef struct sweep {
     rt_devinfo info;
     db_store *db;
     long long run_id;
-    tune_attn_ctx *ctx;
+    tune_ctx *ctx;
     gen_job *jobs;
     int n_jobs, cap_jobs;
     int *job_last;               /* last plan that needs each job (its binary is freed after) */
@@ -387,7 +387,7 @@ static int wait_built(sweep *w, int i)
 /* Stores one measurement (and adds it to l; ref_ms: the paired default time of an interleaved
  * timing, else NaN); -1 on a database error. */
 static int store_ref(sweep *w, plan *p, meas_list *l, int vi, int is_control, int status, double error,
-                     const char *msg, const tune_attn_timing *t, double ref_ms)
+                     const char *msg, const tune_timing *t, double ref_ms)
 {
     tune_variant *v = &p->sp.v[vi];
     db_measurement m;
@@ -431,13 +431,13 @@ static int store_ref(sweep *w, plan *p, meas_list *l, int vi, int is_control, in
 }
 
 static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int status, double error,
-                 const char *msg, const tune_attn_timing *t)
+                 const char *msg, const tune_timing *t)
 {
     return store_ref(w, p, l, vi, is_control, status, error, msg, t, NAN);
 }
 
 /* How a sustained timing's calls ran. */
-static const char *how(const tune_attn_timing *t)
+static const char *how(const tune_timing *t)
 {
     return t->graph ? "replayed as a captured graph" : "back to back";
 }
@@ -456,13 +456,13 @@ enum { M_OK = 0, M_REJECTED = 1, M_BROKEN = 2, M_STOP = 3, M_DBERR = -1 };
 
 /* The correctness gate: fresh inputs on the bounded gate case, poisoned outputs, against
  * the reference. M_OK when it passed (nothing stored), else the verdict is stored. */
-static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant *tv)
+static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_compiled *tv)
 {
     int pass;
     double e;
     char msg[800], r[700];
-    tune_attn_variant ref;
-    if (p->ref_job >= 0 && tune_attn_variant_from_job(&ref, &w->jobs[p->ref_job])) {
+    tune_compiled ref;
+    if (p->ref_job >= 0 && tune_compiled_from_job(&ref, &w->jobs[p->ref_job])) {
         snprintf(msg, sizeof msg, "gate: the %s reference did not build: %.600s",
                  gen_tmpl_family(w->jobs[p->ref_job].tmpl), w->jobs[p->ref_job].err);
         return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
@@ -470,7 +470,7 @@ static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant
     if (p->run->gate(w->ctx, p->run_st, tv, p->ref_job >= 0 ? &ref : NULL, &pass, &e, r, sizeof r)) {
         snprintf(msg, sizeof msg, "gate: %s", r);
         return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
-               : tune_attn_broken(w->ctx)                        ? M_BROKEN
+               : tune_broken(w->ctx)                        ? M_BROKEN
                                                                  : M_REJECTED;
     }
     if (pass)
@@ -481,7 +481,7 @@ static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_attn_variant
 
 /* Variant vi as the runners take it: its binary and this variant's runtime params (not the
  * job's). -1 (with the compile error stored) when its binary did not build. */
-static int variant_of(sweep *w, plan *p, meas_list *l, int vi, int is_control, tune_attn_variant *tv, int *rc)
+static int variant_of(sweep *w, plan *p, meas_list *l, int vi, int is_control, tune_compiled *tv, int *rc)
 {
     tune_variant *v = &p->sp.v[vi];
     gen_job *j = &w->jobs[v->job];
@@ -491,7 +491,7 @@ static int variant_of(sweep *w, plan *p, meas_list *l, int vi, int is_control, t
         *rc = store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
         return -1;
     }
-    tune_attn_variant_from_job(tv, j);
+    tune_compiled_from_job(tv, j);
     tv->vp = p->sp.fixed;
     gen_kv_merge(&tv->vp, &v->params);
     gen_kv_set_str(&tv->vp, "family", p->family);
@@ -500,7 +500,7 @@ static int variant_of(sweep *w, plan *p, meas_list *l, int vi, int is_control, t
 }
 
 /* One timing of tv on the shape's timing case (the family's runner). */
-static int time_variant(sweep *w, plan *p, const tune_attn_variant *tv, int samples, tune_attn_timing *t, char *err,
+static int time_variant(sweep *w, plan *p, const tune_compiled *tv, int samples, tune_timing *t, char *err,
                         size_t errn)
 {
     return p->run->time(w->ctx, p->run_st, tv, samples, t, err, errn);
@@ -511,7 +511,7 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
                    const char *note)
 {
     char msg[2300];
-    tune_attn_variant tv;
+    tune_compiled tv;
     int vrc;
     if (variant_of(w, p, l, vi, is_control, &tv, &vrc))
         return vrc;
@@ -520,15 +520,15 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
         if (g != M_OK)
             return g;
     }
-    tune_attn_timing t;
+    tune_timing t;
     char err[512] = "";
     int bad = time_variant(w, p, &tv, samples, &t, err, sizeof err);
     if (bad) {
         snprintf(msg, sizeof msg, "timing: %s", err);
         int rc = store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
-                 : tune_attn_broken(w->ctx)                                 ? M_BROKEN
+                 : tune_broken(w->ctx)                                 ? M_BROKEN
                                                                             : M_REJECTED;
-        tune_attn_timing_free(&t);
+        tune_timing_free(&t);
         return rc;
     }
     char ck[160];
@@ -541,7 +541,7 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
                  " input sets (sustained)%s", note ? note : "", note ? "; " : "", 100.0 * t.spread, t.samples,
                  t.launches, how(&t), t.sets, ck);
     int rc = store(w, p, l, vi, is_control, TUNE_OK, NAN, msg, &t) ? M_DBERR : M_OK;
-    tune_attn_timing_free(&t);
+    tune_timing_free(&t);
     return rc;
 }
 
@@ -737,7 +737,7 @@ static int pick(sweep *w, plan *p, int pi, meas_list *l, int resumed)
 
 /* The timings of the slots of one variant as one timing: samples in slot order, statistics
  * over them, the clocks of every slot; launches and sets of the last slot. */
-static void timing_join(tune_attn_timing *out, tune_attn_timing *const *parts, int n)
+static void timing_join(tune_timing *out, tune_timing *const *parts, int n)
 {
     memset(out, 0, sizeof *out);
     tune_clock_init(&out->clk);
@@ -757,7 +757,7 @@ static void timing_join(tune_attn_timing *out, tune_attn_timing *const *parts, i
         out->mode = parts[i]->mode, out->launches = parts[i]->launches, out->sets = parts[i]->sets;
         out->graph = parts[i]->graph;
     }
-    tune_attn_timing_stats(out);
+    tune_timing_stats(out);
 }
 
 /* Results of run_interleaved besides M_*: the shape's winner is stored (or kept from the
@@ -859,7 +859,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     unsigned char *passed = calloc((size_t)nt + 1, 1);
     int nc = 0, dflt = 0, rc = M_OK;
     int *who = NULL, *ns = NULL, *failed = NULL, n_slots = 0;
-    tune_attn_timing *tt = NULL;
+    tune_timing *tt = NULL;
     const double **sp = NULL;
     tune_ilv_cand *cr = NULL;
     tune_ilv_resume rp;
@@ -882,7 +882,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             rc = M_STOP;
             break;
         }
-        tune_attn_variant tv;
+        tune_compiled tv;
         int g;
         if (variant_of(w, p, l, vi, 0, &tv, &g) == 0)
             g = gate(w, p, l, vi, &tv);
@@ -901,13 +901,13 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
      * that never wins; one already in the database is reused), the fastest go to the rounds */
     if (rp.n_screen) {
         /* the GPU brought to its steady state by the default (after the gates it is idle) */
-        tune_attn_variant dv;
+        tune_compiled dv;
         int drc;
         if (variant_of(w, p, l, p->sp.idefault, 0, &dv, &drc) == 0) {
-            tune_attn_timing wt;
+            tune_timing wt;
             char err[512];
             if (time_variant(w, p, &dv, 2, &wt, err, sizeof err) == 0)
-                tune_attn_timing_free(&wt);
+                tune_timing_free(&wt);
         }
         for (int k = 0, c = 0; k < nt && rc == M_OK; k++) {
             if (state[k] == TUNE_REJECTED || p->todo[k] == p->sp.idefault)
@@ -964,7 +964,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     }
     tune_ilv_order(nc, rounds, who, n_slots);
     int per_round = 2 * nc > 0 ? 2 * nc : 1;
-    tune_attn_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS);   /* each slot in its variant's own steady state */
+    tune_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS);   /* each slot in its variant's own steady state */
     for (int k = 0; k < n_slots && rc == M_OK; k++) {
         int c = who[k], vi = c < 0 ? p->sp.idefault : cand[c];
         if (c >= 0 && failed[c])
@@ -973,7 +973,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             rc = M_STOP;
             break;
         }
-        tune_attn_variant tv;
+        tune_compiled tv;
         int vrc;
         if (variant_of(w, p, l, vi, 0, &tv, &vrc)) {        /* its binary failed (error stored) */
             rc = vrc == M_REJECTED ? M_OK : vrc;
@@ -985,17 +985,17 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             continue;
         }
         char err[512] = "";
-        tune_attn_set_extra(w->ctx, o->test_slow_default && c < 0 ? 10 : 0);
+        tune_set_extra(w->ctx, o->test_slow_default && c < 0 ? 10 : 0);
         int bad = time_variant(w, p, &tv, slot_n, &tt[k], err, sizeof err);
-        tune_attn_set_extra(w->ctx, 0);
+        tune_set_extra(w->ctx, 0);
         if (bad) {
             char msg[700];
             snprintf(msg, sizeof msg, "timing (interleaved round %d): %s", k / per_round + 1, err);
-            tune_attn_timing_free(&tt[k]);
+            tune_timing_free(&tt[k]);
             memset(&tt[k], 0, sizeof tt[k]);
             if (store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL))
                 rc = M_DBERR;
-            else if (tune_attn_broken(w->ctx))
+            else if (tune_broken(w->ctx))
                 rc = M_BROKEN;
             else if (c < 0)
                 rc = M_OK, dflt = 0;         /* the default failed: no pairing; pick() decides */
@@ -1013,7 +1013,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, rounds);
         progress(w, pi, l, c < 0 ? 0 : c + 1, nc, 0, note);
     }
-    tune_attn_set_rewarm(w->ctx, 0);
+    tune_set_rewarm(w->ctx, 0);
     if (rc == M_OK && !dflt)                  /* the default failed in the rounds */
         rc = time_each(w, p, l, cand, failed, nc);
     if (rc != M_OK || !dflt)
@@ -1022,7 +1022,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     tune_ilv_result res;
     tune_ilv_decide(who, sp, ns, n_slots, nc, floor, cr, &res);
     /* every variant's slots as one measurement */
-    tune_attn_timing **parts = malloc(sizeof *parts * (size_t)(n_slots + 1));
+    tune_timing **parts = malloc(sizeof *parts * (size_t)(n_slots + 1));
     long long win_id = 0, dflt_id = 0;
     for (int c = -1; c < nc && rc == M_OK && parts; c++) {
         int np = 0;
@@ -1031,7 +1031,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
                 parts[np++] = &tt[k];
         if (!np)
             continue;
-        tune_attn_timing j;
+        tune_timing j;
         timing_join(&j, parts, np);
         if (!j.samples) {
             rc = M_DBERR;
@@ -1055,7 +1055,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             dflt_id = l->m[l->n - 1].id;
         else if (c == res.winner)
             win_id = l->m[l->n - 1].id;
-        tune_attn_timing_free(&j);
+        tune_timing_free(&j);
     }
     free(parts);
     w->units_done++;                          /* the default (the control's unit) */
@@ -1102,7 +1102,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     rc = M_PICKED;
 out:
     for (int k = 0; k < n_slots && tt; k++)
-        tune_attn_timing_free(&tt[k]);
+        tune_timing_free(&tt[k]);
     free(tt), free(sp), free(who), free(ns), free(failed), free(cr), free(cand);
     free(state), free(final), free(keys), free(passed);
     return rc;
@@ -1180,8 +1180,8 @@ static int open_device(sweep *w, char *err, size_t errn)
         snprintf(err, errn, "unknown arch '%s'", arch);
         return -1;
     }
-    w->ctx = tune_attn_open(w->o->ordinal, err, errn);
-    tune_attn_set_timing(w->ctx, w->o->timing);
+    w->ctx = tune_open(w->o->ordinal, err, errn);
+    tune_set_timing(w->ctx, w->o->timing);
     return w->ctx ? 0 : -1;
 }
 
@@ -1257,7 +1257,7 @@ static void sweep_free(sweep *w)
         gen_job_free(&w->jobs[j]);
     free(w->jobs);
     free(w->job_last);
-    tune_attn_close(w->ctx);
+    tune_close(w->ctx);
     db_close(w->db);
     gen_host_free(w->h);
     pthread_mutex_destroy(&w->mu);
@@ -1317,11 +1317,11 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
             continue;
         }
         /* the shape's binaries stay allocated until release_jobs: its modules may stay loaded */
-        tune_attn_set_phases(w.ctx, &p->ph);
-        tune_attn_hold(w.ctx, 1);
+        tune_set_phases(w.ctx, &p->ph);
+        tune_hold(w.ctx, 1);
         int r = run_plan(&w, i);
-        tune_attn_hold(w.ctx, 0);
-        tune_attn_set_phases(w.ctx, NULL);
+        tune_hold(w.ctx, 0);
+        tune_set_phases(w.ctx, NULL);
         release_jobs(&w, i);
         p->ph.wall = now_s() - p->t_start;
         tune_phases_add(&st->phases, &p->ph);

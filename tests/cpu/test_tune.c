@@ -1009,7 +1009,7 @@ static void test_tune__naive_reference_carries_the_features(void **state)
         tune_attn_case c;
         int kvl[2];
         assert_true(tune_gate_case(&shape, 1, &c, kvl) >= 0);
-        tune_attn_variant v = {.family = "attn_prefill"}, nv = {.family = "attn_naive", .key = j.variant_key};
+        tune_compiled v = {.family = "attn_prefill"}, nv = {.family = "attn_naive", .key = j.variant_key};
         tune_attn_result r;
         assert_int_equal(tune_attn_check(NULL, &v, &c, &nv, 0, &r, NULL), -1);   /* no context here: that is all */
         if (!strstr(r.msg, "CUDA context"))

@@ -674,7 +674,7 @@ static const char *short_key(const char *key)
     return dot ? dot + 1 : (key ? key : "?");
 }
 
-int suite_run_case(suite *s, tune_attn_ctx *ctx, const suite_case *c, int quiet)
+int suite_run_case(suite *s, tune_ctx *ctx, const suite_case *c, int quiet)
 {
     char shape[256], why[2600] = "";
     suite_case_str(c, shape, sizeof shape);
@@ -685,12 +685,12 @@ int suite_run_case(suite *s, tune_attn_ctx *ctx, const suite_case *c, int quiet)
     int ji = suite_job(s, c, 0, why, sizeof why);
     int mode = suite_ref_mode(c);
     int ni = (ji >= 0 && mode == REF_NAIVE) ? suite_job(s, c, 1, why, sizeof why) : -1;
-    tune_attn_variant v, nv;
+    tune_compiled v, nv;
     if (ji >= 0) {
         vkey = s->jobs[ji].variant_key;
-        if (tune_attn_variant_from_job(&v, &s->jobs[ji]))
+        if (tune_compiled_from_job(&v, &s->jobs[ji]))
             snprintf(why, sizeof why, "not built: %s", s->jobs[ji].err);
-        else if (mode == REF_NAIVE && (ni < 0 || tune_attn_variant_from_job(&nv, &s->jobs[ni])))
+        else if (mode == REF_NAIVE && (ni < 0 || tune_compiled_from_job(&nv, &s->jobs[ni])))
             snprintf(why, sizeof why, "naive reference not built%s%s", ni >= 0 ? ": " : "",
                      ni >= 0 ? s->jobs[ni].err : "");
         else if (!strcmp(c->family, "attn_combine")) {

@@ -109,6 +109,6 @@ void suite_case_str(const suite_case *c, char *buf, size_t n);
 
 /* Runs case c (its variant already built) and prints one table row. Returns 1 pass, 0 fail.
  * quiet: no row. */
-int suite_run_case(suite *s, tune_attn_ctx *ctx, const suite_case *c, int quiet);
+int suite_run_case(suite *s, tune_ctx *ctx, const suite_case *c, int quiet);
 
 #endif

@@ -24,7 +24,7 @@
  */
 
 static suite g_suite;
-static tune_attn_ctx *g_ctx;
+static tune_ctx *g_ctx;
 static int g_pass, g_fail;
 
 /* Bitwise pairs: fp16 GQA on (K, V) against the same family with G = 1 on K/V expanded to hq heads,
@@ -240,11 +240,11 @@ static int run_kept(const suite_case *c, uint64_t seed, tune_attn_result *r, cha
                     const char **vkey)
 {
     int ji = suite_job(&g_suite, c, 0, why, whyn);
-    tune_attn_variant v;
+    tune_compiled v;
     if (ji < 0)
         return -1;
     *vkey = g_suite.jobs[ji].variant_key;
-    if (tune_attn_variant_from_job(&v, &g_suite.jobs[ji])) {
+    if (tune_compiled_from_job(&v, &g_suite.jobs[ji])) {
         snprintf(why, whyn, "not built: %s", g_suite.jobs[ji].err);
         return -1;
     }
@@ -347,7 +347,7 @@ int main(void)
         printf("skipped: no CUDA device (variants precompiled into %s)\n", getenv("KFORGE_TEST_DB") ? getenv("KFORGE_TEST_DB") : "test_gpu.db");
         return 77;
     }
-    g_ctx = tune_attn_open(0, err.msg, sizeof err.msg);
+    g_ctx = tune_open(0, err.msg, sizeof err.msg);
     if (!g_ctx) {
         printf("skipped: no CUDA device (%s)\n", err.msg);
         suite_close(&g_suite);
@@ -371,7 +371,7 @@ int main(void)
         cmocka_set_test_filter(only);
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     printf("\n%d passed, %d failed (%ld s)\n", g_pass, g_fail, (long)(time(NULL) - t0));
-    tune_attn_close(g_ctx);
+    tune_close(g_ctx);
     suite_close(&g_suite);
     return rc ? 1 : 0;
 }

@@ -929,9 +929,9 @@ static int default_job(const struct tshape *ts, gen_kvset *shape, gen_job *j)
 static int run_timings(void)
 {
     char err[512];
-    tune_attn_ctx *tc = tune_attn_open(0, err, sizeof err);
+    tune_ctx *tc = tune_open(0, err, sizeof err);
     if (!tc) {
-        printf("  error: tune_attn_open: %s\n", err);
+        printf("  error: tune_open: %s\n", err);
         return 0;
     }
     int ok = 1;
@@ -939,18 +939,18 @@ static int run_timings(void)
     for (int i = 0; i < N_TIME; i++) {
         gen_kvset shape;
         gen_job j;
-        tune_attn_variant v;
+        tune_compiled v;
         if (!selected(time_shapes[i].params))
             continue;
         if (needs_sm90a(time_shapes[i].params)) {
             printf("  skipped: %s %s needs sm_90a, this GPU is %s\n", time_shapes[i].shape, time_shapes[i].params, tg.arch);
             continue;
         }
-        if (default_job(&time_shapes[i], &shape, &j) || tune_attn_variant_from_job(&v, &j)) {
+        if (default_job(&time_shapes[i], &shape, &j) || tune_compiled_from_job(&v, &j)) {
             ok = 0;
             continue;
         }
-        tune_attn_timing t;
+        tune_timing t;
         memset(&t, 0, sizeof t);
         char msg[600] = "";
         int rc;
@@ -981,13 +981,13 @@ static int run_timings(void)
             ok = 0;
         }
         ms[i] = t.median_ms;
-        tune_attn_timing_free(&t);
+        tune_timing_free(&t);
         gen_job_free(&j);
     }
     if (ms[3] > 0 && ms[5] > 0)
         printf("  audit group: joint scan of 4 layers %.4f ms vs 4 x attn_decode D64 %.4f ms: %.2fx (target <= 1.0x); "
                "4 x layers=1 %.4f ms\n", ms[3], 4 * ms[5], ms[3] / (4 * ms[5]), 4 * ms[4]);
-    tune_attn_close(tc);
+    tune_close(tc);
     return ok;
 }
 

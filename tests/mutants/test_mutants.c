@@ -68,7 +68,7 @@ static int child(int m)
         return 0;
     }
     char err[512];
-    tune_attn_ctx *ctx = tune_attn_open(0, err, sizeof err);
+    tune_ctx *ctx = tune_open(0, err, sizeof err);
     if (!ctx) {
         printf("    %s\n", err);
         suite_close(&s);
@@ -86,7 +86,7 @@ static int child(int m)
                 }
             }
     printf("    %d of %d cases failed\n", failed, run);
-    tune_attn_close(ctx);
+    tune_close(ctx);
     suite_close(&s);
     return failed ? 1 : 0;
 }

@@ -150,14 +150,14 @@ int cmd_doctor_measure(cli_opts *o)
     int rc = 0;
     cli_progress(o, "measuring the device copy ceiling on %s (2 x %llu MiB per copy)\n", info.name,
                  (unsigned long long)(TUNE_COPY_BYTES >> 20));
-    if (tune_ceiling_copy(0, TUNE_COPY_BYTES, 30, &copy, err.msg, sizeof err.msg))
+    if (tune_ceiling_copy(0, TUNE_COPY_BYTES, 30, &copy, &err))
         rc = cli_error("copy ceiling: %s", err.msg);
     else if (db_ceiling_put(db, info.name, "copy", copy.value, "B/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
     if (!rc)
         cli_progress(o, "measuring the device read ceiling (%s streams %llu MiB, built for %s)\n",
                      TUNE_READ_KERNEL, (unsigned long long)(TUNE_READ_BYTES >> 20), tg.arch);
-    if (!rc && tune_ceiling_read(0, tg.arch, TUNE_READ_BYTES, 30, &rd, err.msg, sizeof err.msg))
+    if (!rc && tune_ceiling_read(0, tg.arch, TUNE_READ_BYTES, 30, &rd, &err))
         rc = cli_error("read ceiling: %s", err.msg);
     else if (!rc && db_ceiling_put(db, info.name, "read", rd.value, "B/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));
@@ -168,7 +168,7 @@ int cmd_doctor_measure(cli_opts *o)
                      TUNE_GEMM_SIZE);
         rc = gemm_jobs(o, h, &tg, db, &jobs, &n);
     }
-    if (!rc && tune_ceiling_gemm(0, jobs, n, TUNE_GEMM_SIZE, 30, &gemm, err.msg, sizeof err.msg))
+    if (!rc && tune_ceiling_gemm(0, jobs, n, TUNE_GEMM_SIZE, 30, &gemm, &err))
         rc = cli_error("GEMM ceiling: %s", err.msg);
     else if (!rc && db_ceiling_put(db, info.name, "gemm_bf16", gemm.value, "FLOP/s") != DB_OK)
         rc = cli_error("%s", db_errmsg(db));

@@ -220,12 +220,12 @@ int cmd_tune(cli_opts *o)
         return cli_usage_error("--timing wants sustained or burst, got '%s'", o->timing);
     int devs[TUNE_MAX_DEVICES], nd = 1;
     devs[0] = 0;
-    char err[256];
-    if (o->devices && (nd = tune_parse_devices(o->devices, devs, TUNE_MAX_DEVICES, err, sizeof err)) < 0)
-        return cli_usage_error("%s", err);
+    core_err err = CORE_ERR_INIT;
+    if (o->devices && (nd = tune_parse_devices(o->devices, devs, TUNE_MAX_DEVICES, &err)) < 0)
+        return cli_usage_error("%.255s", err.msg);
     int si = 0, sn = 0;
-    if (o->shard && tune_parse_shard(o->shard, &si, &sn, err, sizeof err))
-        return cli_usage_error("%s", err);
+    if (o->shard && tune_parse_shard(o->shard, &si, &sn, &err))
+        return cli_usage_error("%.255s", err.msg);
     /* sweep files are named with '_' (the loader takes [A-Za-z0-9_]): llama3-8b is llama3_8b */
     static char sweep[64];
     if (o->sweep) {

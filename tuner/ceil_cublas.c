@@ -22,7 +22,7 @@ struct tune_cublas {
     char name[96];
 };
 
-tune_cublas *tune_cublas_open(char *err, size_t errn)
+tune_cublas *tune_cublas_open(core_err *e)
 {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
     void *lib = NULL;
@@ -31,7 +31,8 @@ tune_cublas *tune_cublas_open(char *err, size_t errn)
         if ((lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)))
             which = names[i];
     if (!lib) {
-        snprintf(err, errn, "no cuBLAS library found (libcublas.so.13, .12 or libcublas.so): %s", dlerror());
+        core_err_set(e, KF_ERR_UNSUPPORTED, "no cuBLAS library found (libcublas.so.13, .12 or libcublas.so): %s",
+                     dlerror());
         return NULL;
     }
     create_fn create = (create_fn)dlsym(lib, "cublasCreate_v2");
@@ -43,7 +44,8 @@ tune_cublas *tune_cublas_open(char *err, size_t errn)
     }
     int st = -1;
     if (!c || !create || !c->destroy || !c->gemm || (st = create(&c->handle))) {
-        snprintf(err, errn, "%s: %s", which, !c ? "out of memory" : st > 0 ? "cublasCreate failed" : "missing symbols");
+        core_err_set(e, !c ? KF_ERR_NOMEM : st > 0 ? KF_ERR_CUDA : KF_ERR_UNSUPPORTED, "%s: %s", which,
+                     !c ? "out of memory" : st > 0 ? "cublasCreate failed" : "missing symbols");
         free(c);
         dlclose(lib);
         return NULL;
@@ -67,8 +69,7 @@ void tune_cublas_close(tune_cublas *c)
 
 const char *tune_cublas_name(const tune_cublas *c) { return c ? c->name : ""; }
 
-int tune_cublas_gemm_bf16(tune_cublas *c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, int n, char *err,
-                          size_t errn)
+int tune_cublas_gemm_bf16(tune_cublas *c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, int n, core_err *e)
 {
     /* Column-major view: row-major C is C^T = B A^T, with A, B read as their column-major
      * transposes, so op(B) = T and op(A) = N. */
@@ -76,9 +77,7 @@ int tune_cublas_gemm_bf16(tune_cublas *c, CUdeviceptr a, CUdeviceptr b, CUdevice
     int st = c->gemm(c->handle, OP_T, OP_N, n, n, n, &one, (const void *)(uintptr_t)b, R_16BF, n,
                      (const void *)(uintptr_t)a, R_16BF, n, &zero, (void *)(uintptr_t)out, R_16BF, n, COMPUTE_32F,
                      GEMM_DEFAULT);
-    if (st) {
-        snprintf(err, errn, "cublasGemmEx (bf16, %d^3): status %d", n, st);
-        return -1;
-    }
+    if (st)
+        return core_err_fail(e, KF_ERR_CUDA, "cublasGemmEx (bf16, %d^3): status %d", n, st);
     return 0;
 }

@@ -40,7 +40,10 @@ const char *tune_ceil_read_source(void)
     return source;
 }
 
-int tune_ceil_read_compile(const char *arch, gen_binary_out *out, char *err, size_t errn)
+int tune_ceil_read_compile(const char *arch, gen_binary_out *out, core_err *e)
 {
-    return gen_nvrtc_compile(source, TUNE_READ_KERNEL, arch, 0, out, err, errn);
+    char log[sizeof e->msg];          /* gen/ keeps its (buffer, size) convention */
+    if (gen_nvrtc_compile(source, TUNE_READ_KERNEL, arch, 0, out, log, sizeof log))
+        return core_err_fail(e, KF_ERR_NVRTC, "%s", log);
+    return 0;
 }

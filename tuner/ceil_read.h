@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "gen/nvrtc.h"
 
 #define TUNE_READ_KERNEL "kf_ceil_read"
@@ -14,7 +15,8 @@
  * written once per block to sink[blockIdx.x]. Static text, never NULL. */
 const char *tune_ceil_read_source(void);
 
-/* Compiles the source for arch (cubin) with gen_nvrtc_compile. 0, or -1 with err. */
-int tune_ceil_read_compile(const char *arch, gen_binary_out *out, char *err, size_t errn);
+/* Compiles the source for arch (cubin) with gen_nvrtc_compile. 0, or -1 with *e set (KF_ERR_NVRTC:
+ * gen_nvrtc_compile's message). */
+int tune_ceil_read_compile(const char *arch, gen_binary_out *out, core_err *e);
 
 #endif

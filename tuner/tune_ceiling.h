@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
 #include "gen/build.h"
 
 #define TUNE_COPY_BYTES (1ull << 30)   /* the copy ceiling moves 1 GiB (read) + 1 GiB (written) */
@@ -21,15 +22,14 @@ typedef struct tune_ceiling {
 } tune_ceiling;
 
 /* cuMemcpyDtoD of `bytes` on GPU ordinal, events around each copy, median of `samples`
- * (>= 20) after 2 warm-ups. 0, or -1 with a message. */
-int tune_ceiling_copy(int ordinal, size_t bytes, int samples, tune_ceiling *out, char *err, size_t errn);
+ * (>= 20) after 2 warm-ups. 0, or -1 with *e set (KF_ERR_CUDA: no driver or device, a driver call). */
+int tune_ceiling_copy(int ordinal, size_t bytes, int samples, tune_ceiling *out, core_err *e);
 
 /* The "read" ceiling: tuner/ceil_read.h's kernel, compiled for arch (NULL: the device's), streams
  * `bytes` on GPU ordinal with enough 512-thread blocks to fill every SM; events around each
  * launch, median of `samples` (>= 20) after 2 warm-ups; value is bytes read per second.
- * 0, or -1 with a message (no driver or device, compile, load, allocation, launch). */
-int tune_ceiling_read(int ordinal, const char *arch, size_t bytes, int samples, tune_ceiling *out, char *err,
-                      size_t errn);
+ * 0, or -1 with *e set (no driver or device, compile, load, allocation, launch). */
+int tune_ceiling_read(int ordinal, const char *arch, size_t bytes, int samples, tune_ceiling *out, core_err *e);
 
 /* The stored ceiling of `kind` for gpu, falling back from "read" to "copy" for a database
  * measured before the read ceiling existed. Returns the kind whose value *value got (kind
@@ -39,8 +39,8 @@ const char *tune_ceiling_lookup(db_store *db, const char *gpu, const char *kind,
 /* Times cuBLAS's bf16 GEMM (when a libcublas loads: tuner/ceil_cublas.h) and every built
  * ceil_gemm job (jobs[0..n)) on size^3 random bf16 inputs; checks 256 sampled outputs of each
  * against fp64 (relative error <= 1e-2, else the contender is left out); the fastest passing
- * one gives the figure. 0, or -1 with a message. */
+ * one gives the figure. 0, or -1 with *e set (none passed: the last one's reason). */
 int tune_ceiling_gemm(int ordinal, const gen_job *jobs, int n, int size, int samples, tune_ceiling *out,
-                      char *err, size_t errn);
+                      core_err *e);
 
 #endif

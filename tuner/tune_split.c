@@ -5,18 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-int tune_parse_shard(const char *text, int *index, int *count, char *err, size_t errn)
+int tune_parse_shard(const char *text, int *index, int *count, core_err *e)
 {
     char *end;
     long i = strtol(text, &end, 10);
     if (end == text || *end != '/') {
-        snprintf(err, errn, "--shard wants i/n (e.g. 0/4), got '%s'", text);
+        core_err_set(e, KF_ERR_ARG, "--shard wants i/n (e.g. 0/4), got '%s'", text);
         return -1;
     }
     const char *q = end + 1;
     long n = strtol(q, &end, 10);
     if (end == q || *end || n < 1 || n > 4096 || i < 0 || i >= n) {
-        snprintf(err, errn, "--shard wants i/n with 0 <= i < n, got '%s'", text);
+        core_err_set(e, KF_ERR_ARG, "--shard wants i/n with 0 <= i < n, got '%s'", text);
         return -1;
     }
     *index = (int)i;
@@ -24,7 +24,7 @@ int tune_parse_shard(const char *text, int *index, int *count, char *err, size_t
     return 0;
 }
 
-int tune_parse_devices(const char *text, int *ordinals, int max, char *err, size_t errn)
+int tune_parse_devices(const char *text, int *ordinals, int max, core_err *e)
 {
     int n = 0;
     const char *p = text;
@@ -32,23 +32,23 @@ int tune_parse_devices(const char *text, int *ordinals, int max, char *err, size
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v > 255 || (*end && *end != ',')) {
-            snprintf(err, errn, "--devices wants GPU ordinals like 0,1, got '%s'", text);
+            core_err_set(e, KF_ERR_ARG, "--devices wants GPU ordinals like 0,1, got '%s'", text);
             return -1;
         }
         for (int k = 0; k < n; k++)
             if (ordinals[k] == v) {
-                snprintf(err, errn, "--devices lists GPU %ld twice in '%s'", v, text);
+                core_err_set(e, KF_ERR_ARG, "--devices lists GPU %ld twice in '%s'", v, text);
                 return -1;
             }
         if (n == max) {
-            snprintf(err, errn, "--devices lists more than %d GPUs", max);
+            core_err_set(e, KF_ERR_ARG, "--devices lists more than %d GPUs", max);
             return -1;
         }
         ordinals[n++] = (int)v;
         p = *end ? end + 1 : end;
     }
     if (n == 0)
-        snprintf(err, errn, "--devices is empty");
+        core_err_set(e, KF_ERR_ARG, "--devices is empty");
     return n ? n : -1;
 }
 

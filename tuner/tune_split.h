@@ -4,10 +4,12 @@
 
 #include <stddef.h>
 
-/* "i/n" with 0 <= i < n: 0, or -1 with a message. */
-int tune_parse_shard(const char *text, int *index, int *count, char *err, size_t errn);
-/* "0,1,3": distinct ordinals 0..255, at most max of them. Returns the count, or -1 with a message. */
-int tune_parse_devices(const char *text, int *ordinals, int max, char *err, size_t errn);
+#include "core/err.h"
+
+/* "i/n" with 0 <= i < n: 0, or -1 with *e set (KF_ERR_ARG). */
+int tune_parse_shard(const char *text, int *index, int *count, core_err *e);
+/* "0,1,3": distinct ordinals 0..255, at most max of them. Returns the count, or -1 with *e set (KF_ERR_ARG). */
+int tune_parse_devices(const char *text, int *ordinals, int max, core_err *e);
 
 /*
  * Deterministic split of n items (estimated cost each) into parts: longest processing

@@ -671,16 +671,20 @@ static void test_tune__shard_split_covers_once_and_balances(void **state)
     tune_split(eq, 4, 2, owner);
     assert_true(owner[0] != owner[1] && owner[2] != owner[3]);
     int i, n;
-    char err[128];
-    assert_int_equal(tune_parse_shard("1/4", &i, &n, err, sizeof err), 0);
+    core_err err = CORE_ERR_INIT;
+    assert_int_equal(tune_parse_shard("1/4", &i, &n, &err), 0);
     assert_true(i == 1 && n == 4);
-    assert_int_equal(tune_parse_shard("4/4", &i, &n, err, sizeof err), -1);
-    assert_int_equal(tune_parse_shard("x", &i, &n, err, sizeof err), -1);
+    assert_int_equal(err.st, KF_OK);
+    assert_int_equal(tune_parse_shard("4/4", &i, &n, &err), -1);
+    assert_int_equal(err.st, KF_ERR_ARG);
+    assert_string_equal(err.msg, "--shard wants i/n with 0 <= i < n, got '4/4'");
+    assert_int_equal(tune_parse_shard("x", &i, &n, &err), -1);
     int devs[8];
-    assert_int_equal(tune_parse_devices("0,1,3", devs, 8, err, sizeof err), 3);
+    assert_int_equal(tune_parse_devices("0,1,3", devs, 8, &err), 3);
     assert_int_equal(devs[2], 3);
-    assert_int_equal(tune_parse_devices("0,0", devs, 8, err, sizeof err), -1);
-    assert_int_equal(tune_parse_devices("a", devs, 8, err, sizeof err), -1);
+    assert_int_equal(tune_parse_devices("0,0", devs, 8, &err), -1);
+    assert_string_equal(err.msg, "--devices lists GPU 0 twice in '0,0'");
+    assert_int_equal(tune_parse_devices("a", devs, 8, &err), -1);
     const char *models[] = {"H200", "A100", "H200", "H200"};
     int rank, peers;
     tune_worker_rank(models, 4, 2, &rank, &peers);
@@ -781,10 +785,10 @@ static void test_tune__read_ceiling_kernel_compiles(void **state)
     const char *archs[] = {"sm_90a", "sm_80"};
     for (int i = 0; i < 2; i++) {
         gen_binary_out out;
-        char err[2048] = "";
-        int rc = tune_ceil_read_compile(archs[i], &out, err, sizeof err);
+        core_err err = CORE_ERR_INIT;
+        int rc = tune_ceil_read_compile(archs[i], &out, &err);
         if (rc)
-            fail_msg("%s: %s", archs[i], err);
+            fail_msg("%s: %s", archs[i], err.msg);
         assert_non_null(out.image);
         assert_true(out.size > 0 && !out.is_ptx);
         assert_true(out.regs > 0);
@@ -793,9 +797,10 @@ static void test_tune__read_ceiling_kernel_compiles(void **state)
         gen_binary_out_free(&out);
     }
     gen_binary_out out;
-    char err[256];
-    assert_int_equal(tune_ceil_read_compile("sm_12", &out, err, sizeof err), -1);
-    assert_non_null(strstr(err, "sm_12"));
+    core_err err = CORE_ERR_INIT;
+    assert_int_equal(tune_ceil_read_compile("sm_12", &out, &err), -1);
+    assert_int_equal(err.st, KF_ERR_NVRTC);
+    assert_non_null(strstr(err.msg, "sm_12"));
 }
 
 /* Without a driver or device the measurement is a message, not a crash. */
@@ -811,10 +816,10 @@ static void test_tune__read_ceiling_without_device_fails_cleanly(void **state)
     tune_ceiling c;
     c.value = 1;
     err.msg[0] = 0;
-    assert_int_equal(tune_ceiling_read(0, NULL, 1 << 20, 20, &c, err.msg, sizeof err.msg), -1);
+    assert_int_equal(tune_ceiling_read(0, NULL, 1 << 20, 20, &c, &err), -1);
     assert_non_null(strstr(err.msg, "CUDA"));
     assert_true(c.value == 0);
-    assert_int_equal(tune_ceiling_read(0, "sm_90a", 1 << 20, 20, &c, err.msg, sizeof err.msg), -1);
+    assert_int_equal(tune_ceiling_read(0, "sm_90a", 1 << 20, 20, &c, &err), -1);
     assert_true(strlen(err.msg) > 0);
 }
 

@@ -64,10 +64,11 @@ static void json_timing(const tune_timing *tm, const tune_work *w, double thr)
 static int run_runner(cli_opts *o, const tune_family *tf, gen_job *jobs, int nj, const gen_kvset *shape,
                       tune_ctx *ctx, int timing)
 {
-    char err[512], msg[700];
-    void *st = tf->runner->make(shape, err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    char verdict[700];
+    void *st = tf->runner->make(shape, &err);
     if (!st)
-        return cli_error("shape '%s': %s", o->shape, err);
+        return cli_error("shape '%s': %.511s", o->shape, err.msg);
     tune_compiled v, ref;
     tune_compiled_from_job(&v, &jobs[0]);
     if (nj > 1)
@@ -77,15 +78,15 @@ static int run_runner(cli_opts *o, const tune_family *tf, gen_job *jobs, int nj,
     tune_timing tm;
     memset(&tm, 0, sizeof tm);
     cli_progress(o, "gating against %s\n", tf->reference ? tf->reference : "the reference");
-    if (tf->runner->gate(ctx, st, &v, nj > 1 ? &ref : NULL, &pass, &rel, msg, sizeof msg)) {
-        rc = cli_error("%s: %s", jobs[0].variant_key, msg);
+    if (tf->runner->gate(ctx, st, &v, nj > 1 ? &ref : NULL, &pass, &rel, verdict, sizeof verdict)) {
+        rc = cli_error("%s: %.699s", jobs[0].variant_key, tune_ctx_errmsg(ctx));
         goto out;
     }
     if (pass) {
         cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
         tune_set_timing(ctx, timing);
-        if (tf->runner->time(ctx, st, &v, 30, &tm, err, sizeof err)) {
-            rc = cli_error("%s: timing: %s", jobs[0].variant_key, err);
+        if (tf->runner->time(ctx, st, &v, 30, &tm)) {
+            rc = cli_error("%s: timing: %.511s", jobs[0].variant_key, tune_ctx_errmsg(ctx));
             goto out;
         }
     }
@@ -97,14 +98,14 @@ static int run_runner(cli_opts *o, const tune_family *tf, gen_job *jobs, int nj,
         printf("{\"variant\":%s,\"reference\":%s", gen_json_str(jv, sizeof jv, jobs[0].variant_key),
                gen_json_str(jr, sizeof jr, tf->reference));
         printf(isnan(rel) ? ",\"rel_err\":null" : ",\"rel_err\":%.6g", rel);
-        printf(",\"pass\":%s,\"verdict\":%s", pass ? "true" : "false", gen_json_str(jm, sizeof jm, msg));
+        printf(",\"pass\":%s,\"verdict\":%s", pass ? "true" : "false", gen_json_str(jm, sizeof jm, verdict));
         if (tm.samples)
             json_timing(&tm, &w, thr);
         printf("}\n");
     } else {
         printf("variant    %s\n", jobs[0].variant_key);
         printf("reference  %s\n", tf->reference ? tf->reference : "?");
-        printf("gate       %s\n", msg);
+        printf("gate       %s\n", verdict);
         printf("result     %s\n", pass ? "pass" : "FAIL");
         if (tm.samples)
             print_timing(&tm, ctx, &w, thr, 0);
@@ -205,9 +206,8 @@ int cmd_run(cli_opts *o)
         goto out;
     }
     if (!tf->attn_case && tf->runner->ref_job) {   /* the reference binary the runner's gate needs */
-        char e[400];
-        if (!(rst = tf->runner->make(&shape, e, sizeof e))) {
-            rc = cli_error("shape '%s': %s", o->shape, e);
+        if (!(rst = tf->runner->make(&shape, &err))) {
+            rc = cli_error("shape '%s': %.399s", o->shape, err.msg);
             goto out;
         }
         int need = tf->runner->ref_job(rst, h, &tg, &jobs[1]);
@@ -235,7 +235,7 @@ int cmd_run(cli_opts *o)
             rc = cli_error("%s", jobs[i].err);
             goto out;
         }
-    ctx = tune_open(0, err.msg, sizeof err.msg);
+    ctx = tune_open(0, &err);
     if (!ctx) {
         rc = cli_error("%s", err.msg);
         goto out;
@@ -255,15 +255,15 @@ int cmd_run(cli_opts *o)
     /* big shapes, features included, against the GPU naive kernel (built with the same features) */
     int crc = tune_attn_check(ctx, &v, &c, use_naive ? &nv : NULL, 0, &r, NULL);
     if (crc) {
-        rc = cli_error("%s: %s", jobs[0].variant_key, r.msg);
+        rc = cli_error("%s: %.511s", jobs[0].variant_key, tune_ctx_errmsg(ctx));
         goto out;
     }
     /* the timing on its own inputs (N(0,1), rotated over copies larger than the L2 when sustained) */
     if (r.pass) {
         cli_progress(o, "timing (%s)\n", tune_timing_str(timing));
         tune_set_timing(ctx, timing);
-        if (tune_attn_time(ctx, &v, &c, 30, &tm, err.msg, sizeof err.msg)) {
-            rc = cli_error("%s: timing: %s", jobs[0].variant_key, err.msg);
+        if (tune_attn_time(ctx, &v, &c, 30, &tm)) {
+            rc = cli_error("%s: timing: %s", jobs[0].variant_key, tune_ctx_errmsg(ctx));
             tune_attn_result_free(&r);
             goto out;
         }

@@ -134,8 +134,8 @@ static int worker(cli_opts *cli, const int *devs, int nd, int w, gen_kvset *shap
     o.kforge_rev = KF_GIT_REV;
     o.stop = &g_stop;
     tune_stats st;
-    char err[1024] = "";
-    int rc = tune_sweep_run(&o, shapes, n, &st, err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    int rc = tune_sweep_run(&o, shapes, n, &st, &err);
     if (!cli->json && (rc != -1 || st.measured || st.resumed))
         printf("%s%s%d shape%s tuned, %d failed; %ld variants: %ld measured, %ld resumed, %ld wrong,"
                " %ld errors; %ld winners, %ld faster than the default%s\n",
@@ -150,14 +150,14 @@ static int worker(cli_opts *cli, const int *devs, int nd, int w, gen_kvset *shap
     }
     fflush(stdout);
     if (rc == TUNE_RC_BROKEN) {
-        fprintf(stderr, "%s%s%s; restarting the worker\n", o.label ? o.label : "", o.label ? ": " : "", err);
+        fprintf(stderr, "%s%s%.1023s; restarting the worker\n", o.label ? o.label : "", o.label ? ": " : "", err.msg);
         return TUNE_EXIT_RESTART;
     }
     if (rc)
-        return cli_error("%s", err);
+        return cli_error("%.1023s", err.msg);
     if (st.interrupted)
         return 130;
-    return *err ? cli_error("%s", err) : 0;
+    return err.st != KF_OK ? cli_error("%.1023s", err.msg) : 0;   /* shapes that could not be planned */
 }
 
 static pid_t spawn(cli_opts *cli, const int *devs, int nd, int w, gen_kvset *shapes, int n)

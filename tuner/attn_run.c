@@ -220,14 +220,13 @@ static int geom_pages(geom *g, int skv, uint64_t seed)
     return 0;
 }
 
-static int geom_init(geom *g, const tune_attn_case *c, const tune_compiled *v, uint64_t seed, char *msg,
-                     size_t msgn)
+static int geom_init(geom *g, const tune_attn_case *c, const tune_compiled *v, uint64_t seed, core_err *e)
 {
     memset(g, 0, sizeof *g);
     if (c->b < 1 || c->sq < 1 || c->skv < 0 || c->hq < 1 || c->hkv < 1 || c->hq % c->hkv || c->d < 8 ||
         c->d % 8) {
-        snprintf(msg, msgn, "bad case: b %d sq %d skv %d hq %d hkv %d d %d", c->b, c->sq, c->skv, c->hq,
-                 c->hkv, c->d);
+        core_err_set(e, KF_ERR_ARG, "bad case: b %d sq %d skv %d hq %d hkv %d d %d", c->b, c->sq, c->skv, c->hq,
+                     c->hkv, c->d);
         return -1;
     }
     g->B = c->b;
@@ -246,8 +245,8 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_compiled *v, u
         g->n_q[b] = c->q_lens ? c->q_lens[b] : c->sq;
         g->n_kv[b] = c->kv_len ? c->kv_len[b] : c->skv;
         if (g->n_q[b] < 0 || g->n_q[b] > c->sq || g->n_kv[b] < 0 || (!g->packed_kv && g->n_kv[b] > c->skv)) {
-            snprintf(msg, msgn, "bad case: sequence %d has %d rows (sq %d) and %d keys (skv %d)", b, g->n_q[b],
-                     c->sq, g->n_kv[b], c->skv);
+            core_err_set(e, KF_ERR_ARG, "bad case: sequence %d has %d rows (sq %d) and %d keys (skv %d)", b, g->n_q[b],
+                         c->sq, g->n_kv[b], c->skv);
             return -1;
         }
         g->cu_q[b + 1] = g->cu_q[b] + g->n_q[b];
@@ -260,13 +259,13 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_compiled *v, u
     g->o = g->q;
     g->page_size = c->page_size;
     if (c->page_size < 0 || (c->page_size > 0 && (g->packed_kv || c->skv < 1))) {
-        snprintf(msg, msgn, "bad case: page_size %d (pages hold a cache of skv %d rows; not with packed K/V)",
-                 c->page_size, c->skv);
+        core_err_set(e, KF_ERR_ARG, "bad case: page_size %d (pages hold a cache of skv %d rows; not with packed K/V)",
+                     c->page_size, c->skv);
         return -1;
     }
     if (g->page_size) {                   /* the pool: [n_pages, page_size, hkv, d] (or its BHSD view) */
         if (geom_pages(g, c->skv, seed)) {
-            snprintf(msg, msgn, "out of host memory for the block table");
+            core_err_set(e, KF_ERR_NOMEM, "out of host memory for the block table");
             return -1;
         }
         g->k = make_view(c->layout, pad, 0, g->n_pages, g->page_size, g->hkv, c->d);
@@ -280,7 +279,7 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_compiled *v, u
         g->k_scale = malloc(sizeof(float) * (size_t)g->hkv);
         g->v_scale = malloc(sizeof(float) * (size_t)g->hkv);
         if (!g->k_scale || !g->v_scale) {
-            snprintf(msg, msgn, "out of host memory for the scales");
+            core_err_set(e, KF_ERR_NOMEM, "out of host memory for the scales");
             return -1;
         }
         for (int kh = 0; kh < g->hkv; kh++)
@@ -542,22 +541,22 @@ double tune_attn_ref_work(const tune_attn_case *c)
 }
 
 int tune_attn_case_reference(const tune_attn_case *c, uint64_t seed, double **o, double **lse, long long *rows,
-                             char *msg, size_t msgn)
+                             core_err *e)
 {
     geom g;
     host_in in = {0};
     int rc = -1;
     *o = NULL, *lse = NULL, *rows = 0;
-    if (geom_init(&g, c, NULL, seed, msg, msgn))
+    if (geom_init(&g, c, NULL, seed, e))
         goto out;
     if (host_in_fill(&in, &g, c->dtype, seed, 0)) {
-        snprintf(msg, msgn, "out of host memory for the inputs");
+        core_err_set(e, KF_ERR_NOMEM, "out of host memory for the inputs");
         goto out;
     }
     *o = malloc(sizeof(double) * ((size_t)g.rows * g.hq * g.d + 1));
     *lse = malloc(sizeof(double) * ((size_t)g.rows * g.hq + 1));
     if (!*o || !*lse) {
-        snprintf(msg, msgn, "out of host memory for the reference");
+        core_err_set(e, KF_ERR_NOMEM, "out of host memory for the reference");
         free(*o), free(*lse);
         *o = NULL, *lse = NULL;
         goto out;
@@ -603,9 +602,9 @@ static void dev_free(tune_ctx *ctx, dev_run *d)
 
 
 
-static int upload(tune_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, char *msg, size_t msgn)
+static int upload(tune_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes)
 {
-    if (tune_ctx_alloc(ctx, p, bytes, msg, msgn))
+    if (tune_ctx_alloc(ctx, p, bytes))
         return -1;
     if (bytes)
         CU_TRY(ctx->cu->MemcpyHtoD(*p, src, bytes), "cuMemcpyHtoD");
@@ -614,18 +613,17 @@ static int upload(tune_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, 
 
 /* Allocates and uploads everything, fills the params (o/lse poisoned by dev_poison). */
 /* Uploads the inputs of a case: q, k, v and the length arrays. */
-static int dev_inputs(tune_ctx *ctx, const tune_attn_case *c, const geom *g, const host_in *in, dev_run *d,
-                      char *msg, size_t msgn)
+static int dev_inputs(tune_ctx *ctx, const tune_attn_case *c, const geom *g, const host_in *in, dev_run *d)
 {
     size_t es = in->esz, kes = in->kv_esz;
-    if (upload(ctx, &d->q, in->q, g->q.elems * es, msg, msgn) || upload(ctx, &d->k, in->k, g->k.elems * kes, msg, msgn) ||
-        upload(ctx, &d->v, in->v, g->k.elems * kes, msg, msgn))
+    if (upload(ctx, &d->q, in->q, g->q.elems * es) || upload(ctx, &d->k, in->k, g->k.elems * kes) ||
+        upload(ctx, &d->v, in->v, g->k.elems * kes))
         return -1;
-    if (g->packed_q && upload(ctx, &d->cu_q, g->cu_q, sizeof(int) * (size_t)(g->B + 1), msg, msgn))
+    if (g->packed_q && upload(ctx, &d->cu_q, g->cu_q, sizeof(int) * (size_t)(g->B + 1)))
         return -1;
-    if (g->packed_kv && upload(ctx, &d->cu_k, g->cu_k, sizeof(int) * (size_t)(g->B + 1), msg, msgn))
+    if (g->packed_kv && upload(ctx, &d->cu_k, g->cu_k, sizeof(int) * (size_t)(g->B + 1)))
         return -1;
-    if (!g->packed_kv && c->kv_len && upload(ctx, &d->kv_len, g->n_kv, sizeof(int) * (size_t)g->B, msg, msgn))
+    if (!g->packed_kv && c->kv_len && upload(ctx, &d->kv_len, g->n_kv, sizeof(int) * (size_t)g->B))
         return -1;
     return 0;
 }
@@ -633,20 +631,20 @@ static int dev_inputs(tune_ctx *ctx, const tune_attn_case *c, const geom *g, con
 /* Allocates and uploads everything (inputs: in, or the device buffers of `have` when
  * not NULL), fills the params (o/lse poisoned by dev_poison). */
 static int dev_setup(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c, const geom *g,
-                     const host_in *in, dev_run *d, char *msg, size_t msgn)
+                     const host_in *in, dev_run *d)
 {
     size_t es = check_dtype_size(c->dtype);
     memset(d, 0, sizeof *d);
-    if (in && dev_inputs(ctx, c, g, in, d, msg, msgn))
+    if (in && dev_inputs(ctx, c, g, in, d))
         return -1;
     if (!in) {
         d->q = ctx->tc_in[0], d->k = ctx->tc_in[1], d->v = ctx->tc_in[2];
         d->cu_q = ctx->tc_in[3], d->cu_k = ctx->tc_in[4], d->kv_len = ctx->tc_in[5];
     }
-    if (tune_ctx_alloc(ctx, &d->o, g->o.elems * es, msg, msgn))
+    if (tune_ctx_alloc(ctx, &d->o, g->o.elems * es))
         return -1;
     d->lse_elems = (size_t)g->rows * g->hq;
-    if (tune_ctx_alloc(ctx, &d->lse, d->lse_elems * 4, msg, msgn))
+    if (tune_ctx_alloc(ctx, &d->lse, d->lse_elems * 4))
         return -1;
     kf_attn_params *p = &d->p;
     memset(p, 0, sizeof *p);
@@ -686,19 +684,19 @@ static int dev_setup(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case
     p->window_left = g->window ? g->window_left : -1;   /* model features (issue 21) */
     p->softcap = (float)g->softcap;
     if (g->sinks) {
-        if (upload(ctx, &d->sinks, g->sinks, sizeof(float) * (size_t)g->hq, msg, msgn))
+        if (upload(ctx, &d->sinks, g->sinks, sizeof(float) * (size_t)g->hq))
             return -1;
         p->sinks = (const float *)(uintptr_t)d->sinks;
     }
     if (g->kv_fp8) {                  /* per-head scales (strides of the e4m3 bytes are bytes: the element strides) */
-        if (upload(ctx, &d->k_scale, g->k_scale, sizeof(float) * (size_t)g->hkv, msg, msgn) ||
-            upload(ctx, &d->v_scale, g->v_scale, sizeof(float) * (size_t)g->hkv, msg, msgn))
+        if (upload(ctx, &d->k_scale, g->k_scale, sizeof(float) * (size_t)g->hkv) ||
+            upload(ctx, &d->v_scale, g->v_scale, sizeof(float) * (size_t)g->hkv))
             return -1;
         p->k_scale = (const float *)(uintptr_t)d->k_scale;
         p->v_scale = (const float *)(uintptr_t)d->v_scale;
     }
     if (g->page_size) {               /* the block table; k_sb / v_sb are the page strides */
-        if (upload(ctx, &d->bt, g->bt, sizeof(int) * (size_t)g->B * (size_t)g->bt_sb, msg, msgn))
+        if (upload(ctx, &d->bt, g->bt, sizeof(int) * (size_t)g->B * (size_t)g->bt_sb))
             return -1;
         p->block_table = (const int *)(uintptr_t)d->bt;
         p->bt_sb = g->bt_sb;
@@ -706,20 +704,19 @@ static int dev_setup(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case
     }
     rt_launch l = {0, 0, 0};
     if (v && rt_attn_launch(&v->vp, p, &l)) {
-        snprintf(msg, msgn, "%s is not of an attention family", v->key ? v->key : v->family);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "%s is not of an attention family", v->key ? v->key : v->family);
         return -1;
     }
     d->ws_bytes = l.ws_bytes;
     if (d->ws_bytes) {
-        if (tune_ctx_alloc(ctx, &d->ws, d->ws_bytes, msg, msgn))
+        if (tune_ctx_alloc(ctx, &d->ws, d->ws_bytes))
             return -1;
         rt_attn_set_workspace(&v->vp, p, (void *)(uintptr_t)d->ws);
     }
     return 0;
 }
 
-static int dev_poison(tune_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdeviceptr lse, size_t lse_elems,
-                      char *msg, size_t msgn)
+static int dev_poison(tune_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdeviceptr lse, size_t lse_elems)
 {
     CU_TRY(ctx->cu->MemsetD8(o, 0xFF, o_bytes), "cuMemsetD8 (poison o)");
     if (lse_elems)
@@ -729,33 +726,29 @@ static int dev_poison(tune_ctx *ctx, CUdeviceptr o, size_t o_bytes, CUdeviceptr 
 
 /* Launches every kernel of m for the params (async, on the default stream). */
 static int dev_launch(tune_ctx *ctx, const tune_compiled *v, const rt_module *m, kf_attn_params *p,
-                      long long kv_rows, char *msg, size_t msgn)
+                      long long kv_rows)
 {
     kf_attn_tmaps tm;          /* attn_prefill impl=wgmma_tma: its second argument, encoded for these pointers */
     void *args[] = {p, &tm};
     rt_attn_geom geo = rt_attn_geom_of(&v->vp);
-    core_err te;
-    if (geo.tma && rt_attn_tmaps(&geo, p, kv_rows, &tm, &te))
-        return snprintf(msg, msgn, "%s", te.msg), -1;
+    if (geo.tma && rt_attn_tmaps(&geo, p, kv_rows, &tm, &ctx->err))
+        return -1;
     /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
      * params): the call launches what rt_attn_launch says (attn_decode's combine only when split). */
     rt_launch l;
     if (rt_attn_launch(&v->vp, p, &l) || l.n > m->n) {
-        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, m->n);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "%s: its binary has %d kernels", v->key ? v->key : v->family, m->n);
         return -1;
     }
     for (int i = 0; i < l.n; i++) {
         unsigned grid[3];
         if (rt_attn_grid(&v->vp, p, i, grid)) {
-            snprintf(msg, msgn, "rt_attn_grid refused kernel %d of %s (b %d sq %d hq %d hkv %d splits %d)", i,
-                     v->key ? v->key : v->family, p->b, p->sq, p->hq, p->hkv, p->splits);
-            return -1;
+            return tune_ctx_seterr(ctx, KF_ERR_ARG, "rt_attn_grid refused kernel %d of %s (b %d sq %d hq %d hkv %d"
+                                   " splits %d)", i, v->key ? v->key : v->family, p->b, p->sq, p->hq, p->hkv,
+                                   p->splits);
         }
-        core_err e;
-        if (rt_module_launch(m, i, grid, args, ctx->stream, &e)) {
-            snprintf(msg, msgn, "%.400s", e.msg);
-            return -1;
-        }
+        if (rt_module_launch(m, i, grid, args, ctx->stream, &ctx->err))
+            return tune_ctx_seterr(ctx, ctx->err.st, "%.400s", ctx->err.msg);
     }
     return 0;
 }
@@ -799,25 +792,25 @@ typedef struct launch_arg {
     int rotate;                /* set s > 0 reads q, k, v of ctx->tc_set[s] */
 } launch_arg;
 
-static int launch_cb(void *arg, int set, char *msg, size_t msgn)
+static int launch_cb(tune_ctx *ctx, void *arg, int set)
 {
     launch_arg *a = arg;
     if (!a->rotate || set <= 0)
-        return dev_launch(a->ctx, a->v, a->m, a->p, a->kv_rows, msg, msgn);
+        return dev_launch(a->ctx, a->v, a->m, a->p, a->kv_rows);
     kf_attn_params p = *a->p;
     const CUdeviceptr *in = a->ctx->tc_set[set];
     p.q = (const void *)(uintptr_t)in[0];
     p.k = (const void *)(uintptr_t)in[1];
     p.v = (const void *)(uintptr_t)in[2];
-    return dev_launch(a->ctx, a->v, a->m, &p, a->kv_rows, msg, msgn);
+    return dev_launch(a->ctx, a->v, a->m, &p, a->kv_rows);
 }
 
 /* Timing on the buffers of p (one set), or rotating over the cached timing inputs (rotate). */
 static int timing_run(tune_ctx *ctx, const tune_compiled *v, const rt_module *m, kf_attn_params *p,
-                      long long kv_rows, int rotate, int samples, tune_timing *t, char *msg, size_t msgn)
+                      long long kv_rows, int rotate, int samples, tune_timing *t)
 {
     launch_arg a = {ctx, v, m, p, kv_rows, rotate};
-    return tune_ctx_time(ctx, launch_cb, &a, rotate ? ctx->tc_sets : 1, samples, t, msg, msgn);
+    return tune_ctx_time(ctx, launch_cb, &a, rotate ? ctx->tc_sets : 1, samples, t);
 }
 
 
@@ -845,17 +838,13 @@ int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case 
     memset(r, 0, sizeof *r);
     if (timing)
         memset(timing, 0, sizeof *timing);
-    char *msg = r->msg;
-    size_t msgn = sizeof r->msg;
     r->seed = c->seed ? c->seed : check_fresh_seed();
     r->tol = check_tol(c->dtype);
     snprintf(r->ref, sizeof r->ref, "%s", naive ? "gpu-naive" : "cpu-fp64");
-    if (!ctx || ctx->broken) {
-        snprintf(msg, msgn, "the CUDA context is unusable after an earlier error");
-        return -1;
-    }
+    if (!ctx || ctx->broken)
+        return tune_ctx_seterr(ctx, KF_ERR_CUDA, "the CUDA context is unusable after an earlier error");
     if (!is_gqa_family(v->family)) {
-        snprintf(msg, msgn, "tune_attn_check: family '%s' is not a GQA attention family", v->family);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "tune_attn_check: family '%s' is not a GQA attention family", v->family);
         return -1;
     }
     double t = tune_now();
@@ -877,33 +866,33 @@ int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case 
               ctx->gc.sinks == c->sinks &&
               ctx->gc_naive == (naive ? naive->image : NULL);
     int in_owned = 1, ref_owned = 1;
-    if (geom_init(&g, c, v, r->seed, msg, msgn))
+    if (geom_init(&g, c, v, r->seed, &ctx->err))
         goto out;
     if (hit) {
         in = ctx->gc_in;
         in_owned = 0;
     } else if (host_in_fill(&in, &g, c->dtype, r->seed, 0)) {
-        snprintf(msg, msgn, "out of host memory for the inputs");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory for the inputs");
         goto out;
     }
     size_t es = in.esz;
-    if (dev_setup(ctx, v, c, &g, &in, &d, msg, msgn))
+    if (dev_setup(ctx, v, c, &g, &in, &d))
         goto out;
     tune_lap(PH(gate_fill), &t);
-    if (!(pm = tune_ctx_module(ctx, v, 0, &d.mod, msg, msgn)))
+    if (!(pm = tune_ctx_module(ctx, v, 0, &d.mod)))
         goto out;
     if (d.ws && ctx->cu->MemsetD8(d.ws, 0xFF, d.ws_bytes)) {
-        snprintf(msg, msgn, "cuMemsetD8 (poison workspace) failed");
+        tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuMemsetD8 (poison workspace) failed");
         goto out;
     }
-    if (dev_poison(ctx, d.o, g.o.elems * es, d.lse, d.lse_elems, msg, msgn) ||
-        dev_launch(ctx, v, pm, &d.p, d.kv_rows, msg, msgn))
+    if (dev_poison(ctx, d.o, g.o.elems * es, d.lse, d.lse_elems) ||
+        dev_launch(ctx, v, pm, &d.p, d.kv_rows))
         goto out;
     CUresult cr = ctx->cu->CtxSynchronize();
     if (cr) {
         char what[600];
         snprintf(what, sizeof what, "%s: kernel failed", v->key ? v->key : v->family);
-        cu_fail(ctx, cr, what, msg, msgn);
+        cu_fail(ctx, cr, what);
         goto out;
     }
     r->ran = 1;
@@ -919,11 +908,11 @@ int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case 
         ref_lse = malloc(sizeof(double) * ((size_t)g.rows * g.hq + 1));
     }
     if (!o_store || !lse_store || !o_dense || !lse_dense || !ref_o || !ref_lse) {
-        snprintf(msg, msgn, "out of host memory for the outputs");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory for the outputs");
         goto out;
     }
     if (ctx->cu->MemcpyDtoH(o_store, d.o, g.o.elems * es) || ctx->cu->MemcpyDtoH(lse_store, d.lse, d.lse_elems * 4)) {
-        snprintf(msg, msgn, "cuMemcpyDtoH failed");
+        tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuMemcpyDtoH failed");
         goto out;
     }
     gather_o(&g, c->dtype, o_store, o_dense, &r->stray);
@@ -931,7 +920,7 @@ int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case 
 
     tune_lap(PH(gate_run), &t);
     /* timing on the same buffers, before the reference (which may run long on the CPU) */
-    if (timing && timing_run(ctx, v, pm, &d.p, d.kv_rows, 0, samples, timing, msg, msgn))
+    if (timing && timing_run(ctx, v, pm, &d.p, d.kv_rows, 0, samples, timing))
         goto out;
     tune_lap(PH(time_run), &t);
 
@@ -942,30 +931,30 @@ int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case 
         if (cacheable && (ctx->cu->MemcpyHtoD(d.q, in.q, g.q.elems * es) ||
                           ctx->cu->MemcpyHtoD(d.k, in.k, g.k.elems * in.kv_esz) ||
                           ctx->cu->MemcpyHtoD(d.v, in.v, g.k.elems * in.kv_esz))) {
-            snprintf(msg, msgn, "cuMemcpyHtoD (inputs again for the reference) failed");
+            tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuMemcpyHtoD (inputs again for the reference) failed");
             goto out;
         }
-        if (!(pm_naive = tune_ctx_module(ctx, naive, 1, &d.mod_naive, msg, msgn)) ||
-            tune_ctx_alloc(ctx, &d.o2, g.o.elems * es, msg, msgn) ||
-            tune_ctx_alloc(ctx, &d.lse2, d.lse_elems * 4, msg, msgn) ||
-            dev_poison(ctx, d.o2, g.o.elems * es, d.lse2, d.lse_elems, msg, msgn))
+        if (!(pm_naive = tune_ctx_module(ctx, naive, 1, &d.mod_naive)) ||
+            tune_ctx_alloc(ctx, &d.o2, g.o.elems * es) ||
+            tune_ctx_alloc(ctx, &d.lse2, d.lse_elems * 4) ||
+            dev_poison(ctx, d.o2, g.o.elems * es, d.lse2, d.lse_elems))
             goto out;
         kf_attn_params p2 = d.p;
         p2.o = (void *)(uintptr_t)d.o2;
         p2.lse = (float *)(uintptr_t)d.lse2;
         p2.splits = 1;
         p2.ws_o = p2.ws_lse = NULL;
-        if (dev_launch(ctx, naive, pm_naive, &p2, -1, msg, msgn))
+        if (dev_launch(ctx, naive, pm_naive, &p2, -1))
             goto out;
         cr = ctx->cu->CtxSynchronize();
         if (cr) {
-            cu_fail(ctx, cr, "attn_naive reference kernel failed", msg, msgn);
+            cu_fail(ctx, cr, "attn_naive reference kernel failed");
             goto out;
         }
         o2_dense = malloc((size_t)g.rows * g.hq * g.d * es + 4);
         lse2_dense = malloc((size_t)g.rows * g.hq * 4 + 4);
         if (ctx->cu->MemcpyDtoH(o_store, d.o2, g.o.elems * es) || ctx->cu->MemcpyDtoH(lse_store, d.lse2, d.lse_elems * 4)) {
-            snprintf(msg, msgn, "cuMemcpyDtoH failed");
+            tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuMemcpyDtoH failed");
             goto out;
         }
         size_t stray2;
@@ -1003,7 +992,7 @@ int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case 
     char a[200], b[200];
     check_format(a, sizeof a, &r->o, r->tol);
     check_format_lse(b, sizeof b, &r->lse, CHECK_LSE_TOL);
-    snprintf(msg, msgn, "o %s; lse %s; stray %zu; ref %s; seed %llu", a, b, r->stray, r->ref,
+    snprintf(r->msg, sizeof r->msg, "o %s; lse %s; stray %zu; ref %s; seed %llu", a, b, r->stray, r->ref,
              (unsigned long long)r->seed);
     if (c->keep_outputs) {
         r->o_out = o_dense;
@@ -1068,13 +1057,11 @@ static int *dup_lens(const int *v, int n)
 }
 
 int tune_attn_time(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c, int samples,
-                   tune_timing *t, char *err, size_t errn)
+                   tune_timing *t)
 {
     memset(t, 0, sizeof *t);
-    if (!ctx || ctx->broken) {
-        snprintf(err, errn, "the CUDA context is unusable after an earlier error");
-        return -1;
-    }
+    if (!ctx || ctx->broken)
+        return tune_ctx_seterr(ctx, KF_ERR_CUDA, "the CUDA context is unusable after an earlier error");
     double tm = tune_now();
     if (ctx->ph)
         ctx->ph->timings++;
@@ -1091,7 +1078,7 @@ int tune_attn_time(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *
             ctx->time_seed = check_fresh_seed();
         cc.seed = ctx->time_seed;
     }
-    if (geom_init(&g, &cc, v, cc.seed, err, errn))
+    if (geom_init(&g, &cc, v, cc.seed, &ctx->err))
         goto out;
     if (!time_cache_hit(ctx, &cc)) {
         tune_ctx_time_cache_drop(ctx);
@@ -1099,10 +1086,10 @@ int tune_attn_time(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *
         dev_run up;
         memset(&up, 0, sizeof up);
         if (host_in_fill(&in, &g, cc.dtype, cc.seed, 1)) {
-            snprintf(err, errn, "out of host memory for the inputs");
+            tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory for the inputs");
             goto out;
         }
-        int bad = dev_inputs(ctx, &cc, &g, &in, &up, err, errn);
+        int bad = dev_inputs(ctx, &cc, &g, &in, &up);
         host_in_free(&in);
         CUdeviceptr keep[6] = {up.q, up.k, up.v, up.cu_q, up.cu_k, up.kv_len};
         memcpy(ctx->tc_in, keep, sizeof keep);
@@ -1124,16 +1111,16 @@ int tune_attn_time(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *
         for (int i = 0; i < 3; i++) {
             int r = tune_ctx_clone(ctx, &ctx->tc_set[ctx->tc_sets][i], ctx->tc_in[i], ctx->tc_bytes[i]);
             if (r) {
-                cu_fail(ctx, (CUresult)r, "timing: copies of the inputs (cuMemAlloc/cuMemcpyDtoD)", err, errn);
+                cu_fail(ctx, (CUresult)r, "timing: copies of the inputs (cuMemAlloc/cuMemcpyDtoD)");
                 ctx->tc_sets++;              /* freed by time_cache_drop */
                 goto out;
             }
         }
     tune_lap(PH(time_fill), &tm);
-    if (dev_setup(ctx, v, &cc, &g, NULL, &d, err, errn) || !(pm = tune_ctx_module(ctx, v, 0, &d.mod, err, errn)))
+    if (dev_setup(ctx, v, &cc, &g, NULL, &d) || !(pm = tune_ctx_module(ctx, v, 0, &d.mod)))
         goto out;
     tune_lap(PH(time_load), &tm);
-    rc = timing_run(ctx, v, pm, &d.p, d.kv_rows, 1, samples, t, err, errn);
+    rc = timing_run(ctx, v, pm, &d.p, d.kv_rows, 1, samples, t);
     tune_lap(PH(time_run), &tm);
 out:
     /* the inputs belong to the cache */

@@ -97,7 +97,7 @@ typedef struct tune_attn_result {
     check_lse_stats lse;
     size_t stray;                  /* elements of o's padding that were written */
     double tol;
-    char msg[512];                 /* one line: the verdict or what failed */
+    char msg[512];                 /* one line: the verdict (what failed is on the session: tune_ctx_errmsg) */
     /* keep_outputs: o as [rows, hq, d] (case dtype), lse as [rows, hq]; row = b*sq + i
      * dense, the packed row otherwise. malloc'd; tune_attn_result_free. */
     void *o_out;
@@ -122,8 +122,9 @@ double tune_attn_ref_work(const tune_attn_case *c);
  * fill them and compute the reference once. Each call still uploads the inputs into fresh
  * buffers and poisons fresh outputs; a kept GPU naive reference is taken on inputs uploaded
  * again after the variant ran (whatever it wrote). c->seed 0: fresh inputs, nothing kept.
- * Returns 0 when the variant ran (r->pass says the verdict), -1 on an error of the
- * harness or the driver (r->msg says which; r->pass = 0).
+ * Returns 0 when the variant ran (r->pass and r->msg say the verdict), -1 on an error of the
+ * harness or the driver (r->pass = 0; the status and message on ctx say which, tune_ctx_errmsg;
+ * ctx NULL: -1, nothing kept).
  */
 int tune_attn_check(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c,
                     const tune_compiled *naive, int samples, tune_attn_result *r,
@@ -137,9 +138,9 @@ int tune_attn_same_inputs(const tune_attn_case *a, const tune_attn_case *b);
 /* Timing alone, on inputs filled once per case (N(0,1) q, k, v, never zero) and kept on the
  * device for the next variant of the same case: `samples` (1 or more; 0: 30) samples in the
  * session's timing mode (see TUNE_TIMING_SUSTAINED), sustained ones over rotating copies of
- * the inputs. -1 on error. */
+ * the inputs. -1 on error (on ctx). */
 int tune_attn_time(tune_ctx *ctx, const tune_compiled *v, const tune_attn_case *c, int samples,
-                   tune_timing *t, char *err, size_t errn);
+                   tune_timing *t);
 
 
 /* Fills j (tmpl, fixed, params) for the attn_naive variant that references case c (its shape keys,
@@ -150,9 +151,10 @@ int tune_attn_naive_job(gen_host *h, const tune_attn_case *c, const gen_target *
 /* The host half of tune_attn_check, no GPU: fills the inputs of case c from seed exactly as a gate would (layout,
  * pages, FP8 bytes and scales) and computes the CPU fp64 reference on them: *o [rows, hq, d], *lse [rows, hq]
  * (malloc'd, the caller frees), *rows the query rows. Two cases with the same logical inputs (layout, pages or an
- * expanded K/V aside) give the same reference bit for bit. -1 with msg on a bad case or no memory. */
+ * expanded K/V aside) give the same reference bit for bit. -1 with *e set on a bad case (KF_ERR_ARG) or no
+ * memory (KF_ERR_NOMEM). */
 int tune_attn_case_reference(const tune_attn_case *c, uint64_t seed, double **o, double **lse, long long *rows,
-                             char *msg, size_t msgn);
+                             core_err *e);
 
 /* "dtype=bf16,b=1,..." shape kvset of a case (for templates' fixed()/default()). */
 void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape);

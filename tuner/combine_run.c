@@ -48,8 +48,7 @@ static void fill(const tune_combine_case *c, uint64_t seed, float *wo, float *wl
 
 /* Device partials (uploaded), o and lse of case c; p's strides, sizes and workspace pointers. */
 static int dev_make(tune_ctx *ctx, const tune_combine_case *c, const tune_compiled *v, const float *wo,
-                    const float *wl, CUdeviceptr *ws, CUdeviceptr *o, CUdeviceptr *lse, kf_attn_params *p, char *msg,
-                    size_t msgn)
+                    const float *wl, CUdeviceptr *ws, CUdeviceptr *o, CUdeviceptr *lse, kf_attn_params *p)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     long long n = (long long)c->b * c->sq * c->hq;
@@ -66,7 +65,7 @@ static int dev_make(tune_ctx *ctx, const tune_combine_case *c, const tune_compil
     if (!r)
         r = cu->MemsetD32(*lse, CHECK_POISON32, (size_t)n);
     if (r)
-        return tune_ctx_fail(ctx, r, "attn_combine: device buffers (cuMemAlloc/cuMemcpyHtoD/cuMemset)", msg, msgn);
+        return tune_ctx_fail(ctx, r, "attn_combine: device buffers (cuMemAlloc/cuMemcpyHtoD/cuMemset)");
     memset(p, 0, sizeof *p);
     p->o = (void *)(uintptr_t)*o;
     p->lse = (float *)(uintptr_t)*lse;
@@ -86,26 +85,23 @@ static int dev_make(tune_ctx *ctx, const tune_combine_case *c, const tune_compil
 }
 
 /* Enqueues the family's kernels for p through the family table. */
-static int launch(const tune_compiled *v, const rt_module *m, kf_attn_params *p, CUstream stream, char *msg,
-                  size_t msgn)
+static int launch(tune_ctx *ctx, const tune_compiled *v, const rt_module *m, kf_attn_params *p, CUstream stream)
 {
     const rt_family *f = &rt_families[RT_FAM_ATTN_COMBINE];
     rt_launch l;
     void *args[] = {p};
     if (f->launch(&v->vp, p, &l) || l.kernels > m->n) {
-        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, m->n);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "%s: its binary has %d kernels", v->key ? v->key : v->family, m->n);
         return -1;
     }
     for (int i = 0; i < l.n; i++) {
         unsigned grid[3];
         if (f->grid(&v->vp, p, i, grid)) {
-            snprintf(msg, msgn, "no grid for kernel %d of %s (b %d sq %d hq %d splits %d)", i, v->key ? v->key : v->family,
-                     p->b, p->sq, p->hq, p->splits);
-            return -1;
+            return tune_ctx_seterr(ctx, KF_ERR_ARG, "no grid for kernel %d of %s (b %d sq %d hq %d splits %d)", i,
+                                   v->key ? v->key : v->family, p->b, p->sq, p->hq, p->splits);
         }
-        core_err e;
-        if (rt_module_launch(m, i, grid, args, stream, &e))
-            return snprintf(msg, msgn, "%s", e.msg), -1;
+        if (rt_module_launch(m, i, grid, args, stream, tune_ctx_err(ctx)))
+            return -1;
     }
     return 0;
 }
@@ -114,15 +110,11 @@ int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_co
                             tune_attn_result *r)
 {
     memset(r, 0, sizeof *r);
-    char *msg = r->msg;
-    size_t msgn = sizeof r->msg;
     r->seed = c->seed ? c->seed : check_fresh_seed();
     r->tol = check_tol(c->dtype);
     snprintf(r->ref, sizeof r->ref, "cpu-fp64");
-    if (!ctx || tune_broken(ctx)) {
-        snprintf(msg, msgn, "the CUDA context is unusable after an earlier error");
-        return -1;
-    }
+    if (!ctx || tune_broken(ctx))
+        return tune_ctx_seterr(ctx, KF_ERR_CUDA, "the CUDA context is unusable after an earlier error");
     const rt_cu *cu = tune_ctx_cu(ctx);
     long long n = (long long)c->b * c->sq * c->hq;
     int S = c->splits, dv = c->dv;
@@ -142,7 +134,7 @@ int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_co
     kf_attn_params p;
     int rc = -1;
     if (!wo || !wl || !dwo || !dwl || !ro || !rl || !o || !lse || !lse_d || (c->sinks && !sinks)) {
-        snprintf(msg, msgn, "out of host memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
         goto out;
     }
     fill(c, r->seed, wo, wl, dwo, dwl);
@@ -152,26 +144,26 @@ int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_co
         ref_attn_combine_sinks(S, n, dv, c->hq, sinks, dwo, dwl, ro, rl);
     else
         ref_attn_combine(S, n, dv, dwo, dwl, ro, rl);
-    if (dev_make(ctx, c, v, wo, wl, &dws, &dout, &dlse, &p, msg, msgn))
+    if (dev_make(ctx, c, v, wo, wl, &dws, &dout, &dlse, &p))
         goto out;
     if (sinks) {
         int ur = tune_ctx_upload(ctx, &dsinks, sinks, sizeof(float) * (size_t)c->hq, 16);
         if (ur) {
-            tune_ctx_fail(ctx, ur, "attn_combine: sink logits (cuMemAlloc/cuMemcpyHtoD)", msg, msgn);
+            tune_ctx_fail(ctx, ur, "attn_combine: sink logits (cuMemAlloc/cuMemcpyHtoD)");
             goto out;
         }
         p.sinks = (const float *)(uintptr_t)dsinks;
     }
-    if (!(m = tune_ctx_module(ctx, v, 0, &own, msg, msgn)) || launch(v, m, &p, NULL, msg, msgn))
+    if (!(m = tune_ctx_module(ctx, v, 0, &own)) || launch(ctx, v, m, &p, NULL))
         goto out;
     CUresult cr = cu->CtxSynchronize();
     if (cr) {
-        tune_ctx_fail(ctx, cr, "attn_combine kernel failed", msg, msgn);
+        tune_ctx_fail(ctx, cr, "attn_combine kernel failed");
         goto out;
     }
     r->ran = 1;
     if (cu->MemcpyDtoH(o, dout, (size_t)(n * dv) * es) || cu->MemcpyDtoH(lse_d, dlse, (size_t)n * 4)) {
-        snprintf(msg, msgn, "cuMemcpyDtoH failed");
+        tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuMemcpyDtoH failed");
         goto out;
     }
     for (int b = 0; b < c->b; b++)
@@ -184,7 +176,7 @@ int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_co
     char a[200], b2[200];
     check_format(a, sizeof a, &r->o, r->tol);
     check_format_lse(b2, sizeof b2, &r->lse, CHECK_LSE_TOL);
-    snprintf(msg, msgn, "o %s; lse %s; seed %llu", a, b2, (unsigned long long)r->seed);
+    snprintf(r->msg, sizeof r->msg, "o %s; lse %s; seed %llu", a, b2, (unsigned long long)r->seed);
     rc = 0;
 out:
     if (own.mod)
@@ -208,7 +200,7 @@ out:
 
 /* ---- the runner ------------------------------------------------------------------ */
 
-tune_combine *tune_combine_new(const gen_kvset *shape, char *err, size_t errn)
+tune_combine *tune_combine_new(const gen_kvset *shape, core_err *e)
 {
     const char *dt = gen_kv_str(shape, "dtype");
     tune_combine k = {0};
@@ -216,12 +208,12 @@ tune_combine *tune_combine_new(const gen_kvset *shape, char *err, size_t errn)
     k.b = (int)gen_kv_int(shape, "b", 0), k.sq = (int)gen_kv_int(shape, "sq", 0);
     k.hq = (int)gen_kv_int(shape, "hq", 0), k.dv = (int)gen_kv_int(shape, "dv", 0);
     if (!dt || k.b < 1 || k.sq < 1 || k.hq < 1 || k.dv < 1) {
-        snprintf(err, errn, "an attn_combine shape needs dtype, b, sq, hq, dv >= 1");
+        core_err_set(e, KF_ERR_ARG, "an attn_combine shape needs dtype, b, sq, hq, dv >= 1");
         return NULL;
     }
     tune_combine *out = malloc(sizeof *out);
     if (!out) {
-        snprintf(err, errn, "out of memory");
+        core_err_set(e, KF_ERR_NOMEM, "out of memory");
         return NULL;
     }
     *out = k;
@@ -247,14 +239,19 @@ static tune_combine_case case_of(const tune_combine *k)
 }
 
 int tune_combine_gate(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int *pass, double *rel_err,
-                      char *msg, size_t msgn)
+                      char *verdict, size_t verdictn)
 {
     tune_combine_case c = case_of(k);
     tune_attn_result r;
     int rc = tune_attn_check_combine(ctx, v, &c, &r);
     *pass = !rc && r.pass;
     *rel_err = r.o.nonfinite || r.o.unwritten ? NAN : r.o.rel_err;
-    snprintf(msg, msgn, "%d splits: %s", SPLITS, r.msg);
+    if (rc) {                        /* what failed, named by the case as a verdict is; no verdict */
+        tune_ctx_seterr(ctx, tune_ctx_status(ctx), "%d splits: %s", SPLITS, tune_ctx_errmsg(ctx));
+        *verdict = '\0';
+    } else {
+        snprintf(verdict, verdictn, "%d splits: %s", SPLITS, r.msg);
+    }
     tune_attn_result_free(&r);
     return rc ? -1 : 0;
 }
@@ -263,23 +260,21 @@ typedef struct time_arg {
     const tune_compiled *v;
     const rt_module *m;
     kf_attn_params *p;
-    tune_ctx *ctx;
 } time_arg;
 
-static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
+static int bind(tune_ctx *ctx, void *arg, const rt_module *m)
 {
     ((time_arg *)arg)->m = m;
     return 0;
 }
 
-static int enqueue(void *arg, int set, char *msg, size_t msgn)
+static int enqueue(tune_ctx *ctx, void *arg, int set)
 {
     time_arg *a = arg;
-    return launch(a->v, a->m, a->p, tune_ctx_stream(a->ctx), msg, msgn);
+    return launch(ctx, a->v, a->m, a->p, tune_ctx_stream(ctx));
 }
 
-int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int samples,
-                      tune_timing *t, char *msg, size_t msgn)
+int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int samples, tune_timing *t)
 {
     memset(t, 0, sizeof *t);
     double tm;
@@ -290,10 +285,10 @@ int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, in
         float *wo = malloc(sizeof(float) * (size_t)(SPLITS * n * c.dv)), *wl = malloc(sizeof(float) * (size_t)(SPLITS * n));
         int bad = !wo || !wl;
         if (bad)
-            snprintf(msg, msgn, "out of host memory");
+            tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
         else
             fill(&c, 0x636f6d62ull, wo, wl, NULL, NULL);
-        bad = bad || dev_make(ctx, &c, v, wo, wl, &k->ws, &k->o, &k->lse, &k->p, msg, msgn);
+        bad = bad || dev_make(ctx, &c, v, wo, wl, &k->ws, &k->o, &k->lse, &k->p);
         free(wo);
         free(wl);
         if (bad)
@@ -301,6 +296,6 @@ int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, in
         k->time_ready = 1;
     }
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
-    time_arg a = {v, NULL, &k->p, ctx};
-    return tune_ctx_time_variant(ctx, v, bind, enqueue, &a, 1, samples, t, &tm, msg, msgn);
+    time_arg a = {v, NULL, &k->p};
+    return tune_ctx_time_variant(ctx, v, bind, enqueue, &a, 1, samples, t, &tm);
 }

@@ -17,6 +17,7 @@ typedef struct tune_combine_case {
     uint64_t seed;
     int sinks;                     /* 1: sink logits tune_attn_sink(h) (the variant built with sinks=1) */
 } tune_combine_case;
+/* As tune_attn_check: 0 when the variant ran (r->pass, r->msg the verdict), -1 with the error on ctx. */
 int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_combine_case *c,
                             tune_attn_result *r);
 
@@ -28,11 +29,12 @@ int tune_attn_check_combine(tune_ctx *ctx, const tune_compiled *v, const tune_co
  */
 typedef struct tune_combine tune_combine;
 
-tune_combine *tune_combine_new(const gen_kvset *shape, char *err, size_t errn);
+/* NULL with *e set when the shape is not an attn_combine shape (KF_ERR_ARG) or no memory. */
+tune_combine *tune_combine_new(const gen_kvset *shape, core_err *e);
 void tune_combine_free(tune_combine *k, tune_ctx *ctx);
+/* As tune_runner's gate (tuner/tune_family.h): 0 with the verdict, -1 with the error on ctx. */
 int tune_combine_gate(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int *pass, double *rel_err,
-                      char *msg, size_t msgn);
-int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int samples,
-                      tune_timing *t, char *msg, size_t msgn);
+                      char *verdict, size_t verdictn);
+int tune_combine_time(tune_ctx *ctx, tune_combine *k, const tune_compiled *v, int samples, tune_timing *t);
 
 #endif

@@ -20,11 +20,11 @@ struct tune_gqa {
     int *kvl;                    /* the gate case's lengths */
 };
 
-tune_gqa *tune_gqa_new(const gen_kvset *shape, char *err, size_t errn)
+tune_gqa *tune_gqa_new(const gen_kvset *shape, core_err *e)
 {
     char key[512];
     if (gen_shape_key(shape, key, sizeof key)) {
-        snprintf(err, errn, "the shape key is too long");
+        core_err_set(e, KF_ERR_ARG, "the shape key is too long");
         return NULL;
     }
     tune_gqa *g = calloc(1, sizeof *g);
@@ -32,7 +32,7 @@ tune_gqa *tune_gqa_new(const gen_kvset *shape, char *err, size_t errn)
     tune_attn_case gc;
     if (!g || !kvl || tune_time_case(shape, tune_seed_of(key, 0x6b666f72), &g->time_case) ||
         tune_gate_case(shape, 1, &gc, kvl) < 0) {
-        snprintf(err, errn, "not a GQA attention shape (b, sq, skv, hq, hkv, d, dtype bf16/fp16)");
+        core_err_set(e, KF_ERR_ARG, "not a GQA attention shape (b, sq, skv, hq, hkv, d, dtype bf16/fp16)");
         free(g);
         free(kvl);
         return NULL;
@@ -76,17 +76,18 @@ static void naive_selfcheck(tune_ctx *ctx, tune_gqa *g, const tune_compiled *nv)
     c.sq = c.sq < 64 ? c.sq : 64;
     c.sq = c.sq < c.skv ? c.sq : c.skv;
     tune_attn_result r;
-    int bad = tune_attn_check(ctx, nv, &c, NULL, 0, &r, NULL) || !r.pass;
-    if (bad && !tune_broken(ctx)) {
+    int rc = tune_attn_check(ctx, nv, &c, NULL, 0, &r, NULL);
+    if ((rc || !r.pass) && !tune_broken(ctx)) {
         g->use_naive = 0;
         fprintf(stderr, "warning: %s: the attn_naive reference disagrees with the CPU fp64 one on b1 sq%d"
-                " skv%d (%s); gating against the CPU reference\n", g->label, c.sq, c.skv, r.msg);
+                " skv%d (%s); gating against the CPU reference\n", g->label, c.sq, c.skv,
+                rc ? tune_ctx_errmsg(ctx) : r.msg);
     }
     tune_attn_result_free(&r);
 }
 
 int tune_gqa_gate(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, const tune_compiled *ref, int *pass,
-                  double *rel_err, char *msg, size_t msgn)
+                  double *rel_err, char *verdict, size_t verdictn)
 {
     naive_selfcheck(ctx, g, ref);
     /* fresh inputs, one draw per shape and run: every variant of the shape is gated on them, so
@@ -104,15 +105,19 @@ int tune_gqa_gate(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, const tune
     int rc = tune_attn_check(ctx, v, &gc, g->use_naive ? ref : NULL, 0, &r, NULL);
     *pass = !rc && r.pass;
     *rel_err = r.o.nonfinite || r.o.unwritten ? NAN : r.o.rel_err;
-    snprintf(msg, msgn, "%s%s: %s", cs, reduced ? ", reduced" : "", r.msg);
+    if (rc) {                        /* what failed, named by the case as a verdict is; no verdict */
+        tune_ctx_seterr(ctx, tune_ctx_status(ctx), "%s%s: %s", cs, reduced ? ", reduced" : "", tune_ctx_errmsg(ctx));
+        *verdict = '\0';
+    } else {
+        snprintf(verdict, verdictn, "%s%s: %s", cs, reduced ? ", reduced" : "", r.msg);
+    }
     tune_attn_result_free(&r);
     return rc ? -1 : 0;
 }
 
-int tune_gqa_time(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, int samples, tune_timing *t,
-                  char *msg, size_t msgn)
+int tune_gqa_time(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, int samples, tune_timing *t)
 {
-    return tune_attn_time(ctx, v, &g->time_case, samples, t, msg, msgn);
+    return tune_attn_time(ctx, v, &g->time_case, samples, t);
 }
 
 static double esize(const gen_kvset *shape)

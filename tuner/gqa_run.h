@@ -22,19 +22,19 @@
  */
 typedef struct tune_gqa tune_gqa;
 
-/* NULL with a message in err when the shape is not a GQA attention shape. */
-tune_gqa *tune_gqa_new(const gen_kvset *shape, char *err, size_t errn);
+/* NULL with *e set (KF_ERR_ARG) when the shape is not a GQA attention shape. */
+tune_gqa *tune_gqa_new(const gen_kvset *shape, core_err *e);
 void tune_gqa_free(tune_gqa *g, tune_ctx *ctx);
 /* The GPU naive reference the gates need: 1 with j prepared, 0 when the CPU reference serves, -1
  * with the host's message. */
 int tune_gqa_ref_job(tune_gqa *g, gen_host *h, const gen_target *tg, gen_job *j);
 /* Gate against ref (the built naive job; NULL: the CPU reference). 0 when the variant ran (*pass,
- * *rel_err of o; msg "<case>: <verdict>"), -1 on an error of the harness or the driver. */
+ * *rel_err of o; verdict "<case>: <verdict>"), -1 on an error of the harness or the driver (on ctx,
+ * "<case>: <error>"; verdict ""). */
 int tune_gqa_gate(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, const tune_compiled *ref, int *pass,
-                  double *rel_err, char *msg, size_t msgn);
-/* Timing of v on the timing case (tune_attn_time). -1 with msg on error. */
-int tune_gqa_time(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, int samples, tune_timing *t,
-                  char *msg, size_t msgn);
+                  double *rel_err, char *verdict, size_t verdictn);
+/* Timing of v on the timing case (tune_attn_time). -1 on error (on ctx). */
+int tune_gqa_time(tune_ctx *ctx, tune_gqa *g, const tune_compiled *v, int samples, tune_timing *t);
 
 /* The work figures (tuner/tune_work.h): attn_decode bytes of K and V read once,
  * 2 * b * skv * hkv * d * element size; attn_prefill 4 * b * hq * sq * skv * d FLOPs, halved when causal. */

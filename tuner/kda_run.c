@@ -40,12 +40,12 @@ struct tune_kda {
 
 static int shape_int(const gen_kvset *s, const char *k) { return (int)gen_kv_int(s, k, 0); }
 
-tune_kda *tune_kda_new(const gen_kvset *shape, char *err, size_t errn)
+tune_kda *tune_kda_new(const gen_kvset *shape, core_err *e)
 {
     const char *fam = gen_kv_str(shape, "family");
     int prefill = rt_family_is(shape, RT_FAM_KDA_PREFILL);
     if (!prefill && !rt_family_is(shape, RT_FAM_KDA_DECODE)) {
-        snprintf(err, errn, "family '%s' is not kda_prefill or kda_decode", fam ? fam : "");
+        core_err_set(e, KF_ERR_ARG, "family '%s' is not kda_prefill or kda_decode", fam ? fam : "");
         return NULL;
     }
     tune_kda k = {0};
@@ -53,14 +53,14 @@ tune_kda *tune_kda_new(const gen_kvset *shape, char *err, size_t errn)
     k.n = shape_int(shape, "n"), k.t = shape_int(shape, "t"), k.h = shape_int(shape, "h");
     k.hv = shape_int(shape, "hv"), k.dk = shape_int(shape, "dk"), k.dv = shape_int(shape, "dv");
     if (k.n < 1 || k.t < 1 || k.h < 1 || k.hv < 1 || k.dk < 1 || k.dv < 1 || k.hv % k.h) {
-        snprintf(err, errn, "a KDA shape needs n, t, h, hv, dk, dv >= 1 with hv a multiple of h; got n %d t %d h %d"
-                 " hv %d dk %d dv %d", k.n, k.t, k.h, k.hv, k.dk, k.dv);
+        core_err_set(e, KF_ERR_ARG, "a KDA shape needs n, t, h, hv, dk, dv >= 1 with hv a multiple of h; got n %d t %d"
+                     " h %d hv %d dk %d dv %d", k.n, k.t, k.h, k.hv, k.dk, k.dv);
         return NULL;
     }
     k.lens[0] = k.t < GATE_LONG ? k.t : GATE_LONG, k.lens[1] = 0, k.lens[2] = 17;
     tune_kda *out = malloc(sizeof *out);
     if (!out) {
-        snprintf(err, errn, "out of memory");
+        core_err_set(e, KF_ERR_NOMEM, "out of memory");
         return NULL;
     }
     *out = k;
@@ -93,7 +93,7 @@ void tune_kda_free(tune_kda *k, tune_ctx *ctx)
 }
 
 /* Uploads the host problem's inputs and allocates its outputs. */
-static int dev_make(tune_ctx *ctx, const ref_kda_host *hp, dev_prob *d, char *msg, size_t msgn)
+static int dev_make(tune_ctx *ctx, const ref_kda_host *hp, dev_prob *d)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     const void *src[9] = {hp->q, hp->k, hp->v, hp->g, hp->beta, hp->a_log, hp->dt_bias, hp->h0, hp->cu};
@@ -107,14 +107,14 @@ static int dev_make(tune_ctx *ctx, const ref_kda_host *hp, dev_prob *d, char *ms
         d->bytes[i] = bytes[i];
         int r = tune_ctx_upload(ctx, &d->buf[i], src[i], bytes[i], 16);
         if (r)
-            return tune_ctx_fail(ctx, r, "KDA inputs: cuMemAlloc/cuMemcpyHtoD", msg, msgn);
+            return tune_ctx_fail(ctx, r, "KDA inputs: cuMemAlloc/cuMemcpyHtoD");
     }
     d->o_bytes = hp->no * 2, d->ht_elems = hp->nht;
     int r = cu->MemAlloc(&d->buf[9], d->o_bytes + 16);
     if (!r && d->ht_elems)
         r = cu->MemAlloc(&d->buf[10], d->ht_elems * 4 + 16);
     if (r)
-        return tune_ctx_fail(ctx, r, "KDA outputs: cuMemAlloc", msg, msgn);
+        return tune_ctx_fail(ctx, r, "KDA outputs: cuMemAlloc");
     kf_kda_params *p = &d->p;
     p->q = (void *)(uintptr_t)d->buf[0], p->k = (void *)(uintptr_t)d->buf[1], p->v = (void *)(uintptr_t)d->buf[2];
     p->g = (float *)(uintptr_t)d->buf[3], p->beta = (float *)(uintptr_t)d->buf[4];
@@ -126,14 +126,13 @@ static int dev_make(tune_ctx *ctx, const ref_kda_host *hp, dev_prob *d, char *ms
 
 /* Sizes the workspace for v on d (poisoned with NaN bytes when it grows: a slot read before it is
  * written fails the gate) and checks the variant against the problem. */
-static int prepare(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, dev_prob *d, char *msg, size_t msgn)
+static int prepare(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, dev_prob *d)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     rt_launch l;
     if (rt_kda_launch(&v->vp, &d->p, &l) || l.kernels != v->n_kernels) {
-        snprintf(msg, msgn, "%s launches %d kernels but its binary has %d", v->key ? v->key : v->family, l.kernels,
-                 v->n_kernels);
-        return -1;
+        return tune_ctx_seterr(ctx, KF_ERR_ARG, "%s launches %d kernels but its binary has %d",
+                               v->key ? v->key : v->family, l.kernels, v->n_kernels);
     }
     size_t ws = l.ws_bytes;
     if (ws > k->ws_bytes) {
@@ -143,13 +142,12 @@ static int prepare(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, dev_prob 
         if (!r)
             r = cu->MemsetD8(k->ws, 0xFF, ws);
         if (r)
-            return tune_ctx_fail(ctx, r, "KDA workspace: cuMemAlloc", msg, msgn);
+            return tune_ctx_fail(ctx, r, "KDA workspace: cuMemAlloc");
         k->ws_bytes = ws;
     }
     d->p.ws = ws ? (void *)(uintptr_t)k->ws : NULL;
-    core_err e;
-    if (rt_kda_check(&v->vp, &d->p, &e)) {
-        snprintf(msg, msgn, "the variant refuses the case: %.400s", e.msg);
+    if (rt_kda_check(&v->vp, &d->p, tune_ctx_err(ctx))) {
+        tune_ctx_seterr(ctx, tune_ctx_status(ctx), "the variant refuses the case: %.400s", tune_ctx_errmsg(ctx));
         return -1;
     }
     return 0;
@@ -159,17 +157,16 @@ typedef struct launch_arg {
     const tune_compiled *v;
     const rt_module *m;
     kf_kda_params *p;
-    tune_ctx *ctx;        /* for bind (timing): prepare(ctx, k, v, d) */
     tune_kda *k;
     dev_prob *d;
     int rotate;                /* set s > 0 reads the inputs of k->tset[s] */
 } launch_arg;
 
-static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
+static int bind(tune_ctx *ctx, void *arg, const rt_module *m)
 {
     launch_arg *a = arg;
     a->m = m;
-    return prepare(a->ctx, a->k, a->v, a->d, msg, msgn);
+    return prepare(ctx, a->k, a->v, a->d);
 }
 
 /* The params of p with the inputs of set s (the copies in t). */
@@ -185,7 +182,7 @@ static kf_kda_params set_params(const kf_kda_params *p, const dev_prob *d, const
     return q;
 }
 
-static int launch(void *arg, int set, char *msg, size_t msgn)
+static int launch(tune_ctx *ctx, void *arg, int set)
 {
     launch_arg *a = arg;
     kf_kda_params ps;
@@ -193,18 +190,18 @@ static int launch(void *arg, int set, char *msg, size_t msgn)
         ps = set_params(a->p, a->d, a->k->tset[set]);
         launch_arg b = *a;
         b.p = &ps, b.rotate = 0;
-        return launch(&b, 0, msg, msgn);
+        return launch(ctx, &b, 0);
     }
     void *args[] = {a->p};
     for (int i = 0; i < a->m->n; i++) {
         unsigned grid[3];
         if (rt_kda_grid(&a->v->vp, a->p, i, grid)) {
-            snprintf(msg, msgn, "rt_kda_grid refused kernel %d of %s", i, a->v->key ? a->v->key : a->v->family);
+            tune_ctx_seterr(ctx, KF_ERR_ARG, "rt_kda_grid refused kernel %d of %s", i,
+                            a->v->key ? a->v->key : a->v->family);
             return -1;
         }
-        core_err e;
-        if (rt_module_launch(a->m, i, grid, args, tune_ctx_stream(a->ctx), &e))
-            return snprintf(msg, msgn, "%s", e.msg), -1;
+        if (rt_module_launch(a->m, i, grid, args, tune_ctx_stream(ctx), tune_ctx_err(ctx)))
+            return -1;
     }
     return 0;
 }
@@ -238,9 +235,9 @@ static void rel_err_acc(const double *a, const double *b, long long rows, int hv
 }
 
 int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass, double *rel_err,
-                  char *msg, size_t msgn)
+                  char *verdict, size_t verdictn)
 {
-    *pass = 0, *rel_err = NAN;
+    *pass = 0, *rel_err = NAN, *verdict = '\0';
     const rt_cu *cu = tune_ctx_cu(ctx);
     double t;
     tune_ctx_phase(ctx, TUNE_PH_GATE_CALL, &t);
@@ -256,37 +253,37 @@ int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass,
     int rc = -1;
     uint64_t seed = check_fresh_seed();
     if (ref_kda_host_make(&hp, &c, seed)) {
-        snprintf(msg, msgn, "gate: cannot build the KDA case (out of memory?)");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "gate: cannot build the KDA case (out of memory?)");
         return -1;
     }
     const kf_kda_params *hpp = &hp.p;
     long long rows = ref_kda_rows(hpp);
     size_t nst = (size_t)c.nseq * c.hv * c.dk * c.dv;
     const rt_module *m;
-    if (dev_make(ctx, &hp, &d, msg, msgn))
+    if (dev_make(ctx, &hp, &d))
         goto out;
     tune_ctx_phase(ctx, TUNE_PH_GATE_FILL, &t);
-    if (!(m = tune_ctx_module(ctx, v, 0, &own, msg, msgn)) || prepare(ctx, k, v, &d, msg, msgn))
+    if (!(m = tune_ctx_module(ctx, v, 0, &own)) || prepare(ctx, k, v, &d))
         goto out;
     int r = cu->MemsetD8(d.buf[9], 0xFF, d.o_bytes);
     if (!r)
         r = cu->MemsetD32(d.buf[10], CHECK_POISON32, d.ht_elems);
     if (r) {
-        tune_ctx_fail(ctx, r, "gate: poison outputs", msg, msgn);
+        tune_ctx_fail(ctx, r, "gate: poison outputs");
         goto out;
     }
     launch_arg a = {v, m, &d.p};
-    if (tune_ctx_run(ctx, launch, &a, "gate: the kernels failed", msg, msgn))
+    if (tune_ctx_run(ctx, launch, &a, "gate: the kernels failed"))
         goto out;
     ob = malloc(d.o_bytes + 2), raw = malloc(d.ht_elems * 4 + 4);
     go = malloc(sizeof(double) * (hp.no + 1)), ght = malloc(sizeof(double) * (nst + 1));
     ro = calloc(hp.no + 1, sizeof(double)), rht = calloc(nst + 1, sizeof(double));
     if (!ob || !raw || !go || !ght || !ro || !rht) {
-        snprintf(msg, msgn, "gate: out of host memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "gate: out of host memory");
         goto out;
     }
     if ((r = cu->MemcpyDtoH(ob, d.buf[9], d.o_bytes)) || (r = cu->MemcpyDtoH(raw, d.buf[10], d.ht_elems * 4))) {
-        tune_ctx_fail(ctx, r, "gate: cuMemcpyDtoH", msg, msgn);
+        tune_ctx_fail(ctx, r, "gate: cuMemcpyDtoH");
         goto out;
     }
     tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
@@ -323,7 +320,7 @@ int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass,
     double eo = od > 0 ? sqrt(on / od) : sqrt(on), es = sd > 0 ? sqrt(sn / sd) : sqrt(sn);
     *rel_err = eo;
     *pass = !nonfinite && !unwritten && eo <= KDA_TOL_O && es <= KDA_TOL_STATE;
-    snprintf(msg, msgn, "%s: o rel %.2e (tol %.0e), state rel %.2e (tol %.0e), nonfinite %zu, unwritten %zu; "
+    snprintf(verdict, verdictn, "%s: o rel %.2e (tol %.0e), state rel %.2e (tol %.0e), nonfinite %zu, unwritten %zu; "
              "lens [%d, %d, %d] x %d value heads, seed %llu", *pass ? "pass" : "FAIL", eo, KDA_TOL_O, es,
              KDA_TOL_STATE, nonfinite, unwritten, c.lens ? c.lens[0] : 1, c.lens ? c.lens[1] : c.nseq,
              c.lens ? c.lens[2] : 0, c.hv, (unsigned long long)seed);
@@ -338,8 +335,7 @@ out:
     return rc;
 }
 
-int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int samples, tune_timing *t,
-                  char *msg, size_t msgn)
+int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int samples, tune_timing *t)
 {
     memset(t, 0, sizeof *t);
     double tm;
@@ -351,10 +347,11 @@ int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int sample
         c.gate = 0, c.log_gate_max = 0.1, c.h0 = 1, c.ht = 1;
         ref_kda_host hp;
         if (ref_kda_host_make(&hp, &c, 0x6b6461)) {
-            snprintf(msg, msgn, "timing: cannot build the KDA case n %d t %d hv %d (out of memory?)", k->n, k->t, k->hv);
+            tune_ctx_seterr(ctx, KF_ERR_NOMEM, "timing: cannot build the KDA case n %d t %d hv %d (out of memory?)",
+                            k->n, k->t, k->hv);
             return -1;
         }
-        int bad = dev_make(ctx, &hp, &k->time, msg, msgn);
+        int bad = dev_make(ctx, &hp, &k->time);
         ref_kda_host_free(&hp);
         if (bad)
             return -1;
@@ -371,12 +368,12 @@ int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int sample
             int r = k->time.buf[i] ? tune_ctx_clone(ctx, &k->tset[k->tsets][i], k->time.buf[i], k->time.bytes[i]) : 0;
             if (r) {
                 k->tsets++;
-                return tune_ctx_fail(ctx, r, "timing: copies of the KDA inputs (cuMemAlloc/cuMemcpyDtoD)", msg, msgn);
+                return tune_ctx_fail(ctx, r, "timing: copies of the KDA inputs (cuMemAlloc/cuMemcpyDtoD)");
             }
         }
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
-    launch_arg a = {v, NULL, &k->time.p, ctx, k, &k->time, 1};
-    return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm, msg, msgn);
+    launch_arg a = {v, NULL, &k->time.p, k, &k->time, 1};
+    return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm);
 }
 
 void tune_kda_work(const gen_kvset *shape, tune_work *w)

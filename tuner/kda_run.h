@@ -22,19 +22,19 @@
  */
 typedef struct tune_kda tune_kda;
 
-/* NULL with a message in err when the shape is not a KDA shape (n, t, h, hv, dk, dv >= 1, hv % h == 0). */
-tune_kda *tune_kda_new(const gen_kvset *shape, char *err, size_t errn);
+/* NULL with *e set when the shape is not a KDA shape (n, t, h, hv, dk, dv >= 1, hv % h == 0: KF_ERR_ARG)
+ * or no memory. */
+tune_kda *tune_kda_new(const gen_kvset *shape, core_err *e);
 /* Frees the shape's host and device buffers (ctx: the session they were made in; may be NULL
  * when none were). */
 void tune_kda_free(tune_kda *k, tune_ctx *ctx);
 
-/* Gate: 0 when the variant ran (*pass, *rel_err of o; msg the verdict), -1 on an error of the
- * harness or the driver (msg says which). */
+/* Gate: 0 when the variant ran (*pass, *rel_err of o; the verdict in verdict), -1 on an error of
+ * the harness or the driver (on ctx: tune_ctx_errmsg; verdict ""). */
 int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass, double *rel_err,
-                  char *msg, size_t msgn);
-/* Timing of every kernel of v on the timing case (tune_ctx_time). -1 with msg on error. */
-int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int samples, tune_timing *t,
-                  char *msg, size_t msgn);
+                  char *verdict, size_t verdictn);
+/* Timing of every kernel of v on the timing case (tune_ctx_time). -1 on error (on ctx). */
+int tune_kda_time(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int samples, tune_timing *t);
 
 /* The work figure: bytes moved once, q, k, v, o, g, beta of every token and the fp32 state read and
  * written once per (sequence, value head). */

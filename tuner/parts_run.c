@@ -63,11 +63,11 @@ static int parse_parts(const char *s, int dims[KF_PARTS_MAXK])
     return n;
 }
 
-tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn)
+tune_parts *tune_parts_new(const gen_kvset *shape, core_err *e)
 {
     tune_parts *k = calloc(1, sizeof *k);
     if (!k) {
-        snprintf(err, errn, "out of memory");
+        core_err_set(e, KF_ERR_NOMEM, "out of memory");
         return NULL;
     }
     const char *dt = gen_kv_str(shape, "dtype"), *parts = gen_kv_str(shape, "parts"), *value = gen_kv_str(shape, "value");
@@ -85,9 +85,9 @@ tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn)
     if (k->nk < 1 || k->b < 1 || k->sq < 1 || k->skv < 0 || k->hq < 1 || k->hkv < 1 || k->hq % k->hkv || k->dv < 16 ||
         k->layers < 1 || k->layers > KF_PARTS_MAXL || k->ps < 0 || !value ||
         (k->separate ? k->dv != sum : strncmp(value, "alias_", 6) || k->dv > k->dims[0])) {
-        snprintf(err, errn, "not an attn_parts_decode shape (parts '%s', value '%s', b %d, sq %d, hq %d, hkv %d, dv %d, "
-                 "layers %d, page_size %d)", parts ? parts : "?", value ? value : "?", k->b, k->sq, k->hq, k->hkv, k->dv,
-                 k->layers, k->ps);
+        core_err_set(e, KF_ERR_ARG, "not an attn_parts_decode shape (parts '%s', value '%s', b %d, sq %d, hq %d,"
+                     " hkv %d, dv %d, layers %d, page_size %d)", parts ? parts : "?", value ? value : "?", k->b, k->sq,
+                     k->hq, k->hkv, k->dv, k->layers, k->ps);
         free(k);
         return NULL;
     }
@@ -97,8 +97,7 @@ tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn)
 
 int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops)
 {
-    char e[256];
-    tune_parts *k = tune_parts_new(shape, e, sizeof e);
+    tune_parts *k = tune_parts_new(shape, NULL);   /* not a parts shape: -1, the reason unused */
     *bytes = *flops = 0;
     if (!k)
         return -1;
@@ -168,7 +167,7 @@ static int cap_rows(const prob *d) { return d->skv > 0 ? d->skv : 1; }
  * timing: consecutive), cache dims in tile order. host: fill host buffers with N(0, 1) values (NaN
  * past every length and in unused pages); else the device buffers get N(0, 1) values from a
  * repeated host tile (tune_ctx_fill_normal: the statistics of real data, filled fast). */
-static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint64_t seed, char *msg, size_t msgn)
+static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint64_t seed)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     int L = k->layers;
@@ -189,7 +188,7 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
         d->bt = malloc(sizeof(int) * (size_t)d->b * d->max_pages);
         if (!perm || !d->bt) {
             free(perm);
-            snprintf(msg, msgn, "out of host memory");
+            tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
             return -1;
         }
         check_rng r;
@@ -216,12 +215,12 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
         if (r)
             break;
         if (!host) {
-            if (tune_ctx_fill_normal(ctx, d->dc[c], d->nc[c], k->dt, seed ^ ((uint64_t)c << 56), 1.0, msg, msgn))
+            if (tune_ctx_fill_normal(ctx, d->dc[c], d->nc[c], k->dt, seed ^ ((uint64_t)c << 56), 1.0))
                 return -1;
             continue;
         }
         if (!(d->hc[c] = malloc(d->nc[c] * 2 + 16))) {
-            snprintf(msg, msgn, "out of host memory");
+            tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
             return -1;
         }
         check_fill_nan(k->dt, d->hc[c], d->nc[c]);
@@ -242,12 +241,12 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
                 break;
             if (!host) {
                 if (tune_ctx_fill_normal(ctx, d->dq[l][p], n, k->dt, seed ^ (0x51ull << 48) ^ ((uint64_t)l << 8) ^ (uint64_t)p,
-                                         1.0, msg, msgn))
+                                         1.0))
                     return -1;
                 continue;
             }
             if (!(d->hq[l][p] = malloc(n * 2 + 16))) {
-                snprintf(msg, msgn, "out of host memory");
+                tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
                 return -1;
             }
             check_fill_normal(k->dt, d->hq[l][p], n, seed ^ (0x51ull << 48) ^ ((uint64_t)l << 8) ^ (uint64_t)p, 1.0);
@@ -266,7 +265,7 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
     if (!r && k->ps)
         r = tune_ctx_upload(ctx, &d->dbt, d->bt, sizeof(int) * (size_t)d->b * d->max_pages, 0);
     if (r)
-        return tune_ctx_fail(ctx, r, "split-score inputs: cuMemAlloc/cuMemcpyHtoD/cuMemsetD32", msg, msgn);
+        return tune_ctx_fail(ctx, r, "split-score inputs: cuMemAlloc/cuMemcpyHtoD/cuMemsetD32");
     /* the kernel's params (workspace set per variant) */
     kf_parts_params *p = &d->p;
     memset(p, 0, sizeof *p);
@@ -295,13 +294,13 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
 }
 
 /* The variant's split count and workspace (poisoned) on d. */
-static int prepare(tune_ctx *ctx, const tune_compiled *v, prob *d, char *msg, size_t msgn)
+static int prepare(tune_ctx *ctx, const tune_compiled *v, prob *d)
 {
     const rt_cu *cu = tune_ctx_cu(ctx);
     d->p.splits = (int)gen_kv_int(&v->vp, "sp", 1);
     rt_launch l;
     if (rt_parts_launch(&v->vp, &d->p, &l) || l.kernels > v->n_kernels) {
-        snprintf(msg, msgn, "%s: its binary has %d kernels", v->key ? v->key : v->family, v->n_kernels);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "%s: its binary has %d kernels", v->key ? v->key : v->family, v->n_kernels);
         return -1;
     }
     size_t ws = l.ws_bytes;
@@ -311,13 +310,13 @@ static int prepare(tune_ctx *ctx, const tune_compiled *v, prob *d, char *msg, si
         d->dws = 0, d->ws_bytes = 0;
         int r = cu->MemAlloc(&d->dws, ws);
         if (r)
-            return tune_ctx_fail(ctx, r, "split-score workspace: cuMemAlloc", msg, msgn);
+            return tune_ctx_fail(ctx, r, "split-score workspace: cuMemAlloc");
         d->ws_bytes = ws;
     }
     if (ws) {
         int r = cu->MemsetD8(d->dws, 0xFF, ws);
         if (r)
-            return tune_ctx_fail(ctx, r, "split-score workspace: cuMemsetD8", msg, msgn);
+            return tune_ctx_fail(ctx, r, "split-score workspace: cuMemsetD8");
     }
     rt_parts_set_workspace(&v->vp, &d->p, ws ? (void *)(uintptr_t)d->dws : NULL);
     return 0;
@@ -328,19 +327,18 @@ typedef struct launch_arg {
     const rt_module *m;
     kf_parts_params *p;
     int layers;
-    tune_ctx *ctx;            /* for bind (timing): prepare(ctx, v, d) */
     prob *d;
     const tune_parts *k;           /* rotation: set s > 0 reads k->tset[s] */
 } launch_arg;
 
-static int bind(void *arg, const rt_module *m, char *msg, size_t msgn)
+static int bind(tune_ctx *ctx, void *arg, const rt_module *m)
 {
     launch_arg *a = arg;
     a->m = m;
-    return prepare(a->ctx, a->v, a->d, msg, msgn);
+    return prepare(ctx, a->v, a->d);
 }
 
-static int launch(void *arg, int set, char *msg, size_t msgn)
+static int launch(tune_ctx *ctx, void *arg, int set)
 {
     launch_arg *a = arg;
     if (a->k && set > 0) {
@@ -353,24 +351,24 @@ static int launch(void *arg, int set, char *msg, size_t msgn)
                 ps.q[l][q].p = (const void *)(uintptr_t)t->dq[l][q];
         launch_arg b = *a;
         b.p = &ps, b.k = NULL;
-        return launch(&b, 0, msg, msgn);
+        return launch(ctx, &b, 0);
     }
     unsigned grid[3];
     void *args[] = {a->p};
     if (rt_parts_grid(&a->v->vp, a->p, 0, grid)) {
-        snprintf(msg, msgn, "rt_parts_grid refused %s", a->v->key ? a->v->key : a->v->family);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "rt_parts_grid refused %s", a->v->key ? a->v->key : a->v->family);
         return -1;
     }
-    core_err e;
-    if (rt_module_launch(a->m, 0, grid, args, tune_ctx_stream(a->ctx), &e))
-        return snprintf(msg, msgn, "%s", e.msg), -1;
+    if (rt_module_launch(a->m, 0, grid, args, tune_ctx_stream(ctx), tune_ctx_err(ctx)))
+        return -1;
     for (int l = 0; a->p->splits > 1 && l < a->layers; l++) {
         kf_attn_params c;
         rt_parts_combine_params(a->p, l, &c);
         void *cargs[] = {&c};
-        if (rt_parts_grid(&a->v->vp, a->p, 1, grid) ||
-            rt_module_launch(a->m, 1, grid, cargs, tune_ctx_stream(a->ctx), &e))
-            return snprintf(msg, msgn, "%s", e.msg), -1;
+        if (rt_parts_grid(&a->v->vp, a->p, 1, grid))   /* (its message was an unset buffer's before issue 16) */
+            return tune_ctx_seterr(ctx, KF_ERR_ARG, "rt_parts_grid refused %s", a->v->key ? a->v->key : a->v->family);
+        if (rt_module_launch(a->m, 1, grid, cargs, tune_ctx_stream(ctx), tune_ctx_err(ctx)))
+            return -1;
     }
     return 0;
 }
@@ -414,9 +412,9 @@ static ref_parts_desc layer_desc(const tune_parts *k, const prob *d, int l)
 }
 
 int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *pass, double *rel_err,
-                    char *msg, size_t msgn)
+                    char *verdict, size_t verdictn)
 {
-    *pass = 0, *rel_err = NAN;
+    *pass = 0, *rel_err = NAN, *verdict = '\0';
     const rt_cu *cu = tune_ctx_cu(ctx);
     double t;
     tune_ctx_phase(ctx, TUNE_PH_GATE_CALL, &t);
@@ -433,10 +431,10 @@ int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *p
     uint16_t *ob = NULL;
     float *lb = NULL;
     double *ro = NULL, *rl = NULL, *rlr = NULL;
-    if (prob_make(ctx, k, &d, 1, seed, msg, msgn))
+    if (prob_make(ctx, k, &d, 1, seed))
         goto out;
     tune_ctx_phase(ctx, TUNE_PH_GATE_FILL, &t);
-    if (!(m = tune_ctx_module(ctx, v, 0, &own, msg, msgn)) || prepare(ctx, v, &d, msg, msgn))
+    if (!(m = tune_ctx_module(ctx, v, 0, &own)) || prepare(ctx, v, &d))
         goto out;
     int r = 0;
     for (int l = 0; !r && l < L; l++) {
@@ -445,18 +443,18 @@ int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *p
             r = cu->MemsetD32(d.dlse[l], CHECK_POISON32, d.nq);
     }
     if (r) {
-        tune_ctx_fail(ctx, r, "gate: poison outputs", msg, msgn);
+        tune_ctx_fail(ctx, r, "gate: poison outputs");
         goto out;
     }
     launch_arg a = {v, m, &d.p, L};
-    if (tune_ctx_run(ctx, launch, &a, "gate: the kernels failed", msg, msgn))
+    if (tune_ctx_run(ctx, launch, &a, "gate: the kernels failed"))
         goto out;
     tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
     ob = malloc(d.nq * k->dv * 2 + 2), lb = malloc(d.nq * 4 + 4);
     ro = malloc(sizeof(double) * (d.nq * k->dv + 1)), rl = malloc(sizeof(double) * (d.nq + 1));
     rlr = malloc(sizeof(double) * (d.nq + 1));
     if (!ob || !lb || !ro || !rl || !rlr) {
-        snprintf(msg, msgn, "gate: out of host memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "gate: out of host memory");
         goto out;
     }
     int all = 1;
@@ -464,7 +462,7 @@ int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *p
     char first[480] = "";
     for (int l = 0; l < L; l++) {
         if ((r = cu->MemcpyDtoH(ob, d.dout[l], d.nq * k->dv * 2)) || (r = cu->MemcpyDtoH(lb, d.dlse[l], d.nq * 4))) {
-            tune_ctx_fail(ctx, r, "gate: cuMemcpyDtoH", msg, msgn);
+            tune_ctx_fail(ctx, r, "gate: cuMemcpyDtoH");
             goto out;
         }
         ref_parts_desc a = layer_desc(k, &d, l);
@@ -492,10 +490,10 @@ int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *p
     tune_ctx_phase(ctx, TUNE_PH_GATE_REF, &t);
     *pass = all, *rel_err = worst;
     if (all)
-        snprintf(msg, msgn, "pass: o rel %.2e (tol %.0e), %d layer%s, lens [%d, 0, %d], seed %llu", worst,
+        snprintf(verdict, verdictn, "pass: o rel %.2e (tol %.0e), %d layer%s, lens [%d, 0, %d], seed %llu", worst,
                  check_tol(k->dt), L, L > 1 ? "s" : "", d.lens[0], d.lens[2], (unsigned long long)seed);
     else
-        snprintf(msg, msgn, "FAIL: %s; lens [%d, 0, %d], seed %llu", first, d.lens[0], d.lens[2],
+        snprintf(verdict, verdictn, "FAIL: %s; lens [%d, 0, %d], seed %llu", first, d.lens[0], d.lens[2],
                  (unsigned long long)seed);
     rc = 0;
 out:
@@ -506,8 +504,7 @@ out:
     return rc;
 }
 
-int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int samples,
-                    tune_timing *t, char *msg, size_t msgn)
+int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int samples, tune_timing *t)
 {
     memset(t, 0, sizeof *t);
     double tm;
@@ -516,7 +513,7 @@ int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int sa
         prob *d = &k->time;
         memset(d, 0, sizeof *d);
         d->b = k->b, d->skv = k->skv;
-        if (prob_make(ctx, k, d, 0, 0x7061727473ull, msg, msgn)) {
+        if (prob_make(ctx, k, d, 0, 0x7061727473ull)) {
             prob_free(ctx, d);
             return -1;
         }
@@ -532,7 +529,7 @@ int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int sa
         set_bytes += 2.0 * (double)d->nq * k->dims[p] * k->layers;
     int sets = tune_ctx_sets(ctx, set_bytes);
     if (sets > 1 && !k->tset && !(k->tset = calloc(TUNE_ROTATE_MAX_SETS, sizeof *k->tset))) {
-        snprintf(msg, msgn, "out of host memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
         return -1;
     }
     for (; k->tsets < sets; k->tsets++) {
@@ -545,13 +542,12 @@ int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int sa
                 r = tune_ctx_clone(ctx, &s->dq[l][p], d->dq[l][p], d->nq * k->dims[p] * 2);
         if (r) {
             k->tsets++;
-            return tune_ctx_fail(ctx, r, "timing: copies of the split-score inputs (cuMemAlloc/cuMemcpyDtoD)", msg,
-                                 msgn);
+            return tune_ctx_fail(ctx, r, "timing: copies of the split-score inputs (cuMemAlloc/cuMemcpyDtoD)");
         }
     }
     tune_ctx_phase(ctx, TUNE_PH_TIME_FILL, &tm);
-    launch_arg a = {v, NULL, &k->time.p, k->layers, ctx, &k->time, k->tsets > 1 ? k : NULL};
-    return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm, msg, msgn);
+    launch_arg a = {v, NULL, &k->time.p, k->layers, &k->time, k->tsets > 1 ? k : NULL};
+    return tune_ctx_time_variant(ctx, v, bind, launch, &a, k->tsets, samples, t, &tm);
 }
 
 void tune_parts_work_of(const gen_kvset *shape, tune_work *w)

@@ -21,18 +21,18 @@
  */
 typedef struct tune_parts tune_parts;
 
-/* NULL with a message in err when the shape is not an attn_parts_decode shape. */
-tune_parts *tune_parts_new(const gen_kvset *shape, char *err, size_t errn);
+/* NULL with *e set when the shape is not an attn_parts_decode shape (KF_ERR_ARG) or no memory. */
+tune_parts *tune_parts_new(const gen_kvset *shape, core_err *e);
 /* Frees the shape's host and device buffers (ctx: the session they were made in; may be NULL). */
 void tune_parts_free(tune_parts *k, tune_ctx *ctx);
 
-/* Gate: 0 when the variant ran (*pass, *rel_err the worst layer's o; msg the verdict), -1 on an
- * error of the harness or the driver (msg says which). */
+/* Gate: 0 when the variant ran (*pass, *rel_err the worst layer's o; the verdict in verdict), -1 on
+ * an error of the harness or the driver (on ctx: tune_ctx_errmsg; verdict ""). */
 int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *pass, double *rel_err,
-                    char *msg, size_t msgn);
-/* Timing of the decode kernel and the per-layer combines of v on the timing case (tune_ctx_time). */
-int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int samples,
-                    tune_timing *t, char *msg, size_t msgn);
+                    char *verdict, size_t verdictn);
+/* Timing of the decode kernel and the per-layer combines of v on the timing case (tune_ctx_time);
+ * -1 on error (on ctx). */
+int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int samples, tune_timing *t);
 
 /* Bytes of cache a call of the shape reads once (every cache row of every sequence) and its FLOPs,
  * 2 * sq * skv * hq * (key dims + dv) per layer. -1 (both 0) when the shape is not a parts shape. */

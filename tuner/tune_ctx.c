@@ -3,6 +3,7 @@
 #include "tuner/tune_ctx_int.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,30 +41,28 @@ void tune_timing_free(tune_timing *t)
     t->samples_ms = NULL;
 }
 
-tune_ctx *tune_open(int ordinal, char *err, size_t errn)
+tune_ctx *tune_open(int ordinal, core_err *e)
 {
-    core_err e;
-    const rt_cu *cu = rt_cuda(&e);
+    const rt_cu *cu = rt_cuda(e);
     if (!cu)
-        return snprintf(err, errn, "%s", e.msg), NULL;
+        return NULL;
     tune_ctx *c = calloc(1, sizeof *c);
     if (!c) {
-        snprintf(err, errn, "out of memory");
+        core_err_set(e, KF_ERR_NOMEM, "out of memory");
         return NULL;
     }
     c->cu = cu;
     c->ordinal = ordinal;
-    if (rt_device_info(ordinal, &c->info, &e) || rt_module_context(ordinal, &e)) {
-        snprintf(err, errn, "%s", e.msg);
+    if (rt_device_info(ordinal, &c->info, e) || rt_module_context(ordinal, e)) {
         free(c);
         return NULL;
     }
     c->flush_bytes = (size_t)(c->info.l2 > 0 ? c->info.l2 : 64ll << 20) * 2;
     CUresult r = cu->MemAlloc(&c->flush, c->flush_bytes);
     if (r) {
-        char e[128];
-        rt_cuda_errstr(r, e, sizeof e);
-        snprintf(err, errn, "cannot allocate the L2 flush buffer (%zu bytes): %s", c->flush_bytes, e);
+        char why[128];
+        rt_cuda_errstr(r, why, sizeof why);
+        core_err_set(e, KF_ERR_CUDA, "cannot allocate the L2 flush buffer (%zu bytes): %s", c->flush_bytes, why);
         free(c);
         return NULL;
     }
@@ -163,11 +162,29 @@ void tune_set_extra(tune_ctx *c, int every)
 
 int tune_broken(const tune_ctx *c) { return c ? c->broken : 1; }
 
-int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m, char *msg, size_t msgn)
+const char *tune_ctx_errmsg(const tune_ctx *c)
+{
+    return c ? c->err.msg : "no tuner session (no CUDA context)";
+}
+
+kf_status tune_ctx_status(const tune_ctx *c) { return c ? c->err.st : KF_ERR_CUDA; }
+
+core_err *tune_ctx_err(tune_ctx *c) { return c ? &c->err : NULL; }
+
+int tune_ctx_seterr(tune_ctx *c, kf_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    core_err_vset(tune_ctx_err(c), st, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m)
 {
     rt_kernel_desc k[RT_MODULE_MAX_KERNELS];
     if (v->n_kernels < 1 || v->n_kernels > RT_MODULE_MAX_KERNELS) {
-        snprintf(msg, msgn, "variant %s has %d kernels", v->key ? v->key : v->family, v->n_kernels);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "variant %s has %d kernels", v->key ? v->key : v->family, v->n_kernels);
         return -1;
     }
     for (int i = 0; i < v->n_kernels; i++) {
@@ -175,9 +192,8 @@ int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m, char *msg
         k[i].threads = v->kernels[i].threads;
         k[i].smem = v->kernels[i].smem;
     }
-    core_err e;
-    if (rt_module_load(m, v->image, k, v->n_kernels, &e)) {
-        snprintf(msg, msgn, "%s: %.400s", v->key ? v->key : v->family, e.msg);
+    if (rt_module_load(m, v->image, k, v->n_kernels, &ctx->err)) {
+        tune_ctx_seterr(ctx, ctx->err.st, "%s: %.400s", v->key ? v->key : v->family, ctx->err.msg);
         return -1;
     }
     return 0;
@@ -185,13 +201,12 @@ int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m, char *msg
 
 /* The module of v: the one held in `slot` when tune_hold keeps v's image, else loaded into
  * *own (then held in `slot` instead when holding; *own stays empty). NULL on error. */
-static const rt_module *module_of(tune_ctx *ctx, const tune_compiled *v, int slot, rt_module *own,
-                                  char *msg, size_t msgn)
+static const rt_module *module_of(tune_ctx *ctx, const tune_compiled *v, int slot, rt_module *own)
 {
     struct held *h = &ctx->held[slot];
     if (ctx->hold && h->m.mod && h->image == v->image)
         return &h->m;
-    if (tune_ctx_load(ctx, v, own, msg, msgn))
+    if (tune_ctx_load(ctx, v, own))
         return NULL;
     if (!ctx->hold)
         return own;
@@ -204,23 +219,23 @@ static const rt_module *module_of(tune_ctx *ctx, const tune_compiled *v, int slo
 
 const rt_cu *tune_ctx_cu(const tune_ctx *ctx) { return ctx ? ctx->cu : NULL; }
 
-const rt_module *tune_ctx_module(tune_ctx *ctx, const tune_compiled *v, int slot, rt_module *own,
-                                 char *msg, size_t msgn)
+const rt_module *tune_ctx_module(tune_ctx *ctx, const tune_compiled *v, int slot, rt_module *own)
 {
     if (slot < 0 || slot > 1) {
-        snprintf(msg, msgn, "tune_ctx_module: slot %d is not 0 or 1", slot);
+        tune_ctx_seterr(ctx, KF_ERR_ARG, "tune_ctx_module: slot %d is not 0 or 1", slot);
         return NULL;
     }
-    return module_of(ctx, v, slot, own, msg, msgn);
+    return module_of(ctx, v, slot, own);
 }
 
-int tune_ctx_fail(tune_ctx *ctx, int cuda_result, const char *what, char *msg, size_t msgn)
+int tune_ctx_fail(tune_ctx *ctx, int cuda_result, const char *what)
 {
     char e[128];
     rt_cuda_errstr((CUresult)cuda_result, e, sizeof e);
     if (sticky((CUresult)cuda_result))
         ctx->broken = 1;
-    snprintf(msg, msgn, "%s: %s%s", what, e, sticky((CUresult)cuda_result) ? " (context unusable from now on)" : "");
+    tune_ctx_seterr(ctx, KF_ERR_CUDA, "%s: %s%s", what, e,
+                    sticky((CUresult)cuda_result) ? " (context unusable from now on)" : "");
     return -1;
 }
 
@@ -243,12 +258,12 @@ void tune_ctx_phase(tune_ctx *ctx, int what, double *t)
     tune_lap(what >= 0 && what < 6 ? acc[what] : NULL, t);
 }
 
-int tune_ctx_run(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn)
+int tune_ctx_run(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, const char *what)
 {
-    if (enqueue(arg, 0, msg, msgn))
+    if (enqueue(ctx, arg, 0))
         return -1;
     CUresult r = ctx->cu->CtxSynchronize();
-    return r ? cu_fail(ctx, r, what, msg, msgn) : 0;
+    return r ? cu_fail(ctx, r, what) : 0;
 }
 
 int tune_ctx_upload(tune_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes, size_t pad)
@@ -259,22 +274,22 @@ int tune_ctx_upload(tune_ctx *ctx, CUdeviceptr *p, const void *src, size_t bytes
     return (int)r;
 }
 
-int tune_ctx_alloc(tune_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn)
+int tune_ctx_alloc(tune_ctx *ctx, CUdeviceptr *p, size_t bytes)
 {
     CU_TRY(ctx->cu->MemAlloc(p, bytes ? bytes : 16), "cuMemAlloc");
     return 0;
 }
 
 int tune_ctx_time_variant(tune_ctx *ctx, const tune_compiled *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
-                          void *arg, int sets, int samples, tune_timing *t, double *tm, char *msg, size_t msgn)
+                          void *arg, int sets, int samples, tune_timing *t, double *tm)
 {
     rt_module own;
     memset(&own, 0, sizeof own);
-    const rt_module *m = tune_ctx_module(ctx, v, 0, &own, msg, msgn);
+    const rt_module *m = tune_ctx_module(ctx, v, 0, &own);
     int rc = -1;
-    if (m && !bind(arg, m, msg, msgn)) {
+    if (m && !bind(ctx, arg, m)) {
         tune_ctx_phase(ctx, TUNE_PH_TIME_LOAD, tm);
-        rc = tune_ctx_time(ctx, enqueue, arg, sets, samples, t, msg, msgn);
+        rc = tune_ctx_time(ctx, enqueue, arg, sets, samples, t);
     }
     tune_ctx_phase(ctx, TUNE_PH_TIME_RUN, tm);
     if (own.mod)
@@ -317,22 +332,22 @@ void tune_timing_stats(tune_timing *t)
     free(ms);
 }
 
-/* Events ev[0..n) made; -1 with msg. */
-static int events_make(tune_ctx *ctx, CUevent *ev, int n, int *made, char *msg, size_t msgn)
+/* Events ev[0..n) made; -1 on error (on ctx). */
+static int events_make(tune_ctx *ctx, CUevent *ev, int n, int *made)
 {
     for (; *made < n; (*made)++)
         if (ctx->cu->EventCreate(&ev[*made], 0)) {
-            snprintf(msg, msgn, "cuEventCreate failed");
+            tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuEventCreate failed");
             return -1;
         }
     return 0;
 }
 
-static int elapsed(tune_ctx *ctx, CUevent a, CUevent b, double *ms, char *msg, size_t msgn)
+static int elapsed(tune_ctx *ctx, CUevent a, CUevent b, double *ms)
 {
     float f = 0;
     if (ctx->cu->EventElapsedTime(&f, a, b)) {
-        snprintf(msg, msgn, "cuEventElapsedTime failed");
+        tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuEventElapsedTime failed");
         return -1;
     }
     *ms = f;
@@ -340,32 +355,31 @@ static int elapsed(tune_ctx *ctx, CUevent a, CUevent b, double *ms, char *msg, s
 }
 
 /* The old timer: 3 warm-up calls, then each sample one call after an L2 flush. */
-static int time_burst(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_timing *t,
-                      char *msg, size_t msgn)
+static int time_burst(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int samples, tune_timing *t)
 {
     CUevent *ev = calloc((size_t)samples * 2, sizeof *ev);
     double *ms = calloc((size_t)samples, sizeof *ms);
     int rc = -1, made = 0;
     tune_sampler smp;
     if (!ev || !ms) {
-        snprintf(msg, msgn, "out of memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (events_make(ctx, ev, samples * 2, &made, msg, msgn))
+    if (events_make(ctx, ev, samples * 2, &made))
         goto out;
     for (int w = 0; w < 3; w++)      /* warm-up: clocks, instruction cache, TLB */
-        if (enqueue(arg, 0, msg, msgn))
+        if (enqueue(ctx, arg, 0))
             goto out;
     tune_sampler_start(&smp, ctx->nvml, 2000);
     for (int s = 0; s < samples; s++) {
         ctx->flush_val ^= 0x5A;
         if (ctx->cu->MemsetD8Async(ctx->flush, ctx->flush_val, ctx->flush_bytes, NULL)) {
             tune_sampler_stop(&smp, NULL);
-            snprintf(msg, msgn, "cuMemsetD8Async (L2 flush) failed");
+            tune_ctx_seterr(ctx, KF_ERR_CUDA, "cuMemsetD8Async (L2 flush) failed");
             goto out;
         }
         ctx->cu->EventRecord(ev[2 * s], NULL);
-        if (enqueue(arg, 0, msg, msgn)) {
+        if (enqueue(ctx, arg, 0)) {
             tune_sampler_stop(&smp, NULL);
             goto out;
         }
@@ -374,11 +388,11 @@ static int time_burst(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sam
     CUresult cr = ctx->cu->CtxSynchronize();
     tune_sampler_stop(&smp, &t->clk);
     if (cr) {
-        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
+        cu_fail(ctx, cr, "timing: kernel failed");
         goto out;
     }
     for (int s = 0; s < samples; s++)
-        if (elapsed(ctx, ev[2 * s], ev[2 * s + 1], &ms[s], msg, msgn))
+        if (elapsed(ctx, ev[2 * s], ev[2 * s + 1], &ms[s]))
             goto out;
     t->launches = 1, t->sets = 1;
     timing_stats(t, ms, samples);
@@ -393,17 +407,17 @@ out:
 
 /* n back-to-back calls from set *next on (advanced), events a and b around them (b may be NULL). */
 static int enqueue_n(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int n, int sets, int *next, CUevent a,
-                     CUevent b, char *msg, size_t msgn)
+                     CUevent b)
 {
     if (a)
         ctx->cu->EventRecord(a, NULL);
     int every = ctx->extra_every;
     for (int i = 0; i < n; i++) {
-        if (enqueue(arg, *next, msg, msgn))
+        if (enqueue(ctx, arg, *next))
             return -1;
         *next = (*next + 1) % sets;
         if (every && i % every == every - 1) {      /* the extra call reads the next set, as a real one */
-            if (enqueue(arg, *next, msg, msgn))
+            if (enqueue(ctx, arg, *next))
                 return -1;
             *next = (*next + 1) % sets;
         }
@@ -426,13 +440,14 @@ static CUgraphExec capture(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, in
         !cu->GraphLaunch || cu->StreamCreate(st, 1 /* non-blocking */))
         return NULL;
     int at = *next;
-    char msg[256];
+    core_err keep = ctx->err;          /* a refused capture is no failure: the caller launches plainly */
     CUgraph g = NULL;
     CUgraphExec e = NULL;
     if (cu->StreamBeginCapture(*st, 2 /* relaxed */) == 0) {
         ctx->stream = *st;
-        int bad = enqueue_n(ctx, enqueue, arg, n, sets, &at, NULL, NULL, msg, sizeof msg);
+        int bad = enqueue_n(ctx, enqueue, arg, n, sets, &at, NULL, NULL);
         ctx->stream = NULL;
+        ctx->err = keep;
         CUresult r = cu->StreamEndCapture(*st, &g);
         if (!bad && !r && g && cu->GraphInstantiate(&e, g, 0))
             e = NULL;
@@ -452,7 +467,7 @@ static CUgraphExec capture(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, in
  * over rotating input sets (see TUNE_TIMING_SUSTAINED); calls shorter than TUNE_GRAPH_BELOW_MS
  * replay a captured graph of the burst (launch cost out of the figure, as an engine's graph). */
 static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                          tune_timing *t, char *msg, size_t msgn)
+                          tune_timing *t)
 {
     enum { HIST = 160 };                                /* > TUNE_WARM_MAX_MS / TUNE_WARM_POLL_MS */
     CUevent ev[2 * 1 + 2];
@@ -464,22 +479,22 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     int nh = 0, smade = 0;
     tune_sampler smp;
     if (!sev || !ms) {
-        snprintf(msg, msgn, "out of memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (events_make(ctx, ev, 4, &made, msg, msgn) || events_make(ctx, sev, samples + 1, &smade, msg, msgn))
+    if (events_make(ctx, ev, 4, &made) || events_make(ctx, sev, samples + 1, &smade))
         goto out;
     /* a first call of each set (module, TLB), then one timed call for the per-call estimate */
-    if (enqueue_n(ctx, enqueue, arg, sets, sets, &next, NULL, NULL, msg, msgn) ||
-        enqueue_n(ctx, enqueue, arg, 2, sets, &next, ev[0], ev[1], msg, msgn))
+    if (enqueue_n(ctx, enqueue, arg, sets, sets, &next, NULL, NULL) ||
+        enqueue_n(ctx, enqueue, arg, 2, sets, &next, ev[0], ev[1]))
         goto out;
     CUresult cr = ctx->cu->CtxSynchronize();
     if (cr) {
-        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
+        cu_fail(ctx, cr, "timing: kernel failed");
         goto out;
     }
     double one;
-    if (elapsed(ctx, ev[0], ev[1], &one, msg, msgn))
+    if (elapsed(ctx, ev[0], ev[1], &one))
         goto out;
     one = one / 2 > 1e-4 ? one / 2 : 1e-4;
     /* short calls: a graph of the burst, captured now, replayed by the warm-up and the samples */
@@ -495,7 +510,7 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     if (ge) {                                           /* once untimed: the graph's upload */
         CUresult lr = ctx->cu->GraphLaunch(ge, gs);
         if (lr || (lr = ctx->cu->StreamSynchronize(gs))) {
-            cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
+            cu_fail(ctx, lr, "timing: cuGraphLaunch");
             goto out_graph;
         }
     }
@@ -509,19 +524,19 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
             ctx->cu->EventRecord(ev[2], gs);
             for (int i = 0; i < m; i++)
                 if ((cr = ctx->cu->GraphLaunch(ge, gs))) {
-                    cu_fail(ctx, cr, "timing (warm-up): cuGraphLaunch", msg, msgn);
+                    cu_fail(ctx, cr, "timing (warm-up): cuGraphLaunch");
                     goto out_graph;
                 }
             ctx->cu->EventRecord(ev[3], gs);
-        } else if (enqueue_n(ctx, enqueue, arg, m, sets, &next, ev[2], ev[3], msg, msgn)) {
+        } else if (enqueue_n(ctx, enqueue, arg, m, sets, &next, ev[2], ev[3])) {
             goto out_graph;
         }
         if ((cr = ctx->cu->CtxSynchronize())) {
-            cu_fail(ctx, cr, "timing (warm-up): kernel failed", msg, msgn);
+            cu_fail(ctx, cr, "timing (warm-up): kernel failed");
             goto out_graph;
         }
         double chunk;
-        if (elapsed(ctx, ev[2], ev[3], &chunk, msg, msgn))
+        if (elapsed(ctx, ev[2], ev[3], &chunk))
             goto out_graph;
         if (!ge)
             one = chunk / m > 1e-4 ? chunk / m : 1e-4;
@@ -547,11 +562,11 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
             CUresult lr = ctx->cu->GraphLaunch(ge, gs);
             if (lr) {
                 tune_sampler_stop(&smp, NULL);
-                cu_fail(ctx, lr, "timing: cuGraphLaunch", msg, msgn);
+                cu_fail(ctx, lr, "timing: cuGraphLaunch");
                 goto out_graph;
             }
             ctx->cu->EventRecord(sev[s + 1], gs);
-        } else if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1], msg, msgn)) {
+        } else if (enqueue_n(ctx, enqueue, arg, n, sets, &next, NULL, sev[s + 1])) {
             tune_sampler_stop(&smp, NULL);
             goto out_graph;
         }
@@ -560,11 +575,11 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     tune_sampler_stop(&smp, &t->clk);
     ctx->last_busy = tune_now();
     if (cr) {
-        cu_fail(ctx, cr, "timing: kernel failed", msg, msgn);
+        cu_fail(ctx, cr, "timing: kernel failed");
         goto out_graph;
     }
     for (int s = 0; s < samples; s++) {
-        if (elapsed(ctx, sev[s], sev[s + 1], &ms[s], msg, msgn))
+        if (elapsed(ctx, sev[s], sev[s + 1], &ms[s]))
             goto out_graph;
         ms[s] /= n;
     }
@@ -588,7 +603,7 @@ out:
 }
 
 int tune_ctx_time(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                  tune_timing *t, char *msg, size_t msgn)
+                  tune_timing *t)
 {
     if (samples <= 0)
         samples = 30;
@@ -597,10 +612,10 @@ int tune_ctx_time(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int sets, i
     t->mode = ctx->timing;
     if (sets < 1)
         sets = 1;
-    int rc = ctx->timing == TUNE_TIMING_BURST ? time_burst(ctx, enqueue, arg, samples, t, msg, msgn)
-                                              : time_sustained(ctx, enqueue, arg, sets, samples, t, msg, msgn);
+    int rc = ctx->timing == TUNE_TIMING_BURST ? time_burst(ctx, enqueue, arg, samples, t)
+                                              : time_sustained(ctx, enqueue, arg, sets, samples, t);
     if (!rc && !t->samples) {
-        snprintf(msg, msgn, "out of memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of memory");
         rc = -1;
     }
     return rc;
@@ -622,14 +637,14 @@ int tune_ctx_clone(tune_ctx *ctx, CUdeviceptr *dst, CUdeviceptr src, size_t byte
 }
 
 int tune_ctx_fill_normal(tune_ctx *ctx, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
-                         double sigma, char *msg, size_t msgn)
+                         double sigma)
 {
     /* a tile of 2^20 values + 7 (odd: rows of a power-of-two width do not repeat in step) */
     size_t tile = ((size_t)1 << 20) + 7, es = check_dtype_size(dt);
     size_t n = elems < tile ? elems : tile;
     void *h = malloc(n * es + 16);
     if (!h) {
-        snprintf(msg, msgn, "out of host memory");
+        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
         return -1;
     }
     check_fill_normal(dt, h, n, seed, sigma);
@@ -641,7 +656,7 @@ int tune_ctx_fill_normal(tune_ctx *ctx, CUdeviceptr dst, size_t elems, check_dty
         size_t k = elems - at < n ? elems - at : n;
         CUresult r = ctx->cu->MemcpyHtoD(dst + at * es, h, k * es);
         if (r)
-            rc = cu_fail(ctx, r, "cuMemcpyHtoD (timing inputs)", msg, msgn);
+            rc = cu_fail(ctx, r, "cuMemcpyHtoD (timing inputs)");
     }
     free(h);
     return rc;

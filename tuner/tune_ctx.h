@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/err.h"
 #include "gen/build.h"
 #include "gen/kv.h"
 #include "runtime/cuda.h"
@@ -76,12 +77,20 @@ void tune_timing_free(tune_timing *t);
 /* min, median, p10, p90 and spread of t's `samples` samples_ms. */
 void tune_timing_stats(tune_timing *t);
 
-/* A GPU session: context, stream, L2 flush buffer (2x L2). One thread uses it at a time. */
+/* A GPU session: context, stream, L2 flush buffer (2x L2). One thread uses it at a time. A call on
+ * it that fails returns -1 (or NULL) and leaves its status and message on the session, as kf_ctx
+ * keeps its own (runtime/kforge.h): tune_ctx_errmsg says why. */
 typedef struct tune_ctx tune_ctx;
 
-/* NULL with a message in err when there is no driver/device ("no CUDA driver/device found: ..."). */
-tune_ctx *tune_open(int ordinal, char *err, size_t errn);
+/* NULL with the reason in *e when there is no driver/device (KF_ERR_CUDA, "no CUDA driver/device
+ * found: ..."), or no memory (KF_ERR_NOMEM). e may be NULL. */
+tune_ctx *tune_open(int ordinal, core_err *e);
 void tune_close(tune_ctx *c);     /* NULL: no-op */
+/* The message of the last failure of a call on c ("" when none failed), valid until the next call
+ * on c; c NULL: a static text saying there is no session. */
+const char *tune_ctx_errmsg(const tune_ctx *c);
+/* The status of that failure (KF_OK when none failed; c NULL: KF_ERR_CUDA, no context). */
+kf_status tune_ctx_status(const tune_ctx *c);
 /* Whether a CUDA error has left the context unusable (an illegal address, say). */
 int tune_broken(const tune_ctx *c);
 
@@ -115,20 +124,25 @@ void tune_set_phases(tune_ctx *c, tune_phases *ph);
 
 /* The session's driver table. */
 const rt_cu *tune_ctx_cu(const tune_ctx *c);
+/* Sets c's status and message where a failure happens (printf-style; an argument may be
+ * tune_ctx_errmsg(c) itself, to prefix it); returns -1. c NULL: returns -1, nothing kept. */
+int tune_ctx_seterr(tune_ctx *c, kf_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The session's error, for the calls that take a core_err * (rt_module_load, rt_kda_check, ...):
+ * they set it where they fail. c NULL: NULL (core_err_set takes it). */
+core_err *tune_ctx_err(tune_ctx *c);
 /* The loaded module of a compiled variant: held in slot (0 variant, 1 reference) while
- * tune_hold is on, else loaded into *own (the caller unloads it). NULL with msg on error. */
-const rt_module *tune_ctx_module(tune_ctx *c, const tune_compiled *v, int slot, rt_module *own,
-                                 char *msg, size_t msgn);
-/* Records a failed driver call (marking the context broken on a sticky error); returns -1. */
-int tune_ctx_fail(tune_ctx *c, int cuda_result, const char *what, char *msg, size_t msgn);
+ * tune_hold is on, else loaded into *own (the caller unloads it). NULL on error (on c). */
+const rt_module *tune_ctx_module(tune_ctx *c, const tune_compiled *v, int slot, rt_module *own);
+/* Records a failed driver call on c (KF_ERR_CUDA, "what: the driver's error"; marking the context
+ * broken on a sticky error); returns -1. */
+int tune_ctx_fail(tune_ctx *c, int cuda_result, const char *what);
 /* Enqueues one call of the measured kernels on the default stream, on input set `set`
- * (0 .. sets - 1 of the timing; always 0 outside a sustained timing); 0 or -1 with msg. */
-typedef int (*tune_enqueue_fn)(void *arg, int set, char *msg, size_t msgn);
+ * (0 .. sets - 1 of the timing; always 0 outside a sustained timing); 0 or -1 (error on c). */
+typedef int (*tune_enqueue_fn)(tune_ctx *c, void *arg, int set);
 /* Event timing of enqueue in the session's mode (see TUNE_TIMING_SUSTAINED): `samples` (>= 1;
  * 0: 30) samples, sustained ones rotating over `sets` input sets; median and spread as
- * tune_attn_time. -1 with msg. */
-int tune_ctx_time(tune_ctx *c, tune_enqueue_fn enqueue, void *arg, int sets, int samples,
-                  tune_timing *t, char *msg, size_t msgn);
+ * tune_attn_time. -1 on error (on c). */
+int tune_ctx_time(tune_ctx *c, tune_enqueue_fn enqueue, void *arg, int sets, int samples, tune_timing *t);
 /* The stream runners launch on: NULL (the default stream), or the stream a sustained timing is
  * capturing a graph on (ctx NULL: NULL). */
 CUstream tune_ctx_stream(const tune_ctx *c);
@@ -138,17 +152,18 @@ int tune_ctx_sets(const tune_ctx *c, double set_bytes);
 /* A copy of bytes at src in a new allocation *dst (+16 bytes pad): the driver's result (0: done). */
 int tune_ctx_clone(tune_ctx *c, CUdeviceptr *dst, CUdeviceptr src, size_t bytes);
 /* Fills elems bf16/fp16 values at dst with N(0, sigma) values (a host tile of them, repeated):
- * the statistics of activations, never zero. 0 or -1 with msg. */
+ * the statistics of activations, never zero. 0 or -1 (error on c). */
 int tune_ctx_fill_normal(tune_ctx *c, CUdeviceptr dst, size_t elems, check_dtype dt, uint64_t seed,
-                         double sigma, char *msg, size_t msgn);
-/* Binds a runner's call to the loaded module m of its variant (workspace, checks); 0 or -1 with msg. */
-typedef int (*tune_bind_fn)(void *arg, const rt_module *m, char *msg, size_t msgn);
-/* The timing of a runner: loads v (slot 0), bind(arg, m), then tune_ctx_time(enqueue, arg, sets); phases
- * time_load and time_run counted from *tm (tune_ctx_phase); unloads what it loaded. -1 with msg. */
+                         double sigma);
+/* Binds a runner's call to the loaded module m of its variant (workspace, checks); 0 or -1 (error on c). */
+typedef int (*tune_bind_fn)(tune_ctx *c, void *arg, const rt_module *m);
+/* The timing of a runner: loads v (slot 0), bind(c, arg, m), then tune_ctx_time(enqueue, arg, sets); phases
+ * time_load and time_run counted from *tm (tune_ctx_phase); unloads what it loaded. -1 on error (on c). */
 int tune_ctx_time_variant(tune_ctx *c, const tune_compiled *v, tune_bind_fn bind, tune_enqueue_fn enqueue,
-                          void *arg, int sets, int samples, tune_timing *t, double *tm, char *msg, size_t msgn);
-/* One call of enqueue, then a synchronize; a failure of it goes through tune_ctx_fail with `what`. -1 with msg. */
-int tune_ctx_run(tune_ctx *c, tune_enqueue_fn enqueue, void *arg, const char *what, char *msg, size_t msgn);
+                          void *arg, int sets, int samples, tune_timing *t, double *tm);
+/* One call of enqueue, then a synchronize; a failure of it goes through tune_ctx_fail with `what`.
+ * -1 on error (on c). */
+int tune_ctx_run(tune_ctx *c, tune_enqueue_fn enqueue, void *arg, const char *what);
 /* cuMemAlloc of bytes + pad into *p, then bytes of src copied there (none when bytes is 0): the
  * driver's result (0: done), for the caller's tune_ctx_fail. */
 int tune_ctx_upload(tune_ctx *c, CUdeviceptr *p, const void *src, size_t bytes, size_t pad);

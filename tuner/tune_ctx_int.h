@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "core/err.h"
 #include "runtime/cuda.h"
 #include "runtime/module.h"
 #include "runtime/nvml.h"
@@ -23,6 +24,7 @@ typedef struct host_in {
 } host_in;
 
 struct tune_ctx {
+    core_err err;              /* the last failure's status and message (tune_ctx_errmsg) */
     const rt_cu *cu;
     int ordinal;
     rt_devinfo info;
@@ -74,23 +76,24 @@ static inline void host_in_free(host_in *h)
     h->q = h->k = h->v = NULL;
 }
 
-/* Records a failed driver call in msg (marking the context broken on a sticky error); returns -1. */
-#define cu_fail(c, r, what, msg, n) tune_ctx_fail((c), (int)(r), (what), (msg), (n))
+/* Records a failed driver call on the session (marking the context broken on a sticky error); returns -1. */
+#define cu_fail(c, r, what) tune_ctx_fail((c), (int)(r), (what))
 
+/* A driver call of a function that has the session as `ctx`: its failure set there, -1 returned. */
 #define CU_TRY(call, what)                                                                         \
     do {                                                                                           \
         CUresult r_ = (call);                                                                      \
         if (r_)                                                                                    \
-            return cu_fail(ctx, r_, what, msg, msgn);                                              \
+            return cu_fail(ctx, r_, what);                                                         \
     } while (0)
 
-/* Loads v's binary into *m (the caller unloads it); -1 with msg. */
-int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m, char *msg, size_t msgn);
+/* Loads v's binary into *m (the caller unloads it); -1 on error (on ctx). */
+int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m);
 /* Drops the GQA harness's upload caches: the timing case's device inputs, the gate case's host inputs
  * and reference. */
 void tune_ctx_time_cache_drop(tune_ctx *c);
 void tune_ctx_gate_cache_drop(tune_ctx *c);
-/* cuMemAlloc of bytes (16 when 0) into *p; -1 with msg. */
-int tune_ctx_alloc(tune_ctx *ctx, CUdeviceptr *p, size_t bytes, char *msg, size_t msgn);
+/* cuMemAlloc of bytes (16 when 0) into *p; -1 on error (on ctx). */
+int tune_ctx_alloc(tune_ctx *ctx, CUdeviceptr *p, size_t bytes);
 
 #endif

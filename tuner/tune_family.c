@@ -11,60 +11,56 @@
 
 /* ---- the runners through one signature ---------------------------------------------------------- */
 
-static void *gqa_make(const gen_kvset *s, char *e, size_t n) { return tune_gqa_new(s, e, n); }
+static void *gqa_make(const gen_kvset *s, core_err *e) { return tune_gqa_new(s, e); }
 static void gqa_release(void *st, tune_ctx *c) { tune_gqa_free(st, c); }
 static int gqa_ref(void *st, gen_host *h, const gen_target *tg, gen_job *j) { return tune_gqa_ref_job(st, h, tg, j); }
 static int gqa_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
-                    double *e, char *m, size_t n)
+                    double *e, char *verdict, size_t n)
 {
-    return tune_gqa_gate(c, st, v, ref, pass, e, m, n);
+    return tune_gqa_gate(c, st, v, ref, pass, e, verdict, n);
 }
-static int gqa_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
-                    size_t n)
+static int gqa_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t)
 {
-    return tune_gqa_time(c, st, v, s, t, m, n);
+    return tune_gqa_time(c, st, v, s, t);
 }
 
-static void *kda_make(const gen_kvset *s, char *e, size_t n) { return tune_kda_new(s, e, n); }
+static void *kda_make(const gen_kvset *s, core_err *e) { return tune_kda_new(s, e); }
 static void kda_release(void *st, tune_ctx *c) { tune_kda_free(st, c); }
 static int kda_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
-                    double *e, char *m, size_t n)
+                    double *e, char *verdict, size_t n)
 {
     (void)ref;
-    return tune_kda_gate(c, st, v, pass, e, m, n);
+    return tune_kda_gate(c, st, v, pass, e, verdict, n);
 }
-static int kda_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
-                    size_t n)
+static int kda_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t)
 {
-    return tune_kda_time(c, st, v, s, t, m, n);
+    return tune_kda_time(c, st, v, s, t);
 }
 
-static void *parts_make(const gen_kvset *s, char *e, size_t n) { return tune_parts_new(s, e, n); }
+static void *parts_make(const gen_kvset *s, core_err *e) { return tune_parts_new(s, e); }
 static void parts_release(void *st, tune_ctx *c) { tune_parts_free(st, c); }
 static int parts_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
-                      double *e, char *m, size_t n)
+                      double *e, char *verdict, size_t n)
 {
     (void)ref;
-    return tune_parts_gate(c, st, v, pass, e, m, n);
+    return tune_parts_gate(c, st, v, pass, e, verdict, n);
 }
-static int parts_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
-                      size_t n)
+static int parts_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t)
 {
-    return tune_parts_time(c, st, v, s, t, m, n);
+    return tune_parts_time(c, st, v, s, t);
 }
 
-static void *combine_make(const gen_kvset *s, char *e, size_t n) { return tune_combine_new(s, e, n); }
+static void *combine_make(const gen_kvset *s, core_err *e) { return tune_combine_new(s, e); }
 static void combine_release(void *st, tune_ctx *c) { tune_combine_free(st, c); }
 static int combine_gate(tune_ctx *c, void *st, const tune_compiled *v, const tune_compiled *ref, int *pass,
-                        double *e, char *m, size_t n)
+                        double *e, char *verdict, size_t n)
 {
     (void)ref;
-    return tune_combine_gate(c, st, v, pass, e, m, n);
+    return tune_combine_gate(c, st, v, pass, e, verdict, n);
 }
-static int combine_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t, char *m,
-                        size_t n)
+static int combine_time(tune_ctx *c, void *st, const tune_compiled *v, int s, tune_timing *t)
 {
-    return tune_combine_time(c, st, v, s, t, m, n);
+    return tune_combine_time(c, st, v, s, t);
 }
 
 static const tune_runner gqa_runner = {gqa_make, gqa_release, gqa_ref, gqa_gate, gqa_time};
@@ -89,15 +85,14 @@ const tune_family tune_families[RT_FAM_COUNT] = {
 
 const tune_family *tune_family_find(const char *name) { return tune_family_of(rt_family_find(name)); }
 
-int tune_family_check(char *err, size_t errn)
+int tune_family_check(core_err *e)
 {
     for (int i = 0; i < RT_FAM_COUNT; i++) {
         const tune_family *t = &tune_families[i];
         const rt_family *r = &rt_families[i];
         if ((int)t->id != i || (int)r->id != i || strcmp(t->name, r->name) || (r->tuned && !t->runner)) {
-            snprintf(err, errn, "family table: the tuner's entry %d (%s) does not match the runtime's (%s)", i, t->name,
-                     r->name);
-            return -1;
+            return core_err_fail(e, KF_ERR_ARG, "family table: the tuner's entry %d (%s) does not match the runtime's"
+                                 " (%s)", i, t->name, r->name);
         }
     }
     return 0;

@@ -279,9 +279,9 @@ static int plan_shape(sweep *w, plan *p, const gen_kvset *shape)
         p->todo[p->n_todo++] = p->sp.n++;     /* room: todo has sp.n + 1 entries */
     }
     p->ref_job = -1;
-    char e[400];
-    if (!(p->run_st = run->make(shape, e, sizeof e)))
-        return gen_host_fail(w->h, "shape '%s': %s", p->shape_key, e);
+    core_err e = CORE_ERR_INIT;
+    if (!(p->run_st = run->make(shape, &e)))
+        return gen_host_fail(w->h, "shape '%s': %.399s", p->shape_key, e.msg);
     p->run = run;
     if (run->ref_job) {
         gen_job rj;
@@ -468,7 +468,7 @@ static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_compiled *tv
         return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR : M_REJECTED;
     }
     if (p->run->gate(w->ctx, p->run_st, tv, p->ref_job >= 0 ? &ref : NULL, &pass, &e, r, sizeof r)) {
-        snprintf(msg, sizeof msg, "gate: %s", r);
+        snprintf(msg, sizeof msg, "gate: %.699s", tune_ctx_errmsg(w->ctx));
         return store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
                : tune_broken(w->ctx)                        ? M_BROKEN
                                                                  : M_REJECTED;
@@ -499,11 +499,10 @@ static int variant_of(sweep *w, plan *p, meas_list *l, int vi, int is_control, t
     return 0;
 }
 
-/* One timing of tv on the shape's timing case (the family's runner). */
-static int time_variant(sweep *w, plan *p, const tune_compiled *tv, int samples, tune_timing *t, char *err,
-                        size_t errn)
+/* One timing of tv on the shape's timing case (the family's runner); -1 with the error on w->ctx. */
+static int time_variant(sweep *w, plan *p, const tune_compiled *tv, int samples, tune_timing *t)
 {
-    return p->run->time(w->ctx, p->run_st, tv, samples, t, err, errn);
+    return p->run->time(w->ctx, p->run_st, tv, samples, t);
 }
 
 /* Gates (when do_gate) and times variant vi with `samples` samples, storing the result. */
@@ -521,10 +520,9 @@ static int measure(sweep *w, plan *p, meas_list *l, int vi, int samples, int do_
             return g;
     }
     tune_timing t;
-    char err[512] = "";
-    int bad = time_variant(w, p, &tv, samples, &t, err, sizeof err);
+    int bad = time_variant(w, p, &tv, samples, &t);
     if (bad) {
-        snprintf(msg, sizeof msg, "timing: %s", err);
+        snprintf(msg, sizeof msg, "timing: %.511s", tune_ctx_errmsg(w->ctx));
         int rc = store(w, p, l, vi, is_control, TUNE_ERROR, NAN, msg, NULL) ? M_DBERR
                  : tune_broken(w->ctx)                                 ? M_BROKEN
                                                                             : M_REJECTED;
@@ -905,8 +903,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         int drc;
         if (variant_of(w, p, l, p->sp.idefault, 0, &dv, &drc) == 0) {
             tune_timing wt;
-            char err[512];
-            if (time_variant(w, p, &dv, 2, &wt, err, sizeof err) == 0)
+            if (time_variant(w, p, &dv, 2, &wt) == 0)       /* a failure shows in the timings that follow */
                 tune_timing_free(&wt);
         }
         for (int k = 0, c = 0; k < nt && rc == M_OK; k++) {
@@ -984,13 +981,13 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
             failed[c] = 1;
             continue;
         }
-        char err[512] = "";
         tune_set_extra(w->ctx, o->test_slow_default && c < 0 ? 10 : 0);
-        int bad = time_variant(w, p, &tv, slot_n, &tt[k], err, sizeof err);
+        int bad = time_variant(w, p, &tv, slot_n, &tt[k]);
         tune_set_extra(w->ctx, 0);
         if (bad) {
             char msg[700];
-            snprintf(msg, sizeof msg, "timing (interleaved round %d): %s", k / per_round + 1, err);
+            snprintf(msg, sizeof msg, "timing (interleaved round %d): %.511s", k / per_round + 1,
+                     tune_ctx_errmsg(w->ctx));
             tune_timing_free(&tt[k]);
             memset(&tt[k], 0, sizeof tt[k]);
             if (store(w, p, l, vi, 0, TUNE_ERROR, NAN, msg, NULL))
@@ -1166,31 +1163,24 @@ static void release_jobs(sweep *w, int pi)
 
 /* ---- set-up ------------------------------------------------------------------------- */
 
-static int open_device(sweep *w, char *err, size_t errn)
+static int open_device(sweep *w, core_err *e)
 {
-    if (tune_family_check(err, errn))
+    if (tune_family_check(e) || rt_device_info(w->o->ordinal, &w->info, e))
         return -1;
-    core_err e;
-    if (rt_device_info(w->o->ordinal, &w->info, &e))
-        return snprintf(err, errn, "%s", e.msg), -1;
     gen_device dev;
     rt_gen_device(&w->info, &dev);
     const char *arch = w->o->arch ? w->o->arch : w->info.arch;
-    if (gen_target_init(&w->tg, arch, 0, &dev)) {
-        snprintf(err, errn, "unknown arch '%s'", arch);
-        return -1;
-    }
-    w->ctx = tune_open(w->o->ordinal, err, errn);
+    if (gen_target_init(&w->tg, arch, 0, &dev))
+        return core_err_fail(e, KF_ERR_ARG, "unknown arch '%s'", arch);
+    w->ctx = tune_open(w->o->ordinal, e);
     tune_set_timing(w->ctx, w->o->timing);
     return w->ctx ? 0 : -1;
 }
 
-static int begin_run(sweep *w, char *err, size_t errn)
+static int begin_run(sweep *w, core_err *e)
 {
-    if (db_open(&w->db, w->o->db_path, DB_CREATE) != DB_OK) {
-        snprintf(err, errn, "%s", db_errmsg(w->db));
-        return -1;
-    }
+    if (db_open(&w->db, w->o->db_path, DB_CREATE) != DB_OK)
+        return core_err_fail(e, KF_ERR_DB, "%s", db_errmsg(w->db));
     char nvrtc[16];
     gen_nvrtc_version(nvrtc, sizeof nvrtc);
     db_device d = {0};
@@ -1204,10 +1194,8 @@ static int begin_run(sweep *w, char *err, size_t errn)
     d.driver = w->info.driver;
     d.nvrtc = nvrtc;
     d.kforge_rev = w->o->kforge_rev ? w->o->kforge_rev : "unknown";
-    if (db_run_begin(w->db, &d, w->o->command, &w->run_id) != DB_OK) {
-        snprintf(err, errn, "%s", db_errmsg(w->db));
-        return -1;
-    }
+    if (db_run_begin(w->db, &d, w->o->command, &w->run_id) != DB_OK)
+        return core_err_fail(e, KF_ERR_DB, "%s", db_errmsg(w->db));
     return 0;
 }
 
@@ -1264,8 +1252,7 @@ static void sweep_free(sweep *w)
     pthread_cond_destroy(&w->cv);
 }
 
-int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_stats *st, char *err,
-                   size_t errn)
+int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_stats *st, core_err *e)
 {
     tune_opts o = *oin;
     if (o.samples <= 0)
@@ -1285,17 +1272,17 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
     int rc = -1;
     w.h = gen_host_new(o.templates);
     if (!w.h) {
-        snprintf(err, errn, "cannot start the template host: out of memory");
+        core_err_set(e, KF_ERR_NOMEM, "cannot start the template host: out of memory");
         goto out;
     }
-    if (open_device(&w, err, errn) || begin_run(&w, err, errn))
+    if (open_device(&w, e) || begin_run(&w, e))
         goto out;
     if (plan_all(&w, shapes, n)) {
-        snprintf(err, errn, "out of memory planning the sweep");
+        core_err_set(e, KF_ERR_NOMEM, "out of memory planning the sweep");
         goto out;
     }
     if (pthread_create(&w.th, NULL, compile_main, &w)) {
-        snprintf(err, errn, "cannot start the compile thread");
+        core_err_set(e, KF_ERR_NOMEM, "cannot start the compile thread");
         goto out;
     }
     w.th_started = 1;
@@ -1308,7 +1295,7 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
         int built = wait_built(&w, i);
         p->ph.wait = now_s() - p->t_start;
         if (built) {
-            snprintf(err, errn, "%s", w.build_err);
+            core_err_set(e, KF_ERR_DB, "%s", w.build_err);
             rc = -1;
             break;
         }
@@ -1326,11 +1313,11 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
         p->ph.wall = now_s() - p->t_start;
         tune_phases_add(&st->phases, &p->ph);
         if (r == M_DBERR) {
-            snprintf(err, errn, "%s", db_errmsg(w.db));
+            core_err_set(e, KF_ERR_DB, "%s", db_errmsg(w.db));
             rc = -1;
         } else if (r == M_BROKEN) {
-            snprintf(err, errn, "a kernel of %s %s left the CUDA context unusable (recorded as"
-                     " 'error'); run again to resume", w.p[i].family, w.p[i].shape_key);
+            core_err_set(e, KF_ERR_CUDA, "a kernel of %s %s left the CUDA context unusable (recorded as"
+                         " 'error'); run again to resume", w.p[i].family, w.p[i].shape_key);
             rc = TUNE_RC_BROKEN;
         } else if (r == M_STOP) {
             st->interrupted = 1;
@@ -1338,8 +1325,8 @@ int tune_sweep_run(const tune_opts *oin, const gen_kvset *shapes, int n, tune_st
         }
     }
     if (rc == 0 && st->shapes_failed)
-        snprintf(err, errn, "%d shape%s could not be planned", st->shapes_failed,
-                 st->shapes_failed == 1 ? "" : "s");
+        core_err_set(e, KF_ERR_UNSUPPORTED, "%d shape%s could not be planned", st->shapes_failed,
+                     st->shapes_failed == 1 ? "" : "s");
     st->phases.wall = now_s() - t_begin;
     if (o.json && w.db) {
         char ph[600];

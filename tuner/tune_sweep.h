@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/err.h"
 #include "gen/kv.h"
 #include "tuner/tune_phase.h"
 
@@ -59,10 +60,10 @@ typedef struct tune_stats {
     tune_phases phases;          /* where the sweep's wall time went (plan and every shape) */
 } tune_stats;
 
-/* Tunes shapes (each with "family") on GPU o->ordinal into o->db_path. Returns 0,
- * -1 with a message in err, or TUNE_RC_BROKEN (everything measured so far is stored;
- * running again resumes past the variant that broke the context, recorded as 'error'). */
-int tune_sweep_run(const tune_opts *o, const gen_kvset *shapes, int n, tune_stats *st, char *err,
-                   size_t errn);
+/* Tunes shapes (each with "family") on GPU o->ordinal into o->db_path. Returns 0 (*e set,
+ * KF_ERR_UNSUPPORTED, when some shapes could not be planned: st->shapes_failed), -1 with *e set,
+ * or TUNE_RC_BROKEN with *e set (everything measured so far is stored; running again resumes past
+ * the variant that broke the context, recorded as 'error'). e may be NULL. */
+int tune_sweep_run(const tune_opts *o, const gen_kvset *shapes, int n, tune_stats *st, core_err *e);
 
 #endif

@@ -42,10 +42,10 @@ static void test_attn_case__e4m3_encode(void **state)
 
 static int ref_of(const tune_attn_case *c, uint64_t seed, double **o, double **l, long long *rows)
 {
-    char msg[256] = "";
-    int rc = tune_attn_case_reference(c, seed, o, l, rows, msg, sizeof msg);
+    core_err e = CORE_ERR_INIT;
+    int rc = tune_attn_case_reference(c, seed, o, l, rows, &e);
     if (rc)
-        print_error("%s\n", msg);
+        print_error("%s\n", e.msg);
     return rc;
 }
 
@@ -135,14 +135,15 @@ static void test_attn_case__fp8_finite_bad_pages_refused(void **state)
     free(o), free(l);
     tune_attn_case bad = c;
     bad.page_size = -1;
-    char msg[256];
-    assert_int_equal(tune_attn_case_reference(&bad, 7, &o, &l, &rows, msg, sizeof msg), -1);
-    assert_non_null(strstr(msg, "page_size"));
+    core_err e = CORE_ERR_INIT;
+    assert_int_equal(tune_attn_case_reference(&bad, 7, &o, &l, &rows, &e), -1);
+    assert_int_equal(e.st, KF_ERR_ARG);
+    assert_non_null(strstr(e.msg, "page_size"));
     bad = c;
     bad.page_size = 16;
     static const int ql[1] = {1}, kl[1] = {64};
     bad.q_lens = ql, bad.kv_len = kl, bad.packed_kv = 1;
-    assert_int_equal(tune_attn_case_reference(&bad, 7, &o, &l, &rows, msg, sizeof msg), -1);
+    assert_int_equal(tune_attn_case_reference(&bad, 7, &o, &l, &rows, &e), -1);
 }
 
 int main(void)

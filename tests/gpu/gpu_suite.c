@@ -697,15 +697,15 @@ int suite_run_case(suite *s, tune_ctx *ctx, const suite_case *c, int quiet)
             tune_combine_case cc = {.dtype = !strcmp(c->dtype, "fp16") ? CHECK_FP16 : CHECK_BF16,
                                     .b = c->b, .sq = c->sq, .hq = c->hq, .dv = c->d, .splits = c->splits,
                                     .sinks = c->sinks};
-            if (tune_attn_check_combine(ctx, &v, &cc, &r) == 0)
-                ok = r.pass;
-            snprintf(why, sizeof why, "%s", r.msg);
+            int rc = tune_attn_check_combine(ctx, &v, &cc, &r);
+            ok = !rc && r.pass;
+            snprintf(why, sizeof why, "%s", rc ? tune_ctx_errmsg(ctx) : r.msg);
         } else {
             tune_attn_case tc;
             suite_attn_case(c, &tc);
-            if (tune_attn_check(ctx, &v, &tc, mode == REF_NAIVE ? &nv : NULL, 0, &r, NULL) == 0)
-                ok = r.pass;
-            snprintf(why, sizeof why, "%s", r.msg);
+            int rc = tune_attn_check(ctx, &v, &tc, mode == REF_NAIVE ? &nv : NULL, 0, &r, NULL);
+            ok = !rc && r.pass;
+            snprintf(why, sizeof why, "%s", rc ? tune_ctx_errmsg(ctx) : r.msg);
         }
     }
     if (!quiet) {

@@ -253,7 +253,7 @@ static int run_kept(const suite_case *c, uint64_t seed, tune_attn_result *r, cha
     tc.seed = seed;
     tc.keep_outputs = 1;
     if (tune_attn_check(g_ctx, &v, &tc, NULL, 0, r, NULL)) {
-        snprintf(why, whyn, "%s", r->msg);
+        snprintf(why, whyn, "%s", tune_ctx_errmsg(g_ctx));
         return -1;
     }
     return 0;
@@ -347,7 +347,7 @@ int main(void)
         printf("skipped: no CUDA device (variants precompiled into %s)\n", getenv("KFORGE_TEST_DB") ? getenv("KFORGE_TEST_DB") : "test_gpu.db");
         return 77;
     }
-    g_ctx = tune_open(0, err.msg, sizeof err.msg);
+    g_ctx = tune_open(0, &err);
     if (!g_ctx) {
         printf("skipped: no CUDA device (%s)\n", err.msg);
         suite_close(&g_suite);

@@ -928,10 +928,10 @@ static int default_job(const struct tshape *ts, gen_kvset *shape, gen_job *j)
 
 static int run_timings(void)
 {
-    char err[512];
-    tune_ctx *tc = tune_open(0, err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    tune_ctx *tc = tune_open(0, &err);
     if (!tc) {
-        printf("  error: tune_open: %s\n", err);
+        printf("  error: tune_open: %s\n", err.msg);
         return 0;
     }
     int ok = 1;
@@ -952,32 +952,36 @@ static int run_timings(void)
         }
         tune_timing t;
         memset(&t, 0, sizeof t);
-        char msg[600] = "";
+        char verdict[600] = "";
+        core_err e = CORE_ERR_INIT;
+        const char *why = tune_ctx_errmsg(tc);   /* what failed: on the session, or in e before it */
         int rc;
         if (!strcmp(gen_kv_str(&shape, "family"), "attn_decode")) {
             tune_attn_case c;
             memset(&c, 0, sizeof c);
             c.dtype = CHECK_BF16, c.b = 128, c.sq = 1, c.skv = 2048, c.hq = 8, c.hkv = 4, c.d = 64;
-            rc = tune_attn_time(tc, &v, &c, 30, &t, msg, sizeof msg);
+            rc = tune_attn_time(tc, &v, &c, 30, &t);
             if (!rc)
                 printf("  %-100s %8.4f ms (x4 layers: %.4f ms)\n", j.variant_key, t.median_ms, 4 * t.median_ms);
         } else {
-            tune_parts *k = tune_parts_new(&shape, msg, sizeof msg);
+            tune_parts *k = tune_parts_new(&shape, &e);
             int pass = 0;
             double rel = 0, bytes, flops;
             tune_parts_work(&shape, &bytes, &flops);
-            rc = !k || tune_parts_gate(tc, k, &v, &pass, &rel, msg, sizeof msg);
-            printf("  gate %-95s %s\n", j.variant_key, msg);
+            rc = !k || tune_parts_gate(tc, k, &v, &pass, &rel, verdict, sizeof verdict);
+            if (!k)
+                why = e.msg;
+            printf("  gate %-95s %s\n", j.variant_key, rc ? why : verdict);
             ok &= !rc && pass;
             if (!rc)
-                rc = tune_parts_time(tc, k, &v, 30, &t, msg, sizeof msg);
+                rc = tune_parts_time(tc, k, &v, 30, &t);
             if (!rc)
                 printf("  %-100s %8.4f ms  %.2f TB/s cache  %.1f TFLOP/s\n", j.variant_key, t.median_ms,
                        bytes / (t.median_ms * 1e-3) / 1e12, flops / (t.median_ms * 1e-3) / 1e12);
             tune_parts_free(k, tc);
         }
         if (rc) {
-            printf("  error: %s: %s\n", j.variant_key, msg);
+            printf("  error: %s: %s\n", j.variant_key, why);
             ok = 0;
         }
         ms[i] = t.median_ms;

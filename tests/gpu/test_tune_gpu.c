@@ -63,10 +63,10 @@ static void test_tune_gpu__small_sweep_then_resume(void **state)
     parse_shapes();
     tune_opts o = opts(6);
     tune_stats st;
-    char err[1024] = "";
-    int rc = tune_sweep_run(&o, g_shapes, N_SHAPES, &st, err, sizeof err);
+    core_err e = CORE_ERR_INIT;
+    int rc = tune_sweep_run(&o, g_shapes, N_SHAPES, &st, &e);
     if (rc)
-        fail_msg("tune_sweep_run: %s", err);
+        fail_msg("tune_sweep_run: %s", e.msg);
     print_message("first run: %d shapes, %ld variants, %ld measured, %ld wrong, %ld errors, %ld winners\n",
                   st.shapes_done, st.variants, st.measured, st.wrong, st.errors, st.winners);
     assert_int_equal(st.shapes_done, N_SHAPES);
@@ -94,9 +94,9 @@ static void test_tune_gpu__small_sweep_then_resume(void **state)
     /* the same command again: everything is found, nothing is timed again, every winner kept
      * (tune_ilv_resume_plan decides; test_tune__ilv_resume_* on the CPU) */
     tune_stats again;
-    rc = tune_sweep_run(&o, g_shapes, N_SHAPES, &again, err, sizeof err);
+    rc = tune_sweep_run(&o, g_shapes, N_SHAPES, &again, &e);
     if (rc)
-        fail_msg("re-run: %s", err);
+        fail_msg("re-run: %s", e.msg);
     assert_int_equal(again.measured, 0);
     assert_int_equal(again.shapes_done, N_SHAPES);
     assert_int_equal(again.winners, N_SHAPES);      /* kept from the database, counted as such */
@@ -142,9 +142,10 @@ static void test_tune_gpu__planted_wrong_variant_is_caught(void **state)
     o.mutate = plant;
     o.mutate_arg = &planted;
     tune_stats st;
-    int rc = tune_sweep_run(&o, &shape, 1, &st, err, sizeof err);
+    core_err se = CORE_ERR_INIT;
+    int rc = tune_sweep_run(&o, &shape, 1, &st, &se);
     if (rc)
-        fail_msg("tune_sweep_run: %s", err);
+        fail_msg("tune_sweep_run: %s", se.msg);
     assert_true(planted > 0);
     print_message("planted in %d binaries: %ld variants, %ld wrong\n", planted, st.variants, st.wrong);
     assert_int_equal(st.wrong, st.variants);        /* every variant carries the slip: all caught */
@@ -178,8 +179,9 @@ static const char *twin_run(const char *db_name, int slow, double *speedup, doub
     o.test_twin = 1;
     o.test_slow_default = slow;
     tune_stats st;
-    if (tune_sweep_run(&o, &shape, 1, &st, err, sizeof err))
-        fail_msg("tune_sweep_run: %s", err);
+    core_err e = CORE_ERR_INIT;
+    if (tune_sweep_run(&o, &shape, 1, &st, &e))
+        fail_msg("tune_sweep_run: %s", e.msg);
     assert_int_equal(st.variants, 2);
     assert_int_equal(st.winners, 1);
     db_store *db;

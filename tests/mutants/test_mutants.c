@@ -67,10 +67,10 @@ static int child(int m)
         suite_close(&s);
         return 0;
     }
-    char err[512];
-    tune_ctx *ctx = tune_open(0, err, sizeof err);
+    core_err err = CORE_ERR_INIT;
+    tune_ctx *ctx = tune_open(0, &err);
     if (!ctx) {
-        printf("    %s\n", err);
+        printf("    %s\n", err.msg);
         suite_close(&s);
         return 3;
     }

@@ -18,15 +18,17 @@ local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or im
 
 local function shape_of(p, f)
   if is_wgmma(p.impl) then
-    -- Q + stages x (K + V), 1024 bytes of alignment slack, 8-byte mbarriers (q; full_k, full_v, empty_k, empty_v per stage)
+    -- Q + stages x (K + V), 1024 bytes of alignment slack, 8-byte mbarriers (q; full_k, full_v, empty_k, empty_v per
+    -- stage), the cp.async producer's page table of a paged block (8 bytes a key)
     local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2 + 1024 + 8 * (1 + 4 * p.stages)
+    if p.impl ~= "wgmma_tma" then smem = smem + 8 * p.bn end
     return { smem = smem, threads = 384 }
   end
   local wm, wn = p.w, 1
   local mt = p.bm // (16 * wm)
   local qreg = (mt * f.d <= 128) and 1 or 0
   local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2
-  if f.kv then smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d + 2 * p.bn * f.d * 2 end   -- fp8 stages + one 16-bit K, V
+  if f.kv then smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d + p.bn * f.d * 2 end   -- fp8 stages + one 16-bit tile (K, then V)
   return { wm = wm, wn = wn, mt = mt, qreg = qreg, smem = smem, threads = 32 * p.w }
 end
 

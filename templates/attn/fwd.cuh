@@ -44,7 +44,7 @@
  *   KF_SINK sink logit: added to the denominator in the epilogue when the CTA writes o (one split); split
  *           partials carry none (attn/combine.cuh adds it).
  *   KF_KV8  FP8 (e4m3) K/V: each stage holds the blocks' bytes (K8 [BN][D], V8 [BN][D], unswizzled) and the
- *           block in use is converted into one 16-bit K tile and one V tile after the stages (value / 256,
+ *           block in use is converted into one 16-bit tile after the stages, K then V (value / 256,
  *           exact: the 256 and k_scale are folded into the score scale, v_scale into the epilogue). Needs
  *           KF_STAGES >= 2.
  * Mutation-test hooks of the features: KF_MUTANT_WINDOW, KF_MUTANT_CAPORDER, KF_MUTANT_SINK, KF_MUTANT_FP8HEAD.
@@ -75,7 +75,7 @@
 #if KF_KV8
 #define KF_KV8_BYTES (KF_BN * KF_D)                 /* one fp8 K or V block */
 #define KF_STAGE_BYTES (2 * KF_KV8_BYTES)
-#define KF_CVT_OFF (KF_STAGES * KF_STAGE_BYTES)     /* converted K tile, then V tile, after the stages */
+#define KF_CVT_OFF (KF_STAGES * KF_STAGE_BYTES)     /* the converted 16-bit tile after the stages: K, then V */
 #if KF_STAGES < 2
 #error "kforge attn fwd: FP8 K/V needs 2 or more stages"
 #endif
@@ -106,8 +106,18 @@ __device__ __forceinline__ void kf_row(int row0, int r, int h, int &i, int &hh)
 
 /* Issue the cp.async copies of one K or V block: keys j0 .. j0+BN-1, zero-fill from kend on.
  * Thread tid copies chunk c = tid % CH of rows tid / CH + it * (THREADS / CH). */
+/* Paged K/V: the block's page lookups of this thread's lane (common/mma.cuh, kf_page_lookup), for both of its
+ * loads; taken before the wait that precedes the copies, so the lookup's round trip runs under the wait. */
+__device__ __forceinline__ kf_pagerow kf_kv_pages(const int *bt, int ps, int j0, int kend, int tid)
+{
+    constexpr int RW = 32 / KF_CH, STEP = KF_THREADS / KF_CH;
+    static_assert(KF_BN * KF_CH / KF_THREADS * RW <= 32, "kf_kv_pages: one lookup a lane");
+    const kf_pagerow none = {0, 0};
+    return bt ? kf_page_lookup(bt, ps, j0, kend, tid % 32, tid / 32, RW, STEP) : none;
+}
+
 __device__ __forceinline__ void kf_load_kv(kf_u32 sdst, const kf_u16 *base, long long sb, long long ss,
-                                           const int *bt, int ps, int j0, int kend, int tid)
+                                           const int *bt, kf_pagerow x, int j0, int kend, int tid)
 {
     const int c = tid % KF_CH, rr = tid / KF_CH;
     if (!bt) {
@@ -120,31 +130,42 @@ __device__ __forceinline__ void kf_load_kv(kf_u32 sdst, const kf_u16 *base, long
             kf_cp_async16(sdst + kf_swz(r, c) * 2, ok ? src : base, ok);
             src += step;
         }
-    } else {
+    } else {   /* through the block's page lookups x (kf_kv_pages) */
+        constexpr int RW = 32 / KF_CH, STEP = KF_THREADS / KF_CH;
 #pragma unroll
         for (int it = 0; it < KF_BN * KF_CH / KF_THREADS; ++it) {
-            const int r = rr + it * (KF_THREADS / KF_CH);
-            const int j = j0 + r;
-            const bool ok = j < kend;
-            const kf_u16 *src = ok ? base + (long long)bt[j / ps] * sb + (long long)(j % ps) * ss + c * 8 : base;
-            kf_cp_async16(sdst + kf_swz(r, c) * 2, src, ok);
+            const int r = rr + it * STEP;
+            const bool ok = j0 + r < kend;
+            const long long off = kf_page_off(x, it, (tid % 32) / KF_CH, RW, sb, ss);
+            kf_cp_async16(sdst + kf_swz(r, c) * 2, ok ? base + off + c * 8 : base, ok);
         }
     }
 }
 
 #if KF_KV8
 /* FP8: the cp.async copies of one K8 or V8 block (keys j0 .. j0+BN-1, D bytes each, zero-fill from kend on) */
-__device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *base, long long sb, long long ss,
-                                            const int *bt, int ps, int j0, int kend, int tid)
+#define KF_CH8 (KF_D / 16)   /* 16-byte chunks of an fp8 row */
+/* kf_kv_pages for the fp8 loads' mapping (16-byte chunks of D bytes) */
+__device__ __forceinline__ kf_pagerow kf_kv8_pages(const int *bt, int ps, int j0, int kend, int tid)
 {
-    for (int idx = tid; idx < KF_BN * (KF_D / 16); idx += KF_THREADS) {
-        const int r = idx / (KF_D / 16), c = idx % (KF_D / 16);
-        const int j = j0 + r;
+    constexpr int RW = 32 / KF_CH8, STEP = KF_THREADS / KF_CH8;
+    static_assert(KF_BN * KF_CH8 / KF_THREADS * RW <= 32, "kf_kv8_pages: one lookup a lane");
+    const kf_pagerow none = {0, 0};
+    return bt ? kf_page_lookup(bt, ps, j0, kend, tid % 32, tid / 32, RW, STEP) : none;
+}
+
+__device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *base, long long sb, long long ss,
+                                            const int *bt, kf_pagerow x, int j0, int kend, int tid)
+{
+    constexpr int CH8 = KF_CH8, RW = 32 / CH8, STEP = KF_THREADS / CH8, IT = KF_BN * CH8 / KF_THREADS;
+    static_assert(KF_THREADS % CH8 == 0 && (KF_BN * CH8) % KF_THREADS == 0, "kf_load_kv8: geometry");
+    const int c = tid % CH8, rr = tid / CH8;
+#pragma unroll
+    for (int it = 0; it < IT; ++it) {
+        const int r = rr + it * STEP, j = j0 + r;
         const bool ok = j < kend;
-        const unsigned char *src = !ok ? base
-                                 : bt ? base + (long long)bt[j / ps] * sb + (long long)(j % ps) * ss + c * 16
-                                      : base + (long long)j * ss + c * 16;
-        kf_cp_async16(sdst + r * KF_D + c * 16, src, ok);
+        const long long off = bt ? kf_page_off(x, it, (tid % 32) / CH8, RW, sb, ss) : (long long)j * ss;
+        kf_cp_async16(sdst + r * KF_D + c * 16, ok ? base + off + c * 16 : base, ok);
     }
 }
 
@@ -169,12 +190,14 @@ __device__ __forceinline__ void kf_cvt_kv8(kf_u32 dst, kf_u32 src, int tid)
                      "r"(o[5]), "r"(o[6]), "r"(o[7]) : "memory");
     }
 }
-#define KF_LOAD_K(sdst, j0) kf_load_kv8(sdst, kg8, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid)
-#define KF_LOAD_V(sdst, j0) kf_load_kv8(sdst, vg8, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid)
+#define KF_PAGES(j0) kf_kv8_pages(bt, p.page_size, j0, kend, tid)
+#define KF_LOAD_K(sdst, j0, x) kf_load_kv8(sdst, kg8, p.k_sb, p.k_ss, bt, x, j0, kend, tid)
+#define KF_LOAD_V(sdst, j0, x) kf_load_kv8(sdst, vg8, p.v_sb, p.v_ss, bt, x, j0, kend, tid)
 #define KF_KV_STEP KF_KV8_BYTES
 #else
-#define KF_LOAD_K(sdst, j0) kf_load_kv(sdst, kg, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid)
-#define KF_LOAD_V(sdst, j0) kf_load_kv(sdst, vg, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid)
+#define KF_PAGES(j0) kf_kv_pages(bt, p.page_size, j0, kend, tid)
+#define KF_LOAD_K(sdst, j0, x) kf_load_kv(sdst, kg, p.k_sb, p.k_ss, bt, x, j0, kend, tid)
+#define KF_LOAD_V(sdst, j0, x) kf_load_kv(sdst, vg, p.v_sb, p.v_ss, bt, x, j0, kend, tid)
 #define KF_KV_STEP KF_KV_BYTES
 #endif
 
@@ -273,12 +296,16 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
     for (int s = 0; s < KF_STAGES - 1; ++s) {
         const kf_u32 sK = sKVa + s * KF_STAGE_BYTES;
-        if (s < nblk)
-            KF_LOAD_K(sK, kbeg + s * KF_BN);
-        kf_cp_async_commit();
-        if (s < nblk)
-            KF_LOAD_V(sK + KF_KV_STEP, kbeg + s * KF_BN);
-        kf_cp_async_commit();
+        if (s < nblk) {
+            const kf_pagerow x = KF_PAGES(kbeg + s * KF_BN);
+            KF_LOAD_K(sK, kbeg + s * KF_BN, x);
+            kf_cp_async_commit();
+            KF_LOAD_V(sK + KF_KV_STEP, kbeg + s * KF_BN, x);
+            kf_cp_async_commit();
+        } else {
+            kf_cp_async_commit();
+            kf_cp_async_commit();
+        }
     }
 
     /* per-lane ldmatrix coordinates (row & 7 == lane & 7 for every tile, so the swizzle term is lane & 7) */
@@ -338,29 +365,38 @@ KF_FWD_NAME(const kf_attn_params p)
     for (int n = 0; n < nblk; ++n) {
 #if KF_KV8
         const kf_u32 sK8 = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV8 = sK8 + KF_KV8_BYTES;
-        const kf_u32 sK = sKVa + KF_CVT_OFF, sV = sK + KF_KV_BYTES;
+        /* one 16-bit tile for K and then V: V is converted after the barrier that follows every warp's Q K^T, K of
+         * the next block after the one that follows every warp's P V. Half the tiles' shared memory: at stages 2,
+         * D 128, two CTAs a multiprocessor keep twice the bytes in flight (a decode CTA's prefetch of one
+         * 32 KB block alone leaves the memory system idle half the time). */
+        const kf_u32 sK = sKVa + KF_CVT_OFF, sV = sK;
 #else
         const kf_u32 sK = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV = sK + KF_KV_BYTES;
 #endif
         const int j0 = kbeg + n * KF_BN;
 #if KF_STAGES == 1
-        kf_load_kv(sK, kg, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid);
-        kf_cp_async_commit();
-        kf_load_kv(sV, vg, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid);
-        kf_cp_async_commit();
+        {
+            const kf_pagerow x = kf_kv_pages(bt, p.page_size, j0, kend, tid);
+            kf_load_kv(sK, kg, p.k_sb, p.k_ss, bt, x, j0, kend, tid);
+            kf_cp_async_commit();
+            kf_load_kv(sV, vg, p.v_sb, p.v_ss, bt, x, j0, kend, tid);
+            kf_cp_async_commit();
+        }
         kf_cp_async_wait<1>();                               /* K of block n */
         __syncthreads();
 #else
+        /* block n + STAGES - 1's pages first: the lookup's round trip runs under the wait */
+        const int jn = n + KF_STAGES - 1;
+        const kf_pagerow xn = jn < nblk ? KF_PAGES(kbeg + jn * KF_BN) : kf_pagerow{0, 0};
         kf_cp_async_wait<2 * KF_STAGES - 3>();               /* K of block n */
         __syncthreads();                                    /* ... and every warp is done with block n-1 */
         {   /* issue block n + STAGES - 1 into the stage block n-1 used */
-            const int jn = n + KF_STAGES - 1;
             const kf_u32 sKn = sKVa + (jn % KF_STAGES) * KF_STAGE_BYTES;
             if (jn < nblk)
-                KF_LOAD_K(sKn, kbeg + jn * KF_BN);
+                KF_LOAD_K(sKn, kbeg + jn * KF_BN, xn);
             kf_cp_async_commit();
             if (jn < nblk)
-                KF_LOAD_V(sKn + KF_KV_STEP, kbeg + jn * KF_BN);
+                KF_LOAD_V(sKn + KF_KV_STEP, kbeg + jn * KF_BN, xn);
             kf_cp_async_commit();
         }
 #endif

@@ -155,7 +155,7 @@ __device__ __forceinline__ void kf_sm90_tail_kv(kf_u32 sdst, const kf_u16 *base,
 /* The producer's copies of one K or V block (keys j0 .. j0+BN-1, zero-fill from kend on). Thread t copies
  * chunk t % 16 of rows t / 16 + 8 it. */
 __device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base, long long sb, long long ss,
-                                                const int *bt, int ps, int j0, int kend, int t)
+                                                const int *bt, kf_u32 spt, int j0, int kend, int t)
 {
     const int c = t % KF_SM90_CH, rr = t / KF_SM90_CH;
     constexpr int STEP = 128 / KF_SM90_CH;
@@ -169,16 +169,36 @@ __device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base,
             kf_cp_async16(sdst + kf_wg_swz(KF_BN, r, c), ok ? src : base, ok);
             src += step;
         }
-    } else {
-#pragma unroll
+    } else {   /* row r's page and row inside it: the block's table in shared memory (kf_sm90_page_table) */
+#pragma unroll 4   /* fully unrolled, the producer spills at its 40 registers (setmaxnreg) */
         for (int it = 0; it < KF_BN / STEP; ++it) {
             const int r = rr + it * STEP;
-            const int j = j0 + r;
-            const bool ok = j < kend;
-            const kf_u16 *src = ok ? base + (long long)bt[j / ps] * sb + (long long)(j % ps) * ss + c * 8 : base;
-            kf_cp_async16(sdst + kf_wg_swz(KF_BN, r, c), src, ok);
+            const bool ok = j0 + r < kend;
+            int pg, in;
+            asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];" : "=r"(pg), "=r"(in) : "r"(spt + 8 * r));
+            kf_cp_async16(sdst + kf_wg_swz(KF_BN, r, c), ok ? base + (long long)pg * sb + (long long)in * ss + c * 8 : base,
+                          ok);
         }
     }
+}
+
+/* Paged K/V: the page (block-table entry) and the row inside it of each row of the block at j0, for both of its
+ * loads, at spt (BN x 8 bytes): producer thread t looks up row t, one division (rows from kend on look up the last
+ * row: their copies zero-fill). Before it, each copy loaded its table entry and divided by the runtime page size
+ * (a load after a cp.async waits for it: a memory clobber): a paged block took 3.6x the contiguous time (4K
+ * causal, the default then, H200). With this table, one 8-byte shared load a copy: 2.2x at every page size (16,
+ * 64, 256), also with the table filled before the slot wait, so the lookup's round trip is not what is left
+ * (bench/NOTES.md, session 6). Named barrier 3 (the producer's 128 threads) before (every copy of the previous
+ * block is issued) and after. */
+__device__ __forceinline__ void kf_sm90_page_table(kf_u32 spt, const int *bt, int ps, int j0, int kend, int t)
+{
+    asm volatile("bar.sync 3, 128;\n" ::: "memory");
+    if (t < KF_BN) {
+        const unsigned j = (unsigned)min(j0 + t, kend - 1), q = j / (unsigned)ps;   /* j0 < kend */
+        asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(spt + 8 * t), "r"(bt[q]), "r"((int)(j - q * (unsigned)ps))
+                     : "memory");
+    }
+    asm volatile("bar.sync 3, 128;\n" ::: "memory");
 }
 
 /* S = Q K^T for this warpgroup's 64 rows (issue only: commit and wait are the caller's). Q and K K-major. */
@@ -324,6 +344,7 @@ KF_FWD_NAME(const kf_attn_params p)
     const kf_u32 bar_q = sbase + KF_SM90_BAR_OFF;
     const kf_u32 bar_k = bar_q + 8, bar_v = bar_k + 8 * KF_STAGES;
     const kf_u32 bar_ek = bar_v + 8 * KF_STAGES, bar_ev = bar_ek + 8 * KF_STAGES;
+    const kf_u32 spt = bar_ev + 8 * KF_STAGES;             /* paged K/V: the block's page table (not with TMA) */
 
     if (tid == 0) {
         kf_mbar_init(bar_q, KF_SM90_FULL_COUNT);
@@ -404,13 +425,15 @@ KF_FWD_NAME(const kf_attn_params p)
             const int s = n % KF_STAGES, u = n / KF_STAGES;
             const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
             const int j0 = kbeg + n * KF_BN;
+            if (bt)   /* the block's pages first: the lookup's round trip runs under the wait for the slot */
+                kf_sm90_page_table(spt, bt, p.page_size, j0, kend, tid);
             if (u > 0)
                 kf_mbar_wait(bar_ek + 8 * s, (u - 1) & 1);     /* both consumers are done with K of use u-1 */
-            kf_sm90_load_kv(sK, kg, p.k_sb, p.k_ss, bt, p.page_size, j0, kend, tid);
+            kf_sm90_load_kv(sK, kg, p.k_sb, p.k_ss, bt, spt, j0, kend, tid);
             kf_mbar_arrive_cp_async(bar_k + 8 * s);
             if (u > 0)
                 kf_mbar_wait(bar_ev + 8 * s, (u - 1) & 1);     /* ... and with V */
-            kf_sm90_load_kv(sK + KF_SM90_KV_BYTES, vg, p.v_sb, p.v_ss, bt, p.page_size, j0, kend, tid);
+            kf_sm90_load_kv(sK + KF_SM90_KV_BYTES, vg, p.v_sb, p.v_ss, bt, spt, j0, kend, tid);
             kf_mbar_arrive_cp_async(bar_v + 8 * s);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");

@@ -18,6 +18,35 @@ __device__ __forceinline__ void kf_cp_async16(kf_u32 dst, const void *src, bool 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(n) : "memory");
 }
 
+/* Paged K/V: the row of one copy in its page, without a block-table load between copies. A cp.async is a memory
+ * clobber, so a lookup written between two copies waits for the copies before it, and a runtime page size costs a
+ * division a copy. Here, per block, lane L of a warp looks up one row of the warp's share (one division, all
+ * lookups in flight at once) and each copy takes its row's page and offset by shuffle. The loaders map thread
+ * t = 32 w + lane to chunk t % CH of rows t / CH + it * STEP (it < IT, STEP = THREADS / CH): warp w's rows at step
+ * it are w RW + sub + it STEP, sub = lane / CH < RW = 32 / CH, so lane L looks up step L / RW, sub L % RW
+ * (IT * RW <= 32: the loaders assert it). */
+struct kf_pagerow {
+    int pg, in;    /* the row's page (block-table entry) and row inside it; 0, 0 from kend on */
+};
+__device__ __forceinline__ kf_pagerow kf_page_lookup(const int *bt, int ps, int j0, int kend, int lane, int w, int rw,
+                                                     int step)
+{
+    const int j = j0 + w * rw + lane % rw + (lane / rw) * step;
+    kf_pagerow x = {0, 0};
+    if (j < kend) {
+        const int q = j / ps;
+        x.pg = bt[q];
+        x.in = j - q * ps;
+    }
+    return x;
+}
+/* The row offset (elements) of the copy at step it, sub-row sub, from the warp's lookups x. */
+__device__ __forceinline__ long long kf_page_off(kf_pagerow x, int it, int sub, int rw, long long sb, long long ss)
+{
+    const int from = it * rw + sub;
+    return (long long)__shfl_sync(0xffffffffu, x.pg, from) * sb + (long long)__shfl_sync(0xffffffffu, x.in, from) * ss;
+}
+
 __device__ __forceinline__ void kf_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 /* Wait until at most N of this thread's most recent commit groups are pending. */

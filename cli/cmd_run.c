@@ -145,6 +145,20 @@ int cmd_run(cli_opts *o)
     if (!rt_cuda(&err))
         return cli_error("%s", err.msg);
 
+    /* --page-size N is the shape's page_size (paged K/V is a kernel fact: wgmma_tma serves none) */
+    char paged_shape[1024];
+    if (o->page_size) {
+        gen_kvset s0;
+        gen_kv_clear(&s0);
+        if (!gen_kv_parse(&s0, o->shape, err.msg, sizeof err.msg) && gen_kv_find(&s0, "page_size")) {
+            if (gen_kv_int(&s0, "page_size", 0) != o->page_size)
+                return cli_usage_error("--page-size %d but the shape says page_size=%lld", o->page_size,
+                                       gen_kv_int(&s0, "page_size", 0));
+        } else {
+            snprintf(paged_shape, sizeof paged_shape, "%s,page_size=%d", o->shape, o->page_size);
+            o->shape = paged_shape;
+        }
+    }
     gen_host *h = cli_host(o);
     if (!h)
         return 1;
@@ -176,6 +190,8 @@ int cmd_run(cli_opts *o)
     c.softcap = shape_int(&shape, "softcap", 0), c.sinks = shape_int(&shape, "sinks", 0);
     const char *kvd = gen_kv_str(&shape, "kv_dtype");
     c.kv_fp8 = kvd && !strcmp(kvd, "e4m3");     /* e4m3 bytes with per-head scales */
+    if (gen_kv_find(&shape, "page_size"))   /* the shape's page_size (or --page-size's, added above) */
+        o->page_size = shape_int(&shape, "page_size", 0);
     if (o->page_size) {
         if (!tf->attn_case || rf->id == RT_FAM_ATTN_NAIVE) {
             gen_host_free(h);

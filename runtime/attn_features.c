@@ -15,6 +15,8 @@ void rt_attn_feature_shape(const kf_attn_desc *d, gen_kvset *s)
         gen_kv_set_int(s, "sinks", 1);
     if (d->kv_dtype == KF_KV_E4M3)
         gen_kv_set_str(s, "kv_dtype", "e4m3");
+    if (d->page_size > 0)   /* paged K/V: a kernel fact (wgmma_tma has no tensor map of a page pool) */
+        gen_kv_set_int(s, "page_size", d->page_size);
 }
 
 kf_status rt_attn_feature_check(const kf_attn_desc *d, core_err *e)

@@ -14,7 +14,8 @@
 /* ---- selection keys --------------------------------------------------------------------------- */
 
 static const char *const gqa_class[] = {"family", "dtype", "hq", "hkv", "d", "causal",
-                                         "window", "softcap", "sinks", "kv_dtype", NULL};   /* features: optional */
+                                         "window", "softcap", "sinks", "kv_dtype", "page_size",
+                                         NULL};   /* features and paged K/V: optional */
 static const char *const gqa_dist[] = {"b", "sq", "skv", NULL};
 static const char *const parts_class[] = {"family", "dtype", "hq", "hkv", "parts", "value", "dv",
                                           "layers", "page_size", "causal", NULL};

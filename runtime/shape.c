@@ -90,7 +90,7 @@ static kf_status product_fits(const chk *c, const char *a, const char *b, const 
 /* the model features: optional, absent when off (runtime/attn_features.c sets them from a description) */
 #define GQA_FEATURE_FIELDS                                                                                    \
     {"window", "desc.window_left", 0, 1}, {"softcap", "desc.softcap", 0, 1}, {"sinks", "desc.sinks", 0, 1},   \
-        {"kv_dtype", "desc.kv_dtype", 1, 1}
+        {"kv_dtype", "desc.kv_dtype", 1, 1}, {"page_size", "desc.page_size", 0, 1}
 
 static const field gqa_fields[] = {GQA_FIELDS, GQA_FEATURE_FIELDS, {NULL, NULL, 0, 0}};
 
@@ -109,6 +109,8 @@ static kf_status gqa_features(const chk *c)
         return say(c, KF_ERR_ARG, "%s must be 0 or 1, got %lld", nm(c, "sinks"), e->i);
     if ((e = gen_kv_find(c->s, "kv_dtype")) && strcmp(e->s, "e4m3") && strcmp(e->s, gen_kv_str(c->s, "dtype")))
         return say(c, KF_ERR_ARG, "%s = '%s' must be e4m3 or the dtype", nm(c, "kv_dtype"), e->s);
+    if ((e = gen_kv_find(c->s, "page_size")) && e->i < 1)
+        return say(c, KF_ERR_ARG, "%s must be >= 1 (leave it out for contiguous K/V), got %lld", nm(c, "page_size"), e->i);
     return KF_OK;
 }
 

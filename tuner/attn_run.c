@@ -73,6 +73,8 @@ void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
         gen_kv_set_int(shape, "sinks", 1);
     if (c->kv_fp8)
         gen_kv_set_str(shape, "kv_dtype", "e4m3");
+    if (c->page_size > 0)   /* paged K/V: a kernel fact (wgmma_tma serves none) */
+        gen_kv_set_int(shape, "page_size", c->page_size);
 }
 
 double tune_attn_sink(int h) { return -2.0 + 1.5 * (h % 5); }

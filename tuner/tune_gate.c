@@ -24,6 +24,7 @@ int tune_time_case(const gen_kvset *shape, uint64_t seed, tune_attn_case *c)
     c->softcap = (double)gen_kv_int(shape, "softcap", 0), c->sinks = (int)gen_kv_int(shape, "sinks", 0);
     const char *kv = gen_kv_str(shape, "kv_dtype");
     c->kv_fp8 = kv && !strcmp(kv, "e4m3");
+    c->page_size = (int)gen_kv_int(shape, "page_size", 0);   /* paged K/V: a shuffled pool, as the runtime's */
     c->seed = seed;
     if (c->b < 1 || c->sq < 1 || c->skv < 1 || c->hq < 1 || c->hkv < 1 || c->d < 1)
         return -1;

@@ -456,6 +456,8 @@ static void case_shape(const suite_case *c, gen_kvset *shape)
         gen_kv_set_int(shape, "sinks", 1);
     if (c->kv_fp8)
         gen_kv_set_str(shape, "kv_dtype", "e4m3");
+    if (c->page_size)   /* paged K/V, as the runtime's shape of a paged desc (wgmma_tma serves none) */
+        gen_kv_set_int(shape, "page_size", c->page_size);
 }
 
 int suite_job(suite *s, const suite_case *c, int naive, char *why, size_t whyn)

@@ -190,7 +190,8 @@ int cmd_run(cli_opts *o)
     c.softcap = shape_int(&shape, "softcap", 0), c.sinks = shape_int(&shape, "sinks", 0);
     const char *kvd = gen_kv_str(&shape, "kv_dtype");
     c.kv_fp8 = kvd && !strcmp(kvd, "e4m3");     /* e4m3 bytes with per-head scales */
-    if (gen_kv_find(&shape, "page_size"))   /* the shape's page_size (or --page-size's, added above) */
+    if (tf->attn_case && gen_kv_find(&shape, "page_size"))   /* GQA: the shape's page_size (or --page-size's, added
+                                                              * above); attn_parts_decode's is its own key */
         o->page_size = shape_int(&shape, "page_size", 0);
     if (o->page_size) {
         if (!tf->attn_case || rf->id == RT_FAM_ATTN_NAIVE) {

@@ -205,9 +205,11 @@ return {
     -- H200 (mla_decode, 2026-11-29) it won 15 of the 17 shapes where it is valid, x1.09..1.71 over the mma default
     -- (B128 4096 Sq1 Hq128: 0.5441 ms, 268 TFLOP/s vs 0.7356 ms); the two B1 Sq1 32K shapes kept mma with sp 64..128.
     local wg = { impl = "wgmma", tm = 64, wn = 1, bn = 32, stages = 3, sp = 1 }
-    -- the keys-split kernel (parts/decode_sm90_ks.cuh) first where it is valid: not yet measured on the GPU; predicted
-    -- 1.6-2x over wgmma at 64+ packed rows (bench/NOTES.md, "MLA decode, keys split between the consumers")
-    local ks = { impl = "wgmma_ks", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
+    -- the keys-split kernel (parts/decode_sm90_ks.cuh) first where it is valid, with the lagged consumer schedule
+    -- (wgmma_ksl). H200, sustained (kforge run, 2026-12-01): against wgmma_ks, Hq128 B128 4K 0.4501 vs 0.4759 ms
+    -- (325 TFLOP/s), Sq2 causal B64 8K 0.8535 vs 0.9293, B1 64K sp64 0.0886 vs 0.0926, Hq16 B128 4K 0.2281 vs
+    -- 0.2393; wgmma_ks against wgmma: 307 vs 270 TFLOP/s at Hq128 4K (bench/RESULTS.md, sessions 5 and 6)
+    local ks = { impl = "wgmma_ksl", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
     if lo and rows >= 64 and valid(ks, fx, dev) then
       p = ks
     elseif lo and rows >= 64 and valid(wg, fx, dev) then

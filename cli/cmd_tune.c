@@ -240,7 +240,9 @@ int cmd_tune(cli_opts *o)
         return 1;
     if (n == 0) {
         free(shapes);
-        return cli_error("no shapes of a tunable family (attn_decode, attn_prefill, attn_parts_decode, kda_prefill, kda_decode) in '%s'%s",
+        char fams[512];
+        rt_family_list(1, fams, sizeof fams);   /* the registry's tuned families */
+        return cli_error("no shapes of a tunable family (%s) in '%s'%s", fams,
                          o->shape ? "--shape" : o->sweep ? o->sweep : "default",
                          o->shard ? " for this shard" : "");
     }

@@ -12,26 +12,34 @@
  * per-head scale into its own factors: value = scale[kv head] * 256 * decoded.
  */
 
-/* 4 e4m3 bytes -> 4 16-bit values of the dtype, each e4m3 value / 256 (exact, subnormals included): the byte's
- * sign to bit 15, its exponent and mantissa to bits 13..7 of an fp16 (bias 15 against e4m3's 7); bf16 through fp32. */
+/* 4 e4m3 bytes -> 4 16-bit values of the dtype, each e4m3 value / 256 (exact, subnormals included).
+ * fp16: the byte's sign to bit 15, its exponent and mantissa to bits 13..7 (bias 15 against e4m3's 7).
+ * bf16: the byte's exponent and mantissa to bits 26..20 of an fp32 and its sign to bit 31 make the value *
+ * 2^-120 exactly (an fp32 subnormal for e4m3's subnormals); one fp32 multiply by 2^112 (mul.rn.f32: no flush,
+ * whatever the compile flags) gives value / 256, a normal fp32 with at most 3 mantissa bits, so its high half is
+ * the bf16, taken by one byte permute per pair. No conversion instruction: the earlier route (fp16 bits, then
+ * cvt.f32.f16 and cvt.rn.bf16x2.f32, 6 conversions a word) ran on the quarter-rate conversion pipe, the FP8
+ * decode's bottleneck (bench/NOTES.md, session 6). Checked here for every byte in every lane (not on a GPU yet). */
 __device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
 {
+#if KF_BF16
+    const float two112 = 0x1p112f;
+    const kf_u32 f0 = ((w & 0x7Fu) << 20) | ((w & 0x80u) << 24), f1 = ((w & 0x7F00u) << 12) | ((w & 0x8000u) << 16);
+    const kf_u32 f2 = ((w & 0x7F0000u) << 4) | ((w & 0x800000u) << 8), f3 = ((w & 0x7F000000u) >> 4) | (w & 0x80000000u);
+    float v0, v1, v2, v3;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(v0) : "f"(__uint_as_float(f0)), "f"(two112));
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(v1) : "f"(__uint_as_float(f1)), "f"(two112));
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(v2) : "f"(__uint_as_float(f2)), "f"(two112));
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(v3) : "f"(__uint_as_float(f3)), "f"(two112));
+    const kf_u32 r0 = __float_as_uint(v0), r1 = __float_as_uint(v1), r2 = __float_as_uint(v2), r3 = __float_as_uint(v3);
+    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(lo) : "r"(r0), "r"(r1));   /* the high halves: element 0 low */
+    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(hi) : "r"(r2), "r"(r3));
+#else
     kf_u32 t0, t1;
     asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(w));
     asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(w));
-    t0 = (t0 & 0x80008000u) | ((t0 >> 1) & 0x3f803f80u);
-    t1 = (t1 & 0x80008000u) | ((t1 >> 1) & 0x3f803f80u);
-#if KF_BF16
-    float a, b, c, d;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(a) : "h"((unsigned short)(t0 & 0xffffu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(b) : "h"((unsigned short)(t0 >> 16)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(c) : "h"((unsigned short)(t1 & 0xffffu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"((unsigned short)(t1 >> 16)));
-    lo = kf_pack2(a, b);
-    hi = kf_pack2(c, d);
-#else
-    lo = t0;
-    hi = t1;
+    lo = (t0 & 0x80008000u) | ((t0 >> 1) & 0x3f803f80u);
+    hi = (t1 & 0x80008000u) | ((t1 >> 1) & 0x3f803f80u);
 #endif
 }
 

@@ -104,8 +104,6 @@ __device__ __forceinline__ void kf_row(int row0, int r, int h, int &i, int &hh)
 #endif
 }
 
-/* Issue the cp.async copies of one K or V block: keys j0 .. j0+BN-1, zero-fill from kend on.
- * Thread tid copies chunk c = tid % CH of rows tid / CH + it * (THREADS / CH). */
 /* Paged K/V: the block's page lookups of this thread's lane (common/mma.cuh, kf_page_lookup), for both of its
  * loads; taken before the wait that precedes the copies, so the lookup's round trip runs under the wait. */
 __device__ __forceinline__ kf_pagerow kf_kv_pages(const int *bt, int ps, int j0, int kend, int tid)
@@ -116,6 +114,8 @@ __device__ __forceinline__ kf_pagerow kf_kv_pages(const int *bt, int ps, int j0,
     return bt ? kf_page_lookup(bt, ps, j0, kend, tid % 32, tid / 32, RW, STEP) : none;
 }
 
+/* Issue the cp.async copies of one K or V block: keys j0 .. j0+BN-1, zero-fill from kend on.
+ * Thread tid copies chunk c = tid % CH of rows tid / CH + it * (THREADS / CH). */
 __device__ __forceinline__ void kf_load_kv(kf_u32 sdst, const kf_u16 *base, long long sb, long long ss,
                                            const int *bt, kf_pagerow x, int j0, int kend, int tid)
 {

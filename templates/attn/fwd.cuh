@@ -143,7 +143,6 @@ __device__ __forceinline__ void kf_load_kv(kf_u32 sdst, const kf_u16 *base, long
 }
 
 #if KF_KV8
-/* FP8: the cp.async copies of one K8 or V8 block (keys j0 .. j0+BN-1, D bytes each, zero-fill from kend on) */
 #define KF_CH8 (KF_D / 16)   /* 16-byte chunks of an fp8 row */
 /* kf_kv_pages for the fp8 loads' mapping (16-byte chunks of D bytes) */
 __device__ __forceinline__ kf_pagerow kf_kv8_pages(const int *bt, int ps, int j0, int kend, int tid)
@@ -154,6 +153,7 @@ __device__ __forceinline__ kf_pagerow kf_kv8_pages(const int *bt, int ps, int j0
     return bt ? kf_page_lookup(bt, ps, j0, kend, tid % 32, tid / 32, RW, STEP) : none;
 }
 
+/* FP8: the cp.async copies of one K8 or V8 block (keys j0 .. j0+BN-1, D bytes each, zero-fill from kend on) */
 __device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *base, long long sb, long long ss,
                                             const int *bt, kf_pagerow x, int j0, int kend, int tid)
 {

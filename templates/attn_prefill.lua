@@ -11,7 +11,8 @@
 -- (399); D256 4K (bn 64, stages 2): mma 255, wgmma 505, wgmma_ov 509, wgmma_pp 519. Every impl passes the GPU
 -- suite (test_attn_gpu, 168 cases with the D64 and D256 ones). "wgmma_tma" (issue 19): wgmma_pp's consumers with a
 -- copy-engine producer (one lane of one warp issues cp.async.bulk.tensor by tensor maps the host encodes per call,
--- runtime/attn_tmap.c); contiguous K/V only: a paged shape (page_size set) takes wgmma_pp. The default since
+-- runtime/attn_tmap.c); contiguous K/V only: the default of a paged shape (page_size set) is wgmma_pp, and a plan
+-- of wgmma_tma over pages is refused where it is made (runtime/plan_attn.c). The default since
 -- 2026-12-01 (H200, sustained, interleaved with wgmma_pp, 2 rounds: D128 16K 1.103x, D256 4K 1.106x, D64 8K
 -- 1.018x, D128 4K 1.077x; bench/RESULTS.md, session 6).
 local A = import("lib/attn.lua")
@@ -44,9 +45,6 @@ local function valid_wgmma(p, f, dev)
   local bn = (f.d == 256) and 64 or 128
   if p.bn ~= bn then return false, "impl wgmma takes bn " .. bn .. " at head dim " .. f.d .. ", got " .. p.bn end
   if p.stages < 2 then return false, "impl wgmma needs 2 or 3 stages" end
-  if p.impl == "wgmma_tma" and f.paged then
-    return false, "impl wgmma_tma loads K/V by tensor map and a page pool has none (paged K/V: wgmma_pp)"
-  end
   return A.check_smem(shape_of(p, f).smem, dev)
 end
 

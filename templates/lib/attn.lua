@@ -18,8 +18,9 @@ function A.feature_fixed(shape, f)
   if shape.softcap ~= nil and shape.softcap ~= 0 then f.cap = 1 end
   if shape.sinks ~= nil and shape.sinks ~= 0 then f.sink = 1 end
   if shape.kv_dtype ~= nil and shape.kv_dtype ~= shape.dtype then f.kv = shape.kv_dtype end
-  -- paged K/V (the page size is the kernels' runtime argument; only wgmma_tma cares that there are pages)
-  if shape.page_size ~= nil and shape.page_size > 0 then f.paged = 1 end
+  -- paged K/V (shape.page_size) is no fixed value: the page table is every kernel's runtime argument and the
+  -- source is the same, so a paged plan shares the binary (and a bundle's) of the contiguous one. Only
+  -- attn_prefill's default looks at it (wgmma_tma has no tensor map of a page pool; its plan refuses one).
   return f
 end
 
@@ -35,7 +36,6 @@ function A.check_features(f, fp8)
   if f.cap and f.cap ~= 1 then return false, "cap must be 1" end
   if f.sink and f.sink ~= 1 then return false, "sink must be 1" end
   if f.kv and f.kv ~= "e4m3" then return false, "kv_dtype must be e4m3 (or the dtype), got " .. tostring(f.kv) end
-  if f.paged and f.paged ~= 1 then return false, "paged must be 1" end
   if f.kv and not fp8 then return false, "FP8 K/V (kv_dtype e4m3) is served by attn_decode and the mma prefill only" end
   return true
 end

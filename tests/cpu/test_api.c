@@ -384,6 +384,45 @@ static void test_api__kda_selection_through_the_templates(void **state)
     rt_jit_free(j);
 }
 
+/* Paged K/V through the templates: the shape says page_size, the contiguous plan's binary serves the paged one
+ * (so does a bundle exported without pages), and a paged prefill on sm_90a takes wgmma_pp, not the tensor-map
+ * impl (wgmma_tma, the contiguous default). */
+static void test_api__paged_plans_share_the_contiguous_binary(void **state)
+{
+    (void)state;
+    core_err err = CORE_ERR_INIT;
+    rt_jit *j = rt_jit_new(NULL, &err);
+    if (!j)
+        fail_msg("rt_jit_new: %s", err.msg);
+    rt_devinfo dev = api_h200();
+    dev.smem_sm = 233472, dev.regs_sm = 65536, dev.l2 = 62914560;
+    for (int prefill = 0; prefill < 2; prefill++) {
+        char var[2][512], key[2][600];
+        for (int paged = 0; paged < 2; paged++) {
+            kf_attn_desc d = decode();
+            if (prefill)
+                d.kind = KF_ATTN_PREFILL, d.causal = 1, d.max_batch = 1, d.max_q = 4096;
+            d.page_size = paged ? 64 : 0;
+            rt_choice ch;
+            core_err msg = CORE_ERR_INIT;
+            kf_status st = rt_select(&d, &dev, NULL, api_jit_default, j, &ch, &msg);
+            if (st)
+                fail_msg("prefill %d paged %d: %s: %s", prefill, paged, kf_status_str(st), msg.msg);
+            assert_int_equal(gen_kv_int(&ch.shape, "page_size", 0), paged ? 64 : 0);
+            assert_int_equal(rt_jit_keys(j, &ch.vp, &dev, var[paged], sizeof var[0], key[paged], sizeof key[0], &err),
+                             0);
+        }
+        if (prefill) {
+            assert_non_null(strstr(var[0], "impl-wgmma_tma"));
+            assert_non_null(strstr(var[1], "impl-wgmma_pp"));
+        } else {
+            assert_string_equal(var[0], var[1]);
+            assert_string_equal(key[0], key[1]);
+        }
+    }
+    rt_jit_free(j);
+}
+
 /* rt_kda_bind: the checks of kf_kda_run, without a device. */
 static kf_status bind(const kf_kda_desc *d, const kf_kda_tensors *t, kf_kda_params *a, core_err *e)
 {
@@ -867,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_api__kda_selection_is_pure_and_prefers_winners),
         cmocka_unit_test(test_api__kda_strides_resolve),
         cmocka_unit_test(test_api__kda_selection_through_the_templates),
+        cmocka_unit_test(test_api__paged_plans_share_the_contiguous_binary),
         cmocka_unit_test(test_api__every_kda_tensor_is_checked),
         cmocka_unit_test(test_api__sizes_cannot_overflow),
         cmocka_unit_test(test_api__one_shape_check_for_api_and_cli),

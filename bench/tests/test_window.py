@@ -1,11 +1,18 @@
 """Sliding-window rows (issue 21): the shape's work against brute force, its id, label and round
-trip, the gqa-window set. No torch, no GPU."""
+trip, the gqa-window set; with torch (CPU is enough): the SDPA mask and flex's mask_mod against
+the brute-force visibility, masked SDPA against the windowed reference, and the contenders that
+refuse (the mask over its budget, the flash backend) skipped with their reasons."""
 import os
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from bench import sets  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
 
 
 def brute_pairs(sq, skv, w):
@@ -82,6 +89,85 @@ class TestWindowShape(unittest.TestCase):
         self.assertTrue(all(s.causal and s.table and s.dtype == "bf16" for s in shs))
         self.assertEqual(len({s.id for s in shs}), len(shs))
         self.assertNotIn("gqa-window", [s.set for s in sets.load("all")])  # not in the default run
+
+
+def _case(shape):
+    from bench.harness import Case
+    return Case(shape, torch.device("cpu"), 5)
+
+
+@unittest.skipIf(torch is None, "skipped: torch not installed (the window mask and SDPA are checked where torch is)")
+class TestWindowTorch(unittest.TestCase):
+    def test_window__sdpa_mask_is_the_visibility(self):
+        from bench.harness import window_mask
+        for sq, skv, w in CASES:
+            s = sets.Shape("prefill", 1, 8, 2, 64, sq, skv, causal=True, window=w)
+            m = window_mask(s, torch.bfloat16, torch.device("cpu"))
+            self.assertEqual(tuple(m.shape), (1, 1, sq, skv))
+            self.assertEqual(m.dtype, torch.bfloat16)
+            vis = m[0, 0] == 0
+            self.assertTrue(bool(((m[0, 0] == 0) | (m[0, 0] == float("-inf"))).all()))
+            self.assertEqual(int(vis.sum()), brute_pairs(sq, skv, w), (sq, skv, w))
+            off = skv - sq
+            for i in range(sq):
+                row = [j for j in range(skv) if bool(vis[i, j])]
+                self.assertEqual(row, [j for j in range(skv) if i + off - w <= j <= i + off], (sq, skv, w, i))
+
+    def test_window__flex_mask_mod_is_the_visibility(self):
+        from bench.harness import flex_mask_mod, window_mask
+        for sq, skv, w in CASES:
+            s = sets.Shape("prefill", 1, 8, 2, 64, sq, skv, causal=True, window=w)
+            qi = torch.arange(sq)[:, None]
+            kj = torch.arange(skv)[None, :]
+            got = flex_mask_mod(s)(0, 0, qi, kj)
+            self.assertTrue(torch.equal(got, window_mask(s, torch.float32, torch.device("cpu"))[0, 0] == 0))
+
+    def test_window__masked_sdpa_matches_the_windowed_reference(self):
+        from torch.nn.attention import SDPBackend
+        from bench.harness import SdpaContender, reference, rel_err
+        for sq, skv, w in [(48, 48, 7), (4, 96, 16), (1, 64, 9)]:
+            s = sets.Shape("prefill" if sq > 16 else "decode", 2, 8, 2, 32, sq, skv, causal=True, window=w)
+            case = _case(s)
+            ref = reference(case.q, case.k, case.v, True, out_dtype=torch.float64, window=w)
+            dense = reference(case.q, case.k, case.v, True, out_dtype=torch.float64)
+            out = SdpaContender("sdpa-math", "SDPA math", SDPBackend.MATH).setup(case)()
+            self.assertLess(rel_err(out, ref), 1e-2, (sq, skv, w))
+            self.assertGreater(rel_err(out, dense), 5e-2, (sq, skv, w))  # not run dense
+
+    def test_window__mask_over_budget_is_skipped(self):
+        from torch.nn.attention import SDPBackend
+        from bench.harness import MASK_BUDGET_BYTES, SdpaContender, Skipped, window_mask
+        s = sets.Shape("prefill", 1, 8, 2, 32, 64, 64, causal=True, window=8)
+        c = SdpaContender("sdpa-math", "SDPA math", SDPBackend.MATH, mask_budget=64 * 64 * 2 - 1)
+        with self.assertRaises(Skipped) as cm:
+            c.setup(_case(s))
+        self.assertIn("[64, 64] bfloat16 window mask", str(cm.exception))
+        self.assertIn("mask budget", str(cm.exception))
+        big = sets.Shape("prefill", 1, 8, 2, 32, 65536, 65536, causal=True, window=4096)  # 8 GiB of bf16
+        with self.assertRaises(Skipped):  # refused before any allocation
+            window_mask(big, torch.bfloat16, torch.device("cpu"))
+        s32k = sets.Shape("prefill", 1, 8, 2, 32, 32768, 32768, causal=True, window=4096)
+        self.assertLessEqual(s32k.sq * s32k.skv * 2, MASK_BUDGET_BYTES)  # the set's 32K row fits
+
+    def test_window__flash_is_skipped_not_run_dense(self):
+        from torch.nn.attention import SDPBackend
+        from bench.harness import SdpaContender, Skipped
+        s = sets.Shape("prefill", 1, 8, 2, 32, 64, 64, causal=True, window=8)
+        with self.assertRaises(Skipped) as cm:
+            SdpaContender("sdpa-flash", "SDPA flash", SDPBackend.FLASH_ATTENTION).setup(_case(s))
+        self.assertIn("takes no attn_mask", str(cm.exception))
+
+    def test_window__mask_shared_by_the_rotation_copies(self):
+        from torch.nn.attention import SDPBackend
+        from bench.harness import Case, SdpaContender
+        s = sets.Shape("prefill", 1, 8, 2, 32, 64, 64, causal=True, window=8)
+        c = SdpaContender("sdpa-math", "SDPA math", SDPBackend.MATH)
+        c.setup(_case(s))
+        m = c._mask[1]
+        c.setup(Case(s, torch.device("cpu"), 12))
+        self.assertIs(c._mask[1], m)
+        c.setup(_case(sets.Shape("prefill", 1, 8, 2, 32, 64, 64, causal=True)))  # a dense row frees it
+        self.assertIsNone(c._mask[1])
 
 
 if __name__ == "__main__":

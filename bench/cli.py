@@ -1,6 +1,8 @@
 """python -m bench: the command line of the harness.
 
   python -m bench run --set gqa-decode|gqa-prefill|all [--rounds R] [--out DIR] [...]
+  python -m bench run --set gqa-window               (sliding-window rows: SDPA with an explicit mask, flex
+                                                     with a block mask; not in all)
   python -m bench --markdown-from results.json [--append-to bench/RESULTS.md]
   python -m bench --plots-from results.json --out DIR
   python -m bench sets                               (list the sets and their shapes)

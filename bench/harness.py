@@ -71,10 +71,23 @@ class Unsupported(Exception):
 
 
 # ---- the reference -----------------------------------------------------------------------
-def reference(q, k, v, causal, out_dtype=torch.float32, budget_elems=1 << 28):
+def visible(q_idx, kv_idx, off, window=None):
+    """Whether key kv_idx is visible to query q_idx (tensors, broadcast): bottom-right aligned
+    causal (kv <= q + off, off = Skv - Sq) and, with a window W, kv >= q + off - W. One rule for
+    the reference, the SDPA mask and the flex mask_mod."""
+    m = kv_idx <= q_idx + off
+    if window is not None:
+        m = m & (kv_idx >= q_idx + off - window)
+    return m
+
+
+def reference(q, k, v, causal, out_dtype=torch.float32, budget_elems=1 << 28, window=None):
     """Attention in fp32 (or fp64) on upcast inputs, written plainly, chunked over batch and
     query rows so the score matrix stays under budget_elems; grouped heads without copying
-    K/V per query head. q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D]; returns [B, Sq, Hq, D]."""
+    K/V per query head. q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D]; returns [B, Sq, Hq, D].
+    window: None, or W (causal only): query i sees keys i + Skv - Sq - W .. i + Skv - Sq."""
+    if window is not None and not causal:
+        raise ValueError(f"window {window} needs causal")
     B, Sq, Hq, D = q.shape
     Skv, Hkv = k.shape[1], k.shape[2]
     G = Hq // Hkv
@@ -97,7 +110,7 @@ def reference(q, k, v, causal, out_dtype=torch.float32, budget_elems=1 << 28):
             if causal:
                 qi = torch.arange(i0, i1, device=q.device).repeat(G)  # row -> query index
                 kj = torch.arange(Skv, device=q.device)
-                mask = kj[None, :] > (qi[:, None] + (Skv - Sq))  # bottom-right aligned
+                mask = ~visible(qi[:, None], kj[None, :], Skv - Sq, window)  # bottom-right aligned
                 s.masked_fill_(mask, float("-inf"))
             p = torch.softmax(s, dim=-1)
             p = torch.nan_to_num(p, nan=0.0)  # rows with no visible key give 0
@@ -157,7 +170,7 @@ class KforgeContender(Contender):
         out = torch.empty_like(case.q)
         try:
             call = ctx.bind(case.q, case.k, case.v, causal=s.causal, out=out,
-                            kind="decode" if s.kind == "decode" else "prefill")
+                            kind="decode" if s.kind == "decode" else "prefill", window_left=s.window)
         except kforge.Error as e:
             raise Unsupported(str(e)) from None
         self.info = {"variant": call.plan.variant, "source": call.plan.source,
@@ -171,21 +184,64 @@ class KforgeContender(Contender):
         return fn
 
 
+MASK_BUDGET_BYTES = 2 << 30  # the largest explicit SDPA mask a window row builds (32K x 32K bf16: 2 GiB)
+
+
+def window_mask(shape, dtype, device, budget=MASK_BUDGET_BYTES):
+    """The additive mask [1, 1, Sq, Skv] of a window row (0 where visible, -inf elsewhere), in the
+    inputs' dtype so SDPA converts nothing during the timed call. Raises Skipped, with the
+    size, when it would exceed budget bytes."""
+    s = shape
+    elem = torch.empty((), dtype=dtype).element_size()
+    nbytes = s.sq * s.skv * elem
+    if nbytes > budget:
+        raise Skipped(f"the explicit [Sq, Skv] = [{s.sq}, {s.skv}] {str(dtype).replace('torch.', '')} window mask "
+                      f"would take {nbytes / 2**30:.2f} GiB > the {budget / 2**30:.2f} GiB mask budget")
+    qi = torch.arange(s.sq, device=device)[:, None]
+    kj = torch.arange(s.skv, device=device)[None, :]
+    m = torch.zeros((1, 1, s.sq, s.skv), dtype=dtype, device=device)
+    m.masked_fill_(~visible(qi, kj, s.skv - s.sq, s.window), float("-inf"))
+    return m
+
+
 class SdpaContender(Contender):
-    def __init__(self, name, label, backend):
+    """F.scaled_dot_product_attention under one backend. Causal rows take is_causal (Sq = Skv) or
+    causal_lower_right; window rows an explicit additive mask (window_mask, built once per shape,
+    outside the timed call, shared by the rotation's copies), and a backend that takes no mask
+    (flash) is skipped on them rather than run dense."""
+    NO_MASK = ("FLASH_ATTENTION",)  # backends that refuse attn_mask
+
+    def __init__(self, name, label, backend, mask_budget=MASK_BUDGET_BYTES):
         super().__init__(name, label, "peer")
         self.backend = backend
+        self.mask_budget = mask_budget
+        self._mask = (None, None)  # (key, tensor): the last window row's mask
+
+    def _window_mask(self, case):
+        s = case.shape
+        key = (s.sq, s.skv, s.window, case.q.dtype, str(case.device))
+        if self._mask[0] != key:
+            self._mask = (None, None)  # free the last row's before building this one's
+            self._mask = (key, window_mask(s, case.q.dtype, case.device, self.mask_budget))
+        return self._mask[1]
 
     def setup(self, case):
         from torch.nn.attention import sdpa_kernel
         s = case.shape
         qt, kt, vt = (x.transpose(1, 2) for x in (case.q, case.k, case.v))  # views [B, H, S, D]
         kw = {"enable_gqa": True}
-        if s.causal and s.sq == s.skv:
-            kw["is_causal"] = True
-        elif s.causal:
-            from torch.nn.attention.bias import causal_lower_right
-            kw["attn_mask"] = causal_lower_right(s.sq, s.skv)
+        if s.window is not None:
+            if self.backend.name in self.NO_MASK:
+                raise Skipped(f"SDPA's {self.backend.name.lower()} backend takes no attn_mask and has no sliding "
+                              f"window: window {s.window} would run dense")
+            kw["attn_mask"] = self._window_mask(case)
+        else:
+            self._mask = (None, None)  # a dense row: the last window row's mask is not needed
+            if s.causal and s.sq == s.skv:
+                kw["is_causal"] = True
+            elif s.causal:
+                from torch.nn.attention.bias import causal_lower_right
+                kw["attn_mask"] = causal_lower_right(s.sq, s.skv)
         backend = self.backend
 
         def fn():
@@ -193,10 +249,36 @@ class SdpaContender(Contender):
                 o = F.scaled_dot_product_attention(qt, kt, vt, **kw)
             return o.transpose(1, 2)
 
+        if s.window is not None:
+            _try_reasons(fn)
         return fn
 
 
+def _try_reasons(fn):
+    """One call of an SDPA callable; when the backend refuses it (the mask, GQA with a mask, ...),
+    Unsupported with torch's reasons (its warnings), not only 'No available kernel'."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn()
+        except RuntimeError as e:
+            why = "; ".join(" ".join(str(w.message).split()) for w in caught)
+            raise Unsupported(f"{type(e).__name__}: {e}" + (f" ({why})" if why else "")) from None
+
+
 _flex_cache = {}
+
+
+def flex_mask_mod(shape):
+    """flex_attention's mask_mod of a causal row: bottom-right aligned, and the sliding window
+    when the row has one (key blocks wholly outside are skipped by the block mask)."""
+    off, window = shape.skv - shape.sq, shape.window
+
+    def causal_br(b, h, q_idx, kv_idx):
+        return visible(q_idx, kv_idx, off, window)
+
+    return causal_br
 
 
 class FlexContender(Contender):
@@ -216,12 +298,7 @@ class FlexContender(Contender):
         qt, kt, vt = (x.transpose(1, 2) for x in (case.q, case.k, case.v))
         bm = None
         if s.causal:
-            off = s.skv - s.sq
-
-            def causal_br(b, h, q_idx, kv_idx):
-                return kv_idx <= q_idx + off  # bottom-right aligned
-
-            bm = create_block_mask(causal_br, B=None, H=None, Q_LEN=s.sq, KV_LEN=s.skv,
+            bm = create_block_mask(flex_mask_mod(s), B=None, H=None, Q_LEN=s.sq, KV_LEN=s.skv,
                                    device=case.device)
         compiled = torch.compile(flex_attention, dynamic=False)
 
@@ -782,7 +859,7 @@ def run_shape(shape, contenders, timer, cfg, device):
     case = Case(shape, device, cfg["seed"] + zlib.crc32(shape.id.encode()) % 100000)
     small = shape.b * shape.hq * shape.sq * shape.skv * shape.d < (1 << 27)
     rdt = torch.float64 if small else torch.float32
-    ref = reference(case.q, case.k, case.v, shape.causal, out_dtype=rdt)
+    ref = reference(case.q, case.k, case.v, shape.causal, out_dtype=rdt, window=shape.window)
     tol = TOL[shape.dtype]
     entry["reference"] = {"dtype": str(rdt).replace("torch.", ""), "tol": tol,
                           "seconds": round(time.time() - t0, 2)}

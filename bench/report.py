@@ -283,6 +283,11 @@ def markdown(res, json_path=None):
                    "recurrence (fp64 on these sizes, else fp32): relative error ≤ 1e-2 (o) and ≤ 5e-3 (state); "
                    "bytes moved = q, k, v, g, beta read and o written once + the state read and written once, "
                    "% of the device-copy ceiling; tokens/s = all sequences' tokens per call / median")
+    if any(getattr(sa["shape"], "window", None) is not None for sa in shapes):
+        out.append("- window rows (`winW`: each query sees its own key and the W before it, bottom-right aligned): "
+                   "TFLOP/s count the query-key pairs inside the window, exactly; decode TB/s the K+V bytes of the "
+                   "keys inside it; SDPA takes an explicit additive [Sq, Skv] mask built before the timing (flash "
+                   "takes none: skipped), flex a block mask; every output checked against the windowed reference")
     if res.get("incomplete"):
         out.append(f"- **incomplete run**: {res['incomplete']}")
     if shapes or not kda_shapes:

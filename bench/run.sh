@@ -13,6 +13,7 @@
 #   BENCH_SETS=kda bench/run.sh      # only the KDA step (BENCH_SETS: the sets to run, in order)
 #   bench/run.sh --set gqa-decode --rounds 8 --out /tmp/x    (with --set: that set only, as one step;
 #                                     extra arguments go to `python -m bench run`)
+#   bench/run.sh --set gqa-window    # the sliding-window rows (issue 21), not part of "all"
 # Where one command may run at most 10 minutes, run the steps as two commands
 # (BENCH_SETS=all, then BENCH_SETS=kda).
 # Environment: KFORGE_LIB (default build/libkforge.so), KFORGE_DB (default ./kforge.db, the

@@ -2,9 +2,10 @@
 
 A set file: {"name", "description", "dtype", "shapes": [...]} or {"name", "include": [...]}.
 A shape entry: kind decode|prefill, b, hq, hkv, d, then sq and skv (decode) or s (prefill,
-meaning Sq = Skv); causal (default false); table (a design.md reference row); series (the
-plot line it belongs to). Any of sq, skv, s may be a list: one shape per value. Lengths
-accept a K suffix (x1024).
+meaning Sq = Skv); causal (default false); window (a sliding window W: each query, at key
+position p under the bottom-right alignment, sees keys p - W .. p; needs causal; default none,
+dense); table (a design.md reference row); series (the plot line it belongs to). Any of sq, skv,
+s may be a list: one shape per value. Lengths accept a K suffix (x1024).
 
 A KDA entry (kind "kda", see KdaShape): n and t (padded [N, T, ...] inputs, every sequence T
 tokens) or lens (packed with cu_seqlens, one length per sequence); h (a list: one shape per
@@ -34,27 +35,37 @@ def fmt_len(n):
 
 
 class Shape:
-    FIELDS = ("kind", "b", "hq", "hkv", "d", "sq", "skv", "causal", "dtype", "table", "series", "set")
+    FIELDS = ("kind", "b", "hq", "hkv", "d", "sq", "skv", "causal", "window", "dtype", "table", "series", "set")
 
     def __init__(self, kind, b, hq, hkv, d, sq, skv, causal=False, dtype="bf16", table=False,
-                 series=None, set=None):
+                 series=None, set=None, window=None):
         if kind not in ("decode", "prefill"):
             raise ValueError(f"kind must be decode or prefill, got {kind!r}")
         if hq % hkv:
             raise ValueError(f"hq {hq} is not a multiple of hkv {hkv}")
+        if window is not None:
+            if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+                raise ValueError(f"window must be None (dense) or an int >= 0 (keys before the query's own), "
+                                 f"got {window!r}")
+            if not causal:
+                raise ValueError(f"window {window} needs causal (a left window of causal attention, as kforge's "
+                                 f"window_left)")
         self.kind, self.b, self.hq, self.hkv, self.d = kind, int(b), int(hq), int(hkv), int(d)
-        self.sq, self.skv, self.causal = int(sq), int(skv), bool(causal)
+        self.sq, self.skv, self.causal, self.window = int(sq), int(skv), bool(causal), window
         self.dtype, self.table, self.series, self.set = dtype, bool(table), series, set
 
     @property
     def id(self):
         c = "-causal" if self.causal else ""
+        w = "" if self.window is None else f"-w{self.window}"
         return (f"{self.kind}-b{self.b}-h{self.hq}x{self.hkv}-d{self.d}-q{fmt_len(self.sq)}"
-                f"-kv{fmt_len(self.skv)}{c}-{self.dtype}")
+                f"-kv{fmt_len(self.skv)}{c}{w}-{self.dtype}")
 
     @property
     def label(self):
         c = " causal" if self.causal else ""
+        if self.window is not None:
+            c += f" win{self.window}"
         if self.kind == "prefill" and self.sq == self.skv:
             return f"prefill{c} B{self.b} {self.hq}/{self.hkv} D{self.d} S{fmt_len(self.sq)}"
         return (f"{self.kind}{c} B{self.b} {self.hq}/{self.hkv} D{self.d} Sq{fmt_len(self.sq)} "
@@ -75,11 +86,28 @@ class Shape:
         return {"bf16": 2, "fp16": 2}[self.dtype]
 
     def kv_bytes(self):
-        """Bytes of K and V one call must read."""
-        return 2 * self.b * self.skv * self.hkv * self.d * self.elem_bytes()
+        """Bytes of K and V one call must read: every key, or with a window the keys some query
+        sees (the last min(Skv, Sq + W))."""
+        keys = self.skv if self.window is None else self.skv - max(0, self.skv - self.sq - self.window)
+        return 2 * self.b * keys * self.hkv * self.d * self.elem_bytes()
+
+    def visible_pairs(self):
+        """Query-key pairs one head of one sequence computes with a window: query row i sees
+        min(i + 1 + Skv - Sq, W + 1) keys (bottom-right causal alignment; none when that is < 1),
+        summed over the rows in closed form."""
+        assert self.window is not None
+        cap = self.window + 1
+        lo, hi = 1 + self.skv - self.sq, self.skv  # row 0's and the last row's causal key counts
+        a, b = max(lo, 1), min(hi, cap)            # rows under the cap: a .. b keys each
+        under = (a + b) * (b - a + 1) // 2 if b >= a else 0
+        capped = hi - max(lo, cap + 1) + 1        # rows at the cap
+        return under + cap * max(0, capped)
 
     def flops(self):
-        """4 * B * Hq * Sq * Skv * D, halved for causal."""
+        """4 * B * Hq * Sq * Skv * D, halved for causal (design.md's reference figures); with a
+        window, 4 * B * Hq * D per query-key pair actually visible (visible_pairs, exact)."""
+        if self.window is not None:
+            return 4.0 * self.b * self.hq * self.d * self.visible_pairs()
         f = 4.0 * self.b * self.hq * self.sq * self.skv * self.d
         return f / 2 if self.causal else f
 
@@ -255,7 +283,8 @@ def load(name, _seen=None):
             pairs = [(parse_len(q), parse_len(k)) for q in _as_list(e["sq"]) for k in _as_list(e["skv"])]
         for sq, skv in pairs:
             sh = Shape(kind, e["b"], e["hq"], e["hkv"], e["d"], sq, skv, e.get("causal", False),
-                       e.get("dtype", dtype), e.get("table", False), e.get("series"), spec["name"])
+                       e.get("dtype", dtype), e.get("table", False), e.get("series"), spec["name"],
+                       None if e.get("window") is None else parse_len(e["window"]))
             if sh.id not in seen:
                 seen.add(sh.id)
                 out.append(sh)

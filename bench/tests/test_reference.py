@@ -1,6 +1,7 @@
 """The harness's fp32 reference against a plain fp64 softmax(QK^T)V on expanded heads, on the
 CPU (torch needed, no GPU): GQA ratios that separate "heads per group" from "KV heads",
-causal bottom-right alignment with Sq < Skv, chunking over batch and query rows."""
+causal bottom-right alignment with Sq < Skv, the sliding window, chunking over batch and query
+rows."""
 import math
 import os
 import sys
@@ -14,7 +15,7 @@ except ImportError:
     torch = None
 
 
-def naive(q, k, v, causal):
+def naive(q, k, v, causal, window=None):
     B, Sq, Hq, D = q.shape
     Skv, Hkv = k.shape[1], k.shape[2]
     G = Hq // Hkv
@@ -27,6 +28,10 @@ def naive(q, k, v, causal):
             i = torch.arange(Sq)[:, None]
             j = torch.arange(Skv)[None, :]
             s = s.masked_fill(j > i + Skv - Sq, float("-inf"))
+        if window is not None:  # keys p - W .. p of the query at key position p = i + Skv - Sq
+            i = torch.arange(Sq)[:, None]
+            j = torch.arange(Skv)[None, :]
+            s = s.masked_fill(j < i + Skv - Sq - window, float("-inf"))
         p = torch.softmax(s, dim=-1)
         out[:, :, h] = torch.einsum("bij,bjd->bid", p, v[:, :, kh])
     return out
@@ -49,6 +54,25 @@ class TestReference(unittest.TestCase):
                 self.assertLess(rel_err(got, want), 1e-6, (B, Sq, Skv, Hq, Hkv, D, causal, budget))
                 got = reference(q, k, v, causal, out_dtype=torch.float64, budget_elems=budget)
                 self.assertLess(rel_err(got, want), 1e-12)
+
+    def test_window_against_naive(self):
+        from bench.harness import reference, rel_err
+        g = torch.Generator().manual_seed(1)
+        for (B, Sq, Skv, Hq, Hkv, D, W) in [(1, 40, 40, 8, 2, 16, 5), (2, 4, 50, 8, 4, 16, 7),
+                                             (1, 33, 70, 6, 2, 8, 0), (1, 20, 20, 4, 1, 16, 30)]:
+            q = torch.randn((B, Sq, Hq, D), generator=g).to(torch.bfloat16)
+            k = torch.randn((B, Skv, Hkv, D), generator=g).to(torch.bfloat16)
+            v = torch.randn((B, Skv, Hkv, D), generator=g).to(torch.bfloat16)
+            want = naive(q, k, v, True, window=W)
+            if W + 1 < Skv:  # the window hides keys of the last row: plain causal would not pass
+                self.assertGreater(rel_err(naive(q, k, v, True), want), 1e-2)
+            else:  # a window as wide as the keys is plain causal
+                self.assertLess(rel_err(naive(q, k, v, True), want), 1e-12)
+            for budget in (1 << 28, 97):
+                got = reference(q, k, v, True, out_dtype=torch.float64, budget_elems=budget, window=W)
+                self.assertLess(rel_err(got, want), 1e-12, (B, Sq, Skv, Hq, Hkv, D, W, budget))
+        with self.assertRaises(ValueError):
+            reference(q, k, v, False, window=4)
 
     def test_rel_err_nan(self):
         from bench.harness import rel_err

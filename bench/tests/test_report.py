@@ -180,7 +180,7 @@ class TestFixture(unittest.TestCase):
 
 class TestSets(unittest.TestCase):
     def test_sets(self):
-        self.assertEqual(set(sets.available()), {"all", "gqa-decode", "gqa-prefill", "kda", "tiny"})
+        self.assertEqual(set(sets.available()), {"all", "gqa-decode", "gqa-prefill", "gqa-window", "kda", "tiny"})
         dec, pre, al = sets.load("gqa-decode"), sets.load("gqa-prefill"), sets.load("all")
         self.assertEqual([s.id for s in al], [s.id for s in dec + pre])
         # the design.md reference rows are all there

@@ -280,7 +280,8 @@ class TestFeatureMapping(unittest.TestCase):
                     den = torch.exp(sc).sum() + torch.exp(s_aux[h])
                     o = sum(torch.exp(sc[n]) * v[bi, j, h // 2] for n, j in enumerate(js)) / den
                     self.assertLess(float((out[bi, i, h] - o).abs().max()), 1e-9)
-                    self.assertLess(abs(float(lse[bi, h, i] - torch.log(den))), 1e-9)
+                    # the lse comes back fp32, as the op's does (o stays in the inputs' fp64)
+                    self.assertLess(abs(float(lse[bi, h, i] - torch.log(den))), 1e-6 * max(1.0, abs(float(torch.log(den)))))
 
     def test_fp8_scales_passed(self):
         if not hasattr(torch, "float8_e4m3fn"):

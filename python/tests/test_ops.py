@@ -31,8 +31,9 @@ class TestSchemas(unittest.TestCase):
     def test_attention(self):
         self.assertEqual(self.schema("attention"),
                          "kforge::attention(Tensor q, Tensor k, Tensor? v, Tensor? kv_len, Tensor? block_table, "
-                         "Tensor? cu_seqlens_q, SymInt max_seqlen_q, bool causal, float? scale, bool return_lse) "
-                         "-> (Tensor, Tensor)")
+                         "Tensor? cu_seqlens_q, SymInt max_seqlen_q, bool causal, float? scale, bool return_lse, "
+                         "SymInt window_left=-1, float softcap=0., Tensor? sinks=None, Tensor? k_scale=None, "
+                         "Tensor? v_scale=None) -> (Tensor, Tensor)")
 
     def test_mla(self):
         self.assertEqual(self.schema("mla_decode"),

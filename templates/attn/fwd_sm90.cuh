@@ -224,38 +224,6 @@ __device__ __forceinline__ void kf_sm90_pv(float (&o)[KF_SM90_OR], kf_u32 (&pa)[
         kf_wgmma_rs(o, pa[kk], kf_gmma_desc(sV + kk * 16 * 128, KF_SM90_KPANEL, 1024));   /* n = KF_D */
 }
 
-__device__ __forceinline__ void kf_sm90_fence_pa(kf_u32 (&pa)[KF_BN / 16][4])
-{
-#pragma unroll
-    for (int kk = 0; kk < KF_BN / 16; ++kk)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            asm volatile("" : "+r"(pa[kk][e]) :: "memory");
-}
-
-/* P (fp32 accumulator layout) -> the A fragments of the BN/16 k16 steps over the block's keys */
-__device__ __forceinline__ void kf_sm90_pack(kf_u32 (&pa)[KF_BN / 16][4], const float (&sc)[KF_SM90_SN])
-{
-#pragma unroll
-    for (int kk = 0; kk < KF_BN / 16; ++kk) {
-        pa[kk][0] = kf_pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
-        pa[kk][1] = kf_pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
-        pa[kk][2] = kf_pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
-        pa[kk][3] = kf_pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
-    }
-}
-
-__device__ __forceinline__ void kf_sm90_rescale(float (&o)[KF_SM90_OR], float corr0, float corr1)
-{
-#pragma unroll
-    for (int c = 0; c < KF_D / 8; ++c) {
-        o[4 * c] *= corr0;
-        o[4 * c + 1] *= corr0;
-        o[4 * c + 2] *= corr1;
-        o[4 * c + 3] *= corr1;
-    }
-}
-
 #if KF_CAP
 /* softcap of a raw dot product x: cap * tanh(x * m), m = scale / cap (as attn/fwd.cuh) */
 __device__ __forceinline__ float kf_sm90_softcap(float x, float m, float cap)
@@ -480,8 +448,8 @@ KF_FWD_NAME(const kf_attn_params p)
             KF_SM90_FEAT(kbeg + n * KF_BN);
             kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
                                                 rmax1, rsum0, rsum1, corr0, corr1);
-            kf_sm90_pack(pa, sc);
-            kf_sm90_rescale(o, corr0, corr1);
+            kf_wg_pack_p(pa, sc);
+            kf_wg_scale_rows(o, corr0, corr1);
             kf_mbar_wait(bar_v + 8 * s, ph);
             kf_fence_proxy_async();
             kf_sm90_pv(o, pa, sV);
@@ -509,7 +477,7 @@ KF_FWD_NAME(const kf_attn_params p)
             KF_SM90_FEAT(kbeg);
             kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0,
                                                 rsum1, corr0, corr1);
-            kf_sm90_pack(pa, sc);
+            kf_wg_pack_p(pa, sc);
         }
 #pragma unroll 1
         for (int n = 1; n < nblk; ++n) {
@@ -523,7 +491,7 @@ KF_FWD_NAME(const kf_attn_params p)
             KF_PP_TURN();
             kf_sm90_qk(sc, qa, sK);
             kf_wgmma_commit();
-            kf_sm90_rescale(o, corr0, corr1);
+            kf_wg_scale_rows(o, corr0, corr1);
             kf_sm90_pv(o, pa, sVp);
             kf_wgmma_commit();
             KF_PP_PASS();
@@ -535,22 +503,22 @@ KF_FWD_NAME(const kf_attn_params p)
                                                 rmax1, rsum0, rsum1, corr0, corr1);
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(o);
-            kf_sm90_fence_pa(pa);                            /* pa was read by the wgmma until here */
+            kf_wg_fence_frags(pa);                           /* pa was read by the wgmma until here */
             kf_mbar_arrive(bar_ev + 8 * sp);                 /* V of block n-1 may be refilled */
-            kf_sm90_pack(pa, sc);
+            kf_wg_pack_p(pa, sc);
         }
         if (nblk > 0) {
             const int sp = (nblk - 1) % KF_STAGES, php = ((nblk - 1) / KF_STAGES) & 1;
             kf_mbar_wait(bar_v + 8 * sp, php);
             kf_fence_proxy_async();
-            kf_sm90_rescale(o, corr0, corr1);
+            kf_wg_scale_rows(o, corr0, corr1);
             KF_PP_TURN();
             kf_sm90_pv(o, pa, sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES);
             kf_wgmma_commit();
             KF_PP_PASS();
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(o);
-            kf_sm90_fence_pa(pa);
+            kf_wg_fence_frags(pa);
             kf_mbar_arrive(bar_ev + 8 * sp);
         }
         if (KF_SM90_PINGPONG && wg == 0 && nblk > 0)

@@ -54,15 +54,6 @@
  * after Q K^T completes, the softmax at scale 1; KF_SINK: the sink joins the denominator in the epilogue).
  * FP8 K/V is not served here (the template refuses it). Hooks KF_MUTANT_WINDOW, KF_MUTANT_SINK.
  */
-#ifndef KF_WIN
-#define KF_WIN 0
-#endif
-#ifndef KF_CAP
-#define KF_CAP 0
-#endif
-#ifndef KF_SINK
-#define KF_SINK 0
-#endif
 #define KF_SM90_BM 128
 #define KF_SM90_THREADS 384
 #define KF_SM90_PANEL (KF_SM90_BM * 128)            /* bytes of one 64-column panel of Q */
@@ -224,18 +215,6 @@ __device__ __forceinline__ void kf_sm90_pv(float (&o)[KF_SM90_OR], kf_u32 (&pa)[
         kf_wgmma_rs(o, pa[kk], kf_gmma_desc(sV + kk * 16 * 128, KF_SM90_KPANEL, 1024));   /* n = KF_D */
 }
 
-#if KF_CAP
-/* softcap of a raw dot product x: cap * tanh(x * m), m = scale / cap (as attn/fwd.cuh) */
-__device__ __forceinline__ float kf_sm90_softcap(float x, float m, float cap)
-{
-    const float y = fminf(fmaxf(x * m, -20.f), 20.f);
-    const float e = kf_exp2(y * 2.8853900817779268f);
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
-    return cap * (1.f - 2.f * r);
-}
-#endif
-
 /* The features' work on a block's raw scores before kf_wg_softmax: the cap, then the window's lower mask. */
 __device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_attn_params &p, int j0, int kwmask,
                                              int coff, int wwin, int qi0, int qi1, int lane)
@@ -244,7 +223,7 @@ __device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_a
     const float m = p.scale / p.softcap;
 #pragma unroll
     for (int e = 0; e < KF_SM90_SN; ++e)
-        sc[e] = kf_sm90_softcap(sc[e], m, p.softcap);
+        sc[e] = kf_softcap(sc[e], m, p.softcap);
 #endif
 #if KF_WIN
     if (j0 < kwmask) {

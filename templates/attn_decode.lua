@@ -16,7 +16,7 @@ return {
   family   = "attn_decode",
   doc      = "GQA attention decode (Sq 1..16): packed G x Sq query tile per KV head, split-KV with combine; sliding window, softcap, sinks, FP8 K/V",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/fp8.cuh", "common/mma.cuh",
-               "attn/fwd.cuh", "attn/combine.cuh" },
+               "common/attn_features.cuh", "attn/fwd.cuh", "attn/combine.cuh" },
   shape    = A.gqa_shape(),
   -- tm: packed rows per tile; w: warps; bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
   params   = { tm = { 16, 32, 64 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 },
@@ -59,8 +59,8 @@ return {
     local s = shape_of(p, f)
     local hdr = A.feature_defines(f) .. A.fwd_defines(f, { decode = 1, tm = p.tm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
                                    qreg = s.qreg, name = "kf_attn_decode" }) .. A.combine_defines(f.d)
-    return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh",
-                                "attn/combine.cuh" })
+    return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
+                                "common/attn_features.cuh", "attn/fwd.cuh", "attn/combine.cuh" })
   end,
   kernels  = function(p, f, dev)
     local s = shape_of(p, f)

@@ -9,7 +9,8 @@ local A = import("lib/attn.lua")
 return {
   family   = "attn_naive",
   doc      = "naive GQA attention forward, one block per (row, head, sequence), fp32 two-pass softmax: fast reference; window, softcap, sinks, FP8 K/V",
-  includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/fp8.cuh", "attn/naive.cuh" },
+  includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/fp8.cuh", "common/attn_features.cuh",
+               "attn/naive.cuh" },
   shape    = A.gqa_shape(),
   params   = { threads = { 128 } },
   fixed    = function(shape)
@@ -32,7 +33,7 @@ return {
       .. subst("#define KF_BF16 ${bf16}\n#define KF_NAIVE_D ${d}\n#define KF_NAIVE_CAUSAL ${causal}\n"
                .. "#define KF_NAIVE_THREADS ${threads}\n",
                { bf16 = A.bf16(f), d = f.d, causal = f.causal, threads = p.threads })
-      .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "attn/naive.cuh" })
+      .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/attn_features.cuh", "attn/naive.cuh" })
   end,
   kernels  = function(p, f, dev)
     return { { name = "kf_attn_naive", threads = p.threads, smem = 0 } }

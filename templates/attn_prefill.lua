@@ -70,7 +70,7 @@ return {
   family   = "attn_prefill",
   doc      = "GQA attention forward for prefill (mma.sync FA2-style, or wgmma on sm_90a), causal bottom-right, varlen, strided or paged K/V; sliding window, softcap, sinks, FP8 K/V (mma)",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/fp8.cuh", "common/mma.cuh",
-               "attn/fwd.cuh", "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
+               "common/attn_features.cuh", "attn/fwd.cuh", "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
   shape    = A.gqa_shape(),
   -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth
   params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
@@ -111,12 +111,13 @@ return {
         hdr = "#define KF_ATTN_TMA 1\n#define KF_SM90_TMA 1\n" .. hdr
       end
       return hdr .. A.fragments({ "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "common/wgmma.cuh",
-                                  "attn/fwd_sm90.cuh" })
+                                  "common/attn_features.cuh", "attn/fwd_sm90.cuh" })
     end
     local s = shape_of(p, f)
     local hdr = A.feature_defines(f) .. A.fwd_defines(f, { decode = 0, tm = p.bm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
                                    qreg = s.qreg, name = "kf_attn_prefill" })
-    return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "attn/fwd.cuh" })
+    return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
+                                      "common/attn_features.cuh", "attn/fwd.cuh" })
   end,
   kernels  = function(p, f, dev)
     local s = shape_of(p, f)

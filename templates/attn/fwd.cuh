@@ -35,7 +35,8 @@
  * chunks XOR-swizzled by (row & 7) so ldmatrix and cp.async are bank-conflict free. The fp32 merge
  * buffer (WN > 1) reuses the K/V area after the key loop.
  *
- * Model features (each 0 unless the template defines it; common/attn_params.h has the definitions):
+ * Model features (each 0 unless the template defines it: common/attn_features.cuh; common/attn_params.h has the
+ * definitions):
  *   KF_WIN  sliding window: the key range starts at the tile's first visible key, max(0, imin + coff - W)
  *           (earlier blocks are never loaded: skipped, not masked); blocks starting before imax + coff - W
  *           mask each row's lower bound.
@@ -49,18 +50,6 @@
  *           KF_STAGES >= 2.
  * Mutation-test hooks of the features: KF_MUTANT_WINDOW, KF_MUTANT_CAPORDER, KF_MUTANT_SINK, KF_MUTANT_FP8HEAD.
  */
-#ifndef KF_WIN
-#define KF_WIN 0
-#endif
-#ifndef KF_CAP
-#define KF_CAP 0
-#endif
-#ifndef KF_SINK
-#define KF_SINK 0
-#endif
-#ifndef KF_KV8
-#define KF_KV8 0
-#endif
 #define KF_CAP_BEFORE_MAX 1 // KF_MUTANT_CAPORDER
 #define KF_THREADS (32 * KF_WM * KF_WN)
 #define KF_MW (KF_TM / KF_WM)
@@ -199,19 +188,6 @@ __device__ __forceinline__ void kf_cvt_kv8(kf_u32 dst, kf_u32 src, int tid)
 #define KF_LOAD_K(sdst, j0, x) kf_load_kv(sdst, kg, p.k_sb, p.k_ss, bt, x, j0, kend, tid)
 #define KF_LOAD_V(sdst, j0, x) kf_load_kv(sdst, vg, p.v_sb, p.v_ss, bt, x, j0, kend, tid)
 #define KF_KV_STEP KF_KV_BYTES
-#endif
-
-#if KF_CAP
-/* softcap of a raw dot product x: cap * tanh(x * m), m = scale / cap; tanh(y) = 1 - 2 / (e^2y + 1) (exact at
- * both ends: e^2y = inf gives 1, 0 gives -1), |error| ~ 1e-7 */
-__device__ __forceinline__ float kf_softcap(float x, float m, float cap)
-{
-    const float y = fminf(fmaxf(x * m, -20.f), 20.f);
-    const float e = kf_exp2(y * 2.8853900817779268f);
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
-    return cap * (1.f - 2.f * r);
-}
 #endif
 
 extern "C" __global__ void __launch_bounds__(KF_THREADS, KF_MINB)

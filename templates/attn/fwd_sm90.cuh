@@ -54,15 +54,6 @@
  * after Q K^T completes, the softmax at scale 1; KF_SINK: the sink joins the denominator in the epilogue).
  * FP8 K/V is not served here (the template refuses it). Hooks KF_MUTANT_WINDOW, KF_MUTANT_SINK.
  */
-#ifndef KF_WIN
-#define KF_WIN 0
-#endif
-#ifndef KF_CAP
-#define KF_CAP 0
-#endif
-#ifndef KF_SINK
-#define KF_SINK 0
-#endif
 #define KF_SM90_BM 128
 #define KF_SM90_THREADS 384
 #define KF_SM90_PANEL (KF_SM90_BM * 128)            /* bytes of one 64-column panel of Q */
@@ -224,50 +215,6 @@ __device__ __forceinline__ void kf_sm90_pv(float (&o)[KF_SM90_OR], kf_u32 (&pa)[
         kf_wgmma_rs(o, pa[kk], kf_gmma_desc(sV + kk * 16 * 128, KF_SM90_KPANEL, 1024));   /* n = KF_D */
 }
 
-__device__ __forceinline__ void kf_sm90_fence_pa(kf_u32 (&pa)[KF_BN / 16][4])
-{
-#pragma unroll
-    for (int kk = 0; kk < KF_BN / 16; ++kk)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            asm volatile("" : "+r"(pa[kk][e]) :: "memory");
-}
-
-/* P (fp32 accumulator layout) -> the A fragments of the BN/16 k16 steps over the block's keys */
-__device__ __forceinline__ void kf_sm90_pack(kf_u32 (&pa)[KF_BN / 16][4], const float (&sc)[KF_SM90_SN])
-{
-#pragma unroll
-    for (int kk = 0; kk < KF_BN / 16; ++kk) {
-        pa[kk][0] = kf_pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
-        pa[kk][1] = kf_pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
-        pa[kk][2] = kf_pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
-        pa[kk][3] = kf_pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
-    }
-}
-
-__device__ __forceinline__ void kf_sm90_rescale(float (&o)[KF_SM90_OR], float corr0, float corr1)
-{
-#pragma unroll
-    for (int c = 0; c < KF_D / 8; ++c) {
-        o[4 * c] *= corr0;
-        o[4 * c + 1] *= corr0;
-        o[4 * c + 2] *= corr1;
-        o[4 * c + 3] *= corr1;
-    }
-}
-
-#if KF_CAP
-/* softcap of a raw dot product x: cap * tanh(x * m), m = scale / cap (as attn/fwd.cuh) */
-__device__ __forceinline__ float kf_sm90_softcap(float x, float m, float cap)
-{
-    const float y = fminf(fmaxf(x * m, -20.f), 20.f);
-    const float e = kf_exp2(y * 2.8853900817779268f);
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
-    return cap * (1.f - 2.f * r);
-}
-#endif
-
 /* The features' work on a block's raw scores before kf_wg_softmax: the cap, then the window's lower mask. */
 __device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_attn_params &p, int j0, int kwmask,
                                              int coff, int wwin, int qi0, int qi1, int lane)
@@ -276,7 +223,7 @@ __device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_a
     const float m = p.scale / p.softcap;
 #pragma unroll
     for (int e = 0; e < KF_SM90_SN; ++e)
-        sc[e] = kf_sm90_softcap(sc[e], m, p.softcap);
+        sc[e] = kf_softcap(sc[e], m, p.softcap);
 #endif
 #if KF_WIN
     if (j0 < kwmask) {
@@ -480,8 +427,8 @@ KF_FWD_NAME(const kf_attn_params p)
             KF_SM90_FEAT(kbeg + n * KF_BN);
             kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
                                                 rmax1, rsum0, rsum1, corr0, corr1);
-            kf_sm90_pack(pa, sc);
-            kf_sm90_rescale(o, corr0, corr1);
+            kf_wg_pack_p(pa, sc);
+            kf_wg_scale_rows(o, corr0, corr1);
             kf_mbar_wait(bar_v + 8 * s, ph);
             kf_fence_proxy_async();
             kf_sm90_pv(o, pa, sV);
@@ -509,7 +456,7 @@ KF_FWD_NAME(const kf_attn_params p)
             KF_SM90_FEAT(kbeg);
             kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0,
                                                 rsum1, corr0, corr1);
-            kf_sm90_pack(pa, sc);
+            kf_wg_pack_p(pa, sc);
         }
 #pragma unroll 1
         for (int n = 1; n < nblk; ++n) {
@@ -523,7 +470,7 @@ KF_FWD_NAME(const kf_attn_params p)
             KF_PP_TURN();
             kf_sm90_qk(sc, qa, sK);
             kf_wgmma_commit();
-            kf_sm90_rescale(o, corr0, corr1);
+            kf_wg_scale_rows(o, corr0, corr1);
             kf_sm90_pv(o, pa, sVp);
             kf_wgmma_commit();
             KF_PP_PASS();
@@ -535,22 +482,22 @@ KF_FWD_NAME(const kf_attn_params p)
                                                 rmax1, rsum0, rsum1, corr0, corr1);
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(o);
-            kf_sm90_fence_pa(pa);                            /* pa was read by the wgmma until here */
+            kf_wg_fence_frags(pa);                           /* pa was read by the wgmma until here */
             kf_mbar_arrive(bar_ev + 8 * sp);                 /* V of block n-1 may be refilled */
-            kf_sm90_pack(pa, sc);
+            kf_wg_pack_p(pa, sc);
         }
         if (nblk > 0) {
             const int sp = (nblk - 1) % KF_STAGES, php = ((nblk - 1) / KF_STAGES) & 1;
             kf_mbar_wait(bar_v + 8 * sp, php);
             kf_fence_proxy_async();
-            kf_sm90_rescale(o, corr0, corr1);
+            kf_wg_scale_rows(o, corr0, corr1);
             KF_PP_TURN();
             kf_sm90_pv(o, pa, sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES);
             kf_wgmma_commit();
             KF_PP_PASS();
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(o);
-            kf_sm90_fence_pa(pa);
+            kf_wg_fence_frags(pa);
             kf_mbar_arrive(bar_ev + 8 * sp);
         }
         if (KF_SM90_PINGPONG && wg == 0 && nblk > 0)

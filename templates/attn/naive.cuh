@@ -20,8 +20,8 @@
  * then every thread accumulates its columns c = tid + k*THREADS over the chunk;
  * l = sum_j p_j; o = acc / l; lse = m + log(l). s_j = scale * (q . k_j).
  *
- * Model features (each 0 unless the template defines it; common/attn_params.h has the definitions), the same
- * values as the fast kernels (attn/fwd.cuh) by the plain definitions, in fp32:
+ * Model features (each 0 unless the template defines it: common/attn_features.cuh; common/attn_params.h has the
+ * definitions), the same values as the fast kernels (attn/fwd.cuh) by the plain definitions, in fp32:
  *   KF_WIN  sliding window: keys from max(0, i + n_kv - n_q - window_left) on (causal: up to i + n_kv - n_q);
  *   KF_CAP  softcap: s_j = softcap * tanhf(s_j / softcap), before the max;
  *   KF_SINK sink logit: m = max(m, sinks[h]) before pass 2, l += e^(sinks[h] - m) after it (the denominator
@@ -29,18 +29,6 @@
  *   KF_KV8  FP8 (e4m3) K/V: bytes decoded by common/fp8.cuh's rule (value / 256), the 256 and k_scale[kv head]
  *           folded into the score scale, 256 * v_scale[kv head] into o, as the fast kernels do.
  */
-#ifndef KF_WIN
-#define KF_WIN 0
-#endif
-#ifndef KF_CAP
-#define KF_CAP 0
-#endif
-#ifndef KF_SINK
-#define KF_SINK 0
-#endif
-#ifndef KF_KV8
-#define KF_KV8 0
-#endif
 #define KF_NAIVE_NACC ((KF_NAIVE_D + KF_NAIVE_THREADS - 1) / KF_NAIVE_THREADS)
 #define KF_NAIVE_WARPS (KF_NAIVE_THREADS / 32)
 

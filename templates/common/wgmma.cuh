@@ -50,56 +50,50 @@ template <int R> __device__ __forceinline__ void kf_wg_fence_regs(float (&d)[R])
         asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
+/* The operands of a wgmma's accumulator: "+f" d[0] .. d[R-1] (KF_WG_D<R>) and their placeholders %0 .. %R-1 in
+ * the instruction (KF_WG_R<R>); the operands after them are numbered from R on. */
+#define KF_WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                    "+f"(d[i + 6]), "+f"(d[i + 7])
+#define KF_WG_D32_AT(i) KF_WG_D8(i), KF_WG_D8(i + 8), KF_WG_D8(i + 16), KF_WG_D8(i + 24)
+#define KF_WG_D16 KF_WG_D8(0), KF_WG_D8(8)
+#define KF_WG_D32 KF_WG_D32_AT(0)
+#define KF_WG_D64 KF_WG_D32_AT(0), KF_WG_D32_AT(32)
+#define KF_WG_D128 KF_WG_D64, KF_WG_D32_AT(64), KF_WG_D32_AT(96)
+#define KF_WG_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define KF_WG_R32 KF_WG_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define KF_WG_R64 KF_WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "      \
+                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define KF_WG_R128 KF_WG_R64 ", "                                                                                     \
+                   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                 \
+                   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                 \
+                   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "     \
+                   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
 /* d[64] (+)= A (64x16, K-major in shared memory) * B (16x128 via descriptor; tnsp_b 0: K-major, 1: MN-major).
  * scale_d 0 overwrites d. */
 template <int TNSP_B>
 __device__ __forceinline__ void kf_wgmma_ss_n128(float (&d)[64], unsigned long long da, unsigned long long db,
                                                  int scale_d)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." KF_WG_T "." KF_WG_T " "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, %67;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(scale_d), "n"(TNSP_B));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R64 "}, "
+                 "%64, %65, p, 1, 1, 0, %67;\n}\n"
+                 : KF_WG_D64 : "l"(da), "l"(db), "r"(scale_d), "n"(TNSP_B));
 }
 
 /* d[64] += A (64x16 in registers, m16n8k16 A fragment per warp) * B (16x128 via descriptor). */
 template <int TNSP_B>
 __device__ __forceinline__ void kf_wgmma_rs_n128(float (&d)[64], const kf_u32 a[4], unsigned long long db)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." KF_WG_T "." KF_WG_T " "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TNSP_B));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R64 "}, "
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+                 : KF_WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TNSP_B));
 }
 
 /* ---- every shape by the accumulator array's size: d (+)= A (64x16, K-major, shared) * B (16xN, K-major, shared),
- * N = 128 here, 32 and 64 below; and d += A (registers) * B (MN-major), N = 64, 128, 256 below */
+ * N = 128 here, 32 and 64 below; d += A (K-major, shared) * B (MN-major), N = 128, 256 below; and d += A (registers)
+ * * B (MN-major), N = 64, 128, 256 below */
 __device__ __forceinline__ void kf_wgmma_ss(float (&d)[64], unsigned long long da, unsigned long long db, int scale_d)
 {
     kf_wgmma_ss_n128<0>(d, da, db, scale_d);
@@ -110,52 +104,42 @@ __device__ __forceinline__ void kf_wgmma_ss(float (&d)[64], unsigned long long d
  * d (+)= A (64x16, K-major, shared) * B (16xN, K-major, shared), N = 32 or 64; scale_d 0 overwrites d. */
 __device__ __forceinline__ void kf_wgmma_ss(float (&d)[16], unsigned long long da, unsigned long long db, int scale_d)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32." KF_WG_T "." KF_WG_T " "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-        "}, "
-        "%16, %17, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db), "r"(scale_d));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R16 "}, "
+                 "%16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : KF_WG_D16 : "l"(da), "l"(db), "r"(scale_d));
 }
 
 __device__ __forceinline__ void kf_wgmma_ss(float (&d)[32], unsigned long long da, unsigned long long db, int scale_d)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." KF_WG_T "." KF_WG_T " "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, "
-        "%32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(da), "l"(db), "r"(scale_d));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R32 "}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : KF_WG_D32 : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* d += A (64x16, K-major, shared) * B (16xN, MN-major, shared), N = 128 or 256 (O += P V with P in shared memory) */
+__device__ __forceinline__ void kf_wgmma_ss_mn(float (&d)[64], unsigned long long da, unsigned long long db)
+{
+    kf_wgmma_ss_n128<1>(d, da, db, 1);
+}
+
+__device__ __forceinline__ void kf_wgmma_ss_mn(float (&d)[128], unsigned long long da, unsigned long long db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R128 "}, "
+                 "%128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : KF_WG_D128 : "l"(da), "l"(db), "r"(1));
 }
 
 /* O += A (64x16 in registers, the m16n8k16 A fragment per warp) * B (16xN via descriptor, MN-major: N contiguous
  * in 64-column swizzled panels LBO apart), N = 64, 128 or 256. */
 __device__ __forceinline__ void kf_wgmma_rs(float (&d)[32], const kf_u32 (&a)[4], unsigned long long db)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." KF_WG_T "." KF_WG_T " "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, "
-        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R32 "}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : KF_WG_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
 __device__ __forceinline__ void kf_wgmma_rs(float (&d)[64], const kf_u32 (&a)[4], unsigned long long db)
@@ -165,87 +149,119 @@ __device__ __forceinline__ void kf_wgmma_rs(float (&d)[64], const kf_u32 (&a)[4]
 
 __device__ __forceinline__ void kf_wgmma_rs(float (&d)[128], const kf_u32 (&a)[4], unsigned long long db)
 {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32." KF_WG_T "." KF_WG_T " "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, "
-        "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R128 "}, "
+                 "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : KF_WG_D128 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
-/* ---- online softmax of a 64-row accumulator tile (NC 8-column blocks; after FlashAttention-2/3)
- * Mask (keys at or past kend; with CAUSAL, keys j > i + coff) when the block reaches past kmask, then the
- * online softmax in base 2 with the scale folded: rows qi0 (sc[4c], sc[4c+1]) and qi1 (sc[4c+2], sc[4c+3]) of the
- * thread's quad. sc becomes P; corr is the factor for O; rsum stays a per-thread partial (quad-reduced at the end). */
+/* ---- online softmax of a 64-row accumulator tile (NC 8-column blocks; after FlashAttention-2/3), in base 2 with the
+ * scale folded: rows qi0 (sc[4c], sc[4c+1]) and qi1 (sc[4c+2], sc[4c+3]) of the thread's quad.
+ * The steps that update the row max m and sum l are statement macros: a kernel that keeps m and l as plain locals
+ * compiles to other code (other cubins) once a function takes them by reference. kf_wg_softmax is the function. */
+
+/* m (rmax) -> the row maxima mx: mu = mx sl2 (0 for a row that has seen no key: no -inf - -inf) and corr =
+ * 2^(m sl2 - mu), the factor that brings what was accumulated at m to mx; mu and corr are the caller's variables. */
+#define KF_WG_REBASE(sl2, mx0, mx1, rmax0, rmax1, mu0, mu1, corr0, corr1)                                           \
+    {                                                                                                               \
+        mu0 = ((mx0) == KF_NEG_INF) ? 0.f : (mx0) * (sl2);                                                          \
+        mu1 = ((mx1) == KF_NEG_INF) ? 0.f : (mx1) * (sl2);                                                          \
+        corr0 = kf_exp2((rmax0) * (sl2) - (mu0));                                                                   \
+        corr1 = kf_exp2((rmax1) * (sl2) - (mu1));                                                                   \
+        rmax0 = (mx0);                                                                                              \
+        rmax1 = (mx1);                                                                                              \
+    }
+
+/* The online-softmax step at the row maxima mx (max(m, the block's)): sc (S) becomes P, m moves to mx, l (rsum: a
+ * per-thread partial, quad-reduced at the end) is brought to mx and adds P's sums; corr (the caller's) is O's factor. */
+#define KF_WG_ONLINE(NC, sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1)                               \
+    {                                                                                                               \
+        float kf_mu0, kf_mu1;                                                                                       \
+        KF_WG_REBASE(sl2, mx0, mx1, rmax0, rmax1, kf_mu0, kf_mu1, corr0, corr1);                                    \
+        float kf_ps0 = 0.f, kf_ps1 = 0.f;                                                                           \
+        _Pragma("unroll") for (int kf_c = 0; kf_c < (NC); ++kf_c) {                                                 \
+            sc[4 * kf_c] = kf_exp2(sc[4 * kf_c] * (sl2) - kf_mu0);                                                  \
+            sc[4 * kf_c + 1] = kf_exp2(sc[4 * kf_c + 1] * (sl2) - kf_mu0);                                          \
+            sc[4 * kf_c + 2] = kf_exp2(sc[4 * kf_c + 2] * (sl2) - kf_mu1);                                          \
+            sc[4 * kf_c + 3] = kf_exp2(sc[4 * kf_c + 3] * (sl2) - kf_mu1);                                          \
+            kf_ps0 += sc[4 * kf_c] + sc[4 * kf_c + 1];                                                              \
+            kf_ps1 += sc[4 * kf_c + 2] + sc[4 * kf_c + 3];                                                          \
+        }                                                                                                           \
+        rsum0 = (rsum0) * (corr0) + kf_ps0;                                                                         \
+        rsum1 = (rsum1) * (corr1) + kf_ps1;                                                                         \
+    }
+
+/* Mask (keys at or past kend; with CAUSAL, keys j > i + coff) when the block at key j0 reaches past kmask, the row
+ * maxima over the quad (and m), then KF_WG_ONLINE. */
+#define KF_WG_SOFTMAX(NC, CAUSAL, sc, j0, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1, corr0,  \
+                      corr1)                                                                                        \
+    {                                                                                                               \
+        if ((j0) + 8 * (NC) > (kmask)) {                                                                            \
+            _Pragma("unroll") for (int kf_c = 0; kf_c < (NC); ++kf_c)                                               \
+            _Pragma("unroll") for (int kf_e = 0; kf_e < 4; ++kf_e) {                                                \
+                const int kf_j = (j0) + kf_c * 8 + 2 * ((lane) & 3) + (kf_e & 1);                                   \
+                const int kf_i = (kf_e >> 1) ? (qi1) : (qi0);                                                       \
+                if (kf_j >= (kend) || ((CAUSAL) && kf_j > kf_i + (coff)))                                           \
+                    sc[4 * kf_c + kf_e] = KF_NEG_INF;                                                               \
+            }                                                                                                       \
+        }                                                                                                           \
+        float kf_mx0 = (rmax0), kf_mx1 = (rmax1);                                                                   \
+        _Pragma("unroll") for (int kf_c = 0; kf_c < (NC); ++kf_c) {                                                 \
+            kf_mx0 = fmaxf(kf_mx0, fmaxf(sc[4 * kf_c], sc[4 * kf_c + 1]));                                          \
+            kf_mx1 = fmaxf(kf_mx1, fmaxf(sc[4 * kf_c + 2], sc[4 * kf_c + 3]));                                      \
+        }                                                                                                           \
+        kf_mx0 = fmaxf(kf_mx0, __shfl_xor_sync(0xffffffffu, kf_mx0, 1));                                            \
+        kf_mx1 = fmaxf(kf_mx1, __shfl_xor_sync(0xffffffffu, kf_mx1, 1));                                            \
+        kf_mx0 = fmaxf(kf_mx0, __shfl_xor_sync(0xffffffffu, kf_mx0, 2));                                            \
+        kf_mx1 = fmaxf(kf_mx1, __shfl_xor_sync(0xffffffffu, kf_mx1, 2));                                            \
+        KF_WG_ONLINE(NC, sc, sl2, kf_mx0, kf_mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1);                        \
+    }
+
+/* KF_WG_SOFTMAX as a function (m, l and corr by reference) */
 template <int NC, int CAUSAL>
 __device__ __forceinline__ void kf_wg_softmax(float (&sc)[4 * NC], int j0, int kmask, int kend, int coff, int qi0,
                                               int qi1, int lane, float sl2, float &rmax0, float &rmax1,
                                               float &rsum0, float &rsum1, float &corr0, float &corr1)
 {
-    if (j0 + 8 * NC > kmask) {
+    KF_WG_SOFTMAX(NC, CAUSAL, sc, j0, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0, rsum1, corr0, corr1);
+}
+
+/* Scales the accumulator's rows: qi0 (d[4c], d[4c+1]) by f0, qi1 (d[4c+2], d[4c+3]) by f1 (O by corr) */
+template <int R>
+__device__ __forceinline__ void kf_wg_scale_rows(float (&d)[R], float f0, float f1)
+{
 #pragma unroll
-        for (int c = 0; c < NC; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int j = j0 + c * 8 + 2 * (lane & 3) + (e & 1);
-                const int i = (e >> 1) ? qi1 : qi0;
-                if (j >= kend || (CAUSAL && j > i + coff))
-                    sc[4 * c + e] = KF_NEG_INF;
-            }
+    for (int c = 0; c < R / 4; ++c) {
+        d[4 * c] *= f0;
+        d[4 * c + 1] *= f0;
+        d[4 * c + 2] *= f1;
+        d[4 * c + 3] *= f1;
     }
-    float mx0 = rmax0, mx1 = rmax1;
+}
+
+/* P (accumulator layout, 8K keys) -> the A fragments of the K k16 steps: step kk is 8-column blocks 2kk and 2kk+1,
+ * {row qi0 keys 16kk + 2 (lane % 4) .., row qi1 the same, row qi0 keys + 8, row qi1 keys + 8} */
+template <int K>
+__device__ __forceinline__ void kf_wg_pack_p(kf_u32 (&pa)[K][4], const float (&sc)[8 * K])
+{
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-        mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
-        mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
+    for (int kk = 0; kk < K; ++kk) {
+        pa[kk][0] = kf_pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
+        pa[kk][1] = kf_pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
+        pa[kk][2] = kf_pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
+        pa[kk][3] = kf_pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
     }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;   /* no -inf - -inf */
-    const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
-    corr0 = kf_exp2(rmax0 * sl2 - mu0);
-    corr1 = kf_exp2(rmax1 * sl2 - mu1);
-    rmax0 = mx0;
-    rmax1 = mx1;
-    float ps0 = 0.f, ps1 = 0.f;
+}
+
+/* Keeps the compiler from reusing the registers of A fragments before the wgmma that reads them has completed */
+template <int K>
+__device__ __forceinline__ void kf_wg_fence_frags(kf_u32 (&pa)[K][4])
+{
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-        sc[4 * c] = kf_exp2(sc[4 * c] * sl2 - mu0);
-        sc[4 * c + 1] = kf_exp2(sc[4 * c + 1] * sl2 - mu0);
-        sc[4 * c + 2] = kf_exp2(sc[4 * c + 2] * sl2 - mu1);
-        sc[4 * c + 3] = kf_exp2(sc[4 * c + 3] * sl2 - mu1);
-        ps0 += sc[4 * c] + sc[4 * c + 1];
-        ps1 += sc[4 * c + 2] + sc[4 * c + 3];
-    }
-    rsum0 = rsum0 * corr0 + ps0;
-    rsum1 = rsum1 * corr1 + ps1;
+    for (int kk = 0; kk < K; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            asm volatile("" : "+r"(pa[kk][e]) :: "memory");
 }
 
 /* ---- mbarriers (CTA scope) */

@@ -281,63 +281,14 @@ kf_parts_decode(const kf_parts_params p)
                 }
             }
 
-            /* mask: keys at or past kend, causal j > i + coff (rows qi0: sc[4c], sc[4c+1]; qi1: sc[4c+2], sc[4c+3]) */
-            if (j0 + KF_BN > kmask) {
-#pragma unroll
-                for (int c = 0; c < KF_BN / 8; ++c)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int j = j0 + c * 8 + 2 * (lane & 3) + (e & 1);
-                        const int i = (e >> 1) ? qi1 : qi0;
-                        if (j >= kend || (KF_CAUSAL && j > i + coff))
-                            sc[4 * c + e] = KF_NEG_INF;
-                    }
-            }
-            /* online softmax in base 2, the scale folded; the max over the quad (the row's BN columns) */
-            float mx0 = rmax0, mx1 = rmax1;
-#pragma unroll
-            for (int c = 0; c < KF_BN / 8; ++c) {
-                mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
-                mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;   /* no -inf - -inf */
-            const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
-            const float corr0 = kf_exp2(rmax0 * sl2 - mu0), corr1 = kf_exp2(rmax1 * sl2 - mu1);
-            rmax0 = mx0;
-            rmax1 = mx1;
-            float ps0 = 0.f, ps1 = 0.f;
-#pragma unroll
-            for (int c = 0; c < KF_BN / 8; ++c) {
-                sc[4 * c] = kf_exp2(sc[4 * c] * sl2 - mu0);
-                sc[4 * c + 1] = kf_exp2(sc[4 * c + 1] * sl2 - mu0);
-                sc[4 * c + 2] = kf_exp2(sc[4 * c + 2] * sl2 - mu1);
-                sc[4 * c + 3] = kf_exp2(sc[4 * c + 3] * sl2 - mu1);
-                ps0 += sc[4 * c] + sc[4 * c + 1];
-                ps1 += sc[4 * c + 2] + sc[4 * c + 3];
-            }
-            rsum0 = rsum0 * corr0 + ps0;
-            rsum1 = rsum1 * corr1 + ps1;
+            /* mask, online softmax (rows qi0: sc[4c], sc[4c+1]; qi1: sc[4c+2], sc[4c+3]), O_c *= corr, P -> A fragments */
+            float corr0, corr1;
+            KF_WG_SOFTMAX(KF_BN / 8, KF_CAUSAL, sc, j0, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0,
+                          rsum1, corr0, corr1);
 #pragma unroll
             for (int t = 0; t < KF_PD_NVC; ++t)
-#pragma unroll
-                for (int c = 0; c < KF_PD_NV / 8; ++c) {
-                    o[t][4 * c] *= corr0;
-                    o[t][4 * c + 1] *= corr0;
-                    o[t][4 * c + 2] *= corr1;
-                    o[t][4 * c + 3] *= corr1;
-                }
-            /* P (accumulator layout) -> the A fragments of the BN/16 k16 steps */
-#pragma unroll
-            for (int kk = 0; kk < KF_BN / 16; ++kk) {
-                pa[kk][0] = kf_pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
-                pa[kk][1] = kf_pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
-                pa[kk][2] = kf_pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
-                pa[kk][3] = kf_pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
-            }
+                kf_wg_scale_rows(o[t], corr0, corr1);
+            kf_wg_pack_p(pa, sc);
 
             kf_pd_pv(o, pa, sT + vpanel * KF_PD_KPANEL);
             kf_wgmma_commit();
@@ -345,11 +296,7 @@ kf_parts_decode(const kf_parts_params p)
 #pragma unroll
             for (int t = 0; t < KF_PD_NVC; ++t)
                 kf_wg_fence_regs(o[t]);
-#pragma unroll
-            for (int kk = 0; kk < KF_BN / 16; ++kk)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    asm volatile("" : "+r"(pa[kk][e]) :: "memory");   /* pa was read by the wgmma until here */
+            kf_wg_fence_frags(pa);                          /* pa was read by the wgmma until here */
             kf_mbar_arrive(bar_e + 8 * s);                  /* the slot (K and V) may be refilled */
         }
 

@@ -86,47 +86,6 @@
 KF_FOR_KPARTS(KF_KS_SAME_COLUMNS)
 #undef KF_KS_SAME_COLUMNS
 
-/* O (+)= A (64x16 from shared memory, K-major) * B (16x256, MN-major), accumulating: P_c' V */
-__device__ __forceinline__ void kf_ks_wgmma_ss_mn(float (&d)[128], unsigned long long da, unsigned long long db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32." KF_WG_T "." KF_WG_T " "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, "
-        "%128, %129, p, 1, 1, 0, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(da), "l"(db), "r"(1));
-}
-
-__device__ __forceinline__ void kf_ks_wgmma_ss_mn(float (&d)[64], unsigned long long da, unsigned long long db)
-{
-    kf_wgmma_ss_n128<1>(d, da, db, 1);
-}
-
 /* tile row r -> query row i and query head hh (h: first head of the kv head's group) */
 __device__ __forceinline__ void kf_ks_row(int row0, int r, int h, int &i, int &hh)
 {
@@ -180,10 +139,19 @@ __device__ __forceinline__ void kf_ks_load_group(kf_u32 stile, const kf_parts_pa
 #undef KF_KS_LOAD_ONE
 }
 
-/* S (+)= Q K^T over panels P0 .. P1-1 (4 k16 steps each; issue only). first: the step that overwrites S. */
-template <int P0, int P1>
-__device__ __forceinline__ void kf_ks_qk(float (&sc)[32], kf_u32 sQ, kf_u32 sT, bool first)
+/* Waits for panel group G of the slot (parity ph) and orders the async proxy after the cp.async writes. */
+__device__ __forceinline__ void kf_ks_wait_full(kf_u32 bar, int ph)
 {
+    kf_mbar_wait(bar, ph);
+    kf_fence_proxy_async();
+}
+
+/* 1. S (+)= Q K^T over panels P0 .. P1-1 (4 k16 steps each), one commit group: waits for the panel group (full
+ * barrier bar, parity ph; kf_ks_wait_full), issues and commits. first: the step that overwrites S. */
+template <int P0, int P1>
+__device__ __forceinline__ void kf_ks_qk(float (&sc)[32], kf_u32 sQ, kf_u32 sT, kf_u32 bar, int ph, bool first)
+{
+    kf_ks_wait_full(bar, ph);
     /* Two base descriptors, the k16 steps as additions to their address field (bits 0-13: address / 16; shared
      * addresses stay below 256 KB, so no carry leaves the field). The bases are opaque to the compiler: hoisted
      * out of the key loop, the 2 x 36 descriptors of a block took 144 registers and the consumers spilled. */
@@ -195,13 +163,7 @@ __device__ __forceinline__ void kf_ks_qk(float (&sc)[32], kf_u32 sQ, kf_u32 sT, 
         const kf_u32 off = (kk >> 2) * KF_KS_PANEL + (kk & 3) * 32;   /* k16 step kk: panel kk/4, byte 32 (kk%4) */
         kf_wgmma_ss(sc, dq + (off >> 4), dk + (off >> 4), (first && kk == 4 * P0) ? 0 : 1);
     }
-}
-
-/* Waits for panel group G of the slot (parity ph) and orders the async proxy after the cp.async writes. */
-__device__ __forceinline__ void kf_ks_wait_full(kf_u32 bar, int ph)
-{
-    kf_mbar_wait(bar, ph);
-    kf_fence_proxy_async();
+    kf_wgmma_commit();
 }
 
 /* Masks S of the block at j0 (keys >= kend, causal j > i + coff: only blocks reaching kmask) and returns the row
@@ -232,24 +194,8 @@ __device__ __forceinline__ void kf_ks_mask_max(float (&sc)[32], int j0, int kmas
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
 }
 
-/* P = 2^(S sl2 - mu) in place (rows r0: mu0, r1: mu1), their row sums over this thread's keys */
-__device__ __forceinline__ void kf_ks_exp(float (&sc)[32], float sl2, float mu0, float mu1, float &ps0, float &ps1)
-{
-    ps0 = 0.f, ps1 = 0.f;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        sc[4 * k] = kf_exp2(sc[4 * k] * sl2 - mu0);
-        sc[4 * k + 1] = kf_exp2(sc[4 * k + 1] * sl2 - mu0);
-        sc[4 * k + 2] = kf_exp2(sc[4 * k + 2] * sl2 - mu1);
-        sc[4 * k + 3] = kf_exp2(sc[4 * k + 3] * sl2 - mu1);
-        ps0 += sc[4 * k] + sc[4 * k + 1];
-        ps1 += sc[4 * k + 2] + sc[4 * k + 3];
-    }
-}
-
-/* P (fp32, times f0 on rows r0 and f1 on rows r1) -> A fragments: accumulator block k (8 keys) holds rows r0 (e 0, 1)
- * and r1 (e 2, 3), keys 8k + 2 (lane % 4) + e % 2; the A fragment of k16 step kk is {r0 keys 16kk+2q.., r1 same, r0
- * keys +8, r1 keys +8} = blocks 2kk, 2kk+1 */
+/* P times f0 on rows r0 and f1 on rows r1 -> A fragments (the layout of kf_wg_pack_p): the lagged schedule's P_0 at
+ * the pair's common max */
 __device__ __forceinline__ void kf_ks_pack(const float (&sc)[32], float f0, float f1, kf_u32 (&pa)[4][4])
 {
 #pragma unroll
@@ -273,6 +219,48 @@ __device__ __forceinline__ void kf_ks_store_p(unsigned char *pp, const kf_u32 (&
         *(kf_u32 *)(pp + r1 * 128 + ((k ^ (r1 & 7)) << 4) + 4 * (lane & 3)) = v1;
     }
 }
+
+/* Steps 4 and 5 and the release after them are statement macros: written as functions (the same statements), their
+ * address arithmetic compiles to other code in the lagged loops (other cubins). */
+
+/* 4. O_c += P_c V of the own slot sT, this consumer's value panels from vpanel on (A = P from registers; MN-major B:
+ * 64-column panels 8 KB apart, 8-key atoms 1 KB): issue and commit. */
+#define KF_KS_PV_OWN(o, pa, sT, vpanel)                                                                             \
+    {                                                                                                               \
+        kf_wgmma_fence();                                                                                           \
+        kf_u32 sv = (sT) + (vpanel) * KF_KS_PANEL;                                                                  \
+        asm volatile("" : "+r"(sv)); /* not hoisted (see kf_ks_qk) */                                               \
+        const unsigned long long dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);                                          \
+        _Pragma("unroll") for (int kk = 0; kk < 4; ++kk)                                                            \
+            kf_wgmma_rs(o, pa[kk], dv + kk * (2048 >> 4));                                                          \
+        kf_wgmma_commit();                                                                                          \
+    }
+
+/* 5. O_c += P_c' V of the other slot sT (A = the other consumer's P, its panel at sP): issue and commit. */
+#define KF_KS_PV_OTHER(o, sP, sT, vpanel)                                                                           \
+    {                                                                                                               \
+        kf_wgmma_fence();                                                                                           \
+        kf_u32 sp = (sP), sv = (sT) + (vpanel) * KF_KS_PANEL;                                                       \
+        asm volatile("" : "+r"(sp), "+r"(sv));                                                                      \
+        const unsigned long long dp = kf_gmma_desc(sp, 16, 1024), dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);         \
+        _Pragma("unroll") for (int kk = 0; kk < 4; ++kk)                                                            \
+            kf_wgmma_ss_mn(o, dp + kk * (32 >> 4), dv + kk * (2048 >> 4));                                          \
+        kf_wgmma_commit();                                                                                          \
+    }
+
+/* After step 5 (the own slot's P V, then the other slot's, in flight): frees the own slot's value panels of this
+ * consumer (e_own) once the first is done, then, once both are, the other slot's (e_val) and its P and key-only
+ * panels (e_key). */
+#define KF_KS_RELEASE(o, pa, e_own, e_val, e_key)                                                                   \
+    {                                                                                                               \
+        kf_wgmma_wait<1>();                                                                                         \
+        kf_mbar_arrive(e_own);             /* own slot, own value panels: step 4 is done */                         \
+        kf_wgmma_wait<0>();                                                                                         \
+        kf_wg_fence_regs(o);                                                                                        \
+        kf_wg_fence_frags(pa);             /* pa was read by the wgmma until here */                                \
+        kf_mbar_arrive(e_val);             /* other slot, this consumer's value panels */                           \
+        kf_mbar_arrive(e_key);             /* other slot's P panel (and key-only panels) */                         \
+    }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
 kf_parts_decode(const kf_parts_params p)
@@ -431,9 +419,7 @@ kf_parts_decode(const kf_parts_params p)
                 const int ph = t & 1;
                 const int j0 = kbeg + (2 * t + c) * 64;
                 /* 1. S_c = Q K^T: own value panels, the other consumer's, then the key-only panels */
-                kf_ks_wait_full(fMine + 0, ph);
-                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, true);
-                kf_wgmma_commit();
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, fMine + 0, ph, true);
                 /* the previous pair's O_0 += P_1 V_1 is done: its slot-1 panels are free. The wait is unconditional
                  * (at t = 0 it waits for nothing older), and each consumer has its own loop: behind a run-time branch
                  * (a flag, or one loop for both consumers) ptxas sees a path that touches O while this P V is in
@@ -443,12 +429,8 @@ kf_parts_decode(const kf_parts_params p)
                     kf_mbar_arrive(eOther + 0);
                     kf_mbar_arrive(eOther + 16);
                 }
-                kf_ks_wait_full(fMine + 8, ph);
-                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, false);
-                kf_wgmma_commit();
-                kf_ks_wait_full(fMine + 16, ph);
-                kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, false);
-                kf_wgmma_commit();
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, fMine + 8, ph, false);
+                kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, fMine + 16, ph, false);
                 kf_wgmma_wait<0>();
                 kf_wg_fence_regs(sc);
                 kf_wg_fence_regs(o);
@@ -463,50 +445,21 @@ kf_parts_decode(const kf_parts_params p)
                     red[r1] = mx1;
                 }
                 asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-                const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;      /* no -inf - -inf */
-                const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
-                const float corr0 = kf_exp2(rmax0 * sl2 - mu0), corr1 = kf_exp2(rmax1 * sl2 - mu1);
-                rmax0 = mx0;
-                rmax1 = mx1;
-                float ps0, ps1;
-                kf_ks_exp(sc, sl2, mu0, mu1, ps0, ps1);
-                rsum0 = rsum0 * corr0 + ps0;
-                rsum1 = rsum1 * corr1 + ps1;
-#pragma unroll
-                for (int k = 0; k < KF_KS_DVH / 8; ++k) {
-                    o[4 * k] *= corr0;
-                    o[4 * k + 1] *= corr0;
-                    o[4 * k + 2] *= corr1;
-                    o[4 * k + 3] *= corr1;
-                }
-                kf_ks_pack(sc, 1.f, 1.f, pa);
+                float corr0, corr1;
+                KF_WG_ONLINE(8, sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1);
+                kf_wg_scale_rows(o, corr0, corr1);
+                kf_wg_pack_p(pa, sc);
                 /* 4. O_0 += P_0 V_0 (own slot, own value panels), under consumer 1's softmax */
                 kf_wg_fence_regs(o);
-                kf_wgmma_fence();
-                {
-                    kf_u32 sv = sMine + vpanel * KF_KS_PANEL;
-                    asm volatile("" : "+r"(sv));
-                    const unsigned long long dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
-#pragma unroll
-                    for (int kk = 0; kk < 4; ++kk)
-                        kf_wgmma_rs(o, pa[kk], dv + kk * (2048 >> 4));
-                }
-                kf_wgmma_commit();
+                KF_KS_PV_OWN(o, pa, sMine, vpanel);
                 /* consumer 1's max: the pair's common max m1, and s = 2^(m0 - m1) for P_0 and O_0 */
                 asm volatile("bar.sync 2, 256;\n" ::: "memory");
                 const float n0 = red[64 + r0], n1 = red[64 + r1];
-                const float nu0 = (n0 == KF_NEG_INF) ? 0.f : n0 * sl2;
-                const float nu1 = (n1 == KF_NEG_INF) ? 0.f : n1 * sl2;
-                const float s0 = kf_exp2(rmax0 * sl2 - nu0), s1 = kf_exp2(rmax1 * sl2 - nu1);
-                rmax0 = n0;
-                rmax1 = n1;
+                float nu0, nu1, s0, s1;
+                KF_WG_REBASE(sl2, n0, n1, rmax0, rmax1, nu0, nu1, s0, s1);
                 kf_wgmma_wait<0>();
                 kf_wg_fence_regs(o);
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        asm volatile("" : "+r"(pa[kk][e]) :: "memory");   /* pa was read by the wgmma until here */
+                kf_wg_fence_frags(pa);                     /* pa was read by the wgmma until here */
                 kf_mbar_arrive(eMine + 0);                 /* own slot, own value panels: step 4 is done */
                 kf_ks_pack(sc, s0, s1, pa); // KF_MUTANT_KSLAG
                 kf_ks_store_p(gbase + (pMine - sbase), pa, r0, r1, lane);
@@ -514,27 +467,12 @@ kf_parts_decode(const kf_parts_params p)
                 asm volatile("bar.arrive 4, 256;\n" ::: "memory");
                 rsum0 *= s0;
                 rsum1 *= s1;
-#pragma unroll
-                for (int k = 0; k < KF_KS_DVH / 8; ++k) {
-                    o[4 * k] *= s0;
-                    o[4 * k + 1] *= s0;
-                    o[4 * k + 2] *= s1;
-                    o[4 * k + 3] *= s1;
-                }
+                kf_wg_scale_rows(o, s0, s1);
                 /* 5. O_0 += P_1 V_1 (other slot, own value panels); waited for under the next pair's first S group */
                 asm volatile("bar.sync 3, 256;\n" ::: "memory");
                 kf_ks_wait_full(fOther + 0, ph);
                 kf_wg_fence_regs(o);
-                kf_wgmma_fence();
-                {
-                    kf_u32 sp = pOther, sv = sOther + vpanel * KF_KS_PANEL;
-                    asm volatile("" : "+r"(sp), "+r"(sv));
-                    const unsigned long long dp = kf_gmma_desc(sp, 16, 1024), dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
-#pragma unroll
-                    for (int kk = 0; kk < 4; ++kk)
-                        kf_ks_wgmma_ss_mn(o, dp + kk * (32 >> 4), dv + kk * (2048 >> 4));
-                }
-                kf_wgmma_commit();
+                KF_KS_PV_OTHER(o, pOther, sOther, vpanel);
             }
         } else {
 #pragma unroll 1
@@ -542,15 +480,9 @@ kf_parts_decode(const kf_parts_params p)
                 const int ph = t & 1;
                 const int j0 = kbeg + (2 * t + c) * 64;
                 /* 1. S_c = Q K^T: own value panels, the other consumer's, then the key-only panels */
-                kf_ks_wait_full(fMine + 8, ph);
-                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, true);
-                kf_wgmma_commit();
-                kf_ks_wait_full(fMine + 0, ph);
-                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, false);
-                kf_wgmma_commit();
-                kf_ks_wait_full(fMine + 16, ph);
-                kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, false);
-                kf_wgmma_commit();
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, fMine + 8, ph, true);
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, fMine + 0, ph, false);
+                kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, fMine + 16, ph, false);
                 kf_wgmma_wait<0>();
                 kf_wg_fence_regs(sc);
                 kf_wg_fence_regs(o);
@@ -566,62 +498,21 @@ kf_parts_decode(const kf_parts_params p)
                     red[64 + r1] = mx1;
                 }
                 asm volatile("bar.arrive 2, 256;\n" ::: "memory");
-                const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;
-                const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
-                const float corr0 = kf_exp2(rmax0 * sl2 - mu0), corr1 = kf_exp2(rmax1 * sl2 - mu1);
-                rmax0 = mx0;
-                rmax1 = mx1;
-                float ps0, ps1;
-                kf_ks_exp(sc, sl2, mu0, mu1, ps0, ps1);
-                rsum0 = rsum0 * corr0 + ps0;
-                rsum1 = rsum1 * corr1 + ps1;
-#pragma unroll
-                for (int k = 0; k < KF_KS_DVH / 8; ++k) {
-                    o[4 * k] *= corr0;
-                    o[4 * k + 1] *= corr0;
-                    o[4 * k + 2] *= corr1;
-                    o[4 * k + 3] *= corr1;
-                }
-                kf_ks_pack(sc, 1.f, 1.f, pa);
+                float corr0, corr1;
+                KF_WG_ONLINE(8, sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1);
+                kf_wg_scale_rows(o, corr0, corr1);
+                kf_wg_pack_p(pa, sc);
                 kf_ks_store_p(gbase + (pMine - sbase), pa, r0, r1, lane);
                 kf_fence_proxy_async();
                 /* 4. O_1 += P_1 V_1 (own slot), then P_1 is announced */
                 kf_wg_fence_regs(o);
-                kf_wgmma_fence();
-                {
-                    kf_u32 sv = sMine + vpanel * KF_KS_PANEL;
-                    asm volatile("" : "+r"(sv));
-                    const unsigned long long dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
-#pragma unroll
-                    for (int kk = 0; kk < 4; ++kk)
-                        kf_wgmma_rs(o, pa[kk], dv + kk * (2048 >> 4));
-                }
-                kf_wgmma_commit();
+                KF_KS_PV_OWN(o, pa, sMine, vpanel);
                 asm volatile("bar.arrive 3, 256;\n" ::: "memory");
                 /* 5. O_1 += (P_0 s) V_0 (other slot) */
                 asm volatile("bar.sync 4, 256;\n" ::: "memory");
                 kf_ks_wait_full(fOther + 8, ph);
-                kf_wgmma_fence();
-                {
-                    kf_u32 sp = pOther, sv = sOther + vpanel * KF_KS_PANEL;
-                    asm volatile("" : "+r"(sp), "+r"(sv));
-                    const unsigned long long dp = kf_gmma_desc(sp, 16, 1024), dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
-#pragma unroll
-                    for (int kk = 0; kk < 4; ++kk)
-                        kf_ks_wgmma_ss_mn(o, dp + kk * (32 >> 4), dv + kk * (2048 >> 4));
-                }
-                kf_wgmma_commit();
-                kf_wgmma_wait<1>();
-                kf_mbar_arrive(eMine + 8);                 /* own slot, own value panels */
-                kf_wgmma_wait<0>();
-                kf_wg_fence_regs(o);
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        asm volatile("" : "+r"(pa[kk][e]) :: "memory");
-                kf_mbar_arrive(eOther + 8);                /* other slot, own value panels */
-                kf_mbar_arrive(eOther + 16);               /* other slot's P panel (and key-only panels) */
+                KF_KS_PV_OTHER(o, pOther, sOther, vpanel);
+                KF_KS_RELEASE(o, pa, eMine + 8, eOther + 8, eOther + 16);
             }
         }
         kf_wgmma_wait<0>();   /* consumer 0's last O_0 += P_1 V_1 */
@@ -635,23 +526,13 @@ kf_parts_decode(const kf_parts_params p)
             /* (a commit group per panel group, as FlashMLA's per-tile batches: no wgmma stays uncommitted across
              * the waits) */
             if (c == 0) {
-                kf_ks_wait_full(fMine + 0, ph);
-                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, true);
-                kf_wgmma_commit();
-                kf_ks_wait_full(fMine + 8, ph);
-                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, false);
-                kf_wgmma_commit();
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, fMine + 0, ph, true);
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, fMine + 8, ph, false);
             } else {
-                kf_ks_wait_full(fMine + 8, ph);
-                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, true);
-                kf_wgmma_commit();
-                kf_ks_wait_full(fMine + 0, ph);
-                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, false);
-                kf_wgmma_commit();
+                kf_ks_qk<KF_KS_HP, 2 * KF_KS_HP>(sc, sQ, sMine, fMine + 8, ph, true);
+                kf_ks_qk<0, KF_KS_HP>(sc, sQ, sMine, fMine + 0, ph, false);
             }
-            kf_ks_wait_full(fMine + 16, ph);
-            kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, false);
-            kf_wgmma_commit();
+            kf_ks_qk<2 * KF_KS_HP, KF_KS_NP>(sc, sQ, sMine, fMine + 16, ph, false);
             kf_wgmma_wait<0>();
             kf_wg_fence_regs(sc);
 
@@ -668,67 +549,18 @@ kf_parts_decode(const kf_parts_params p)
                 mx0 = fmaxf(rmax0, fmaxf(a0, b0));
                 mx1 = fmaxf(rmax1, fmaxf(a1, b1));
             }
-            const float mu0 = (mx0 == KF_NEG_INF) ? 0.f : mx0 * sl2;      /* no -inf - -inf */
-            const float mu1 = (mx1 == KF_NEG_INF) ? 0.f : mx1 * sl2;
-            const float corr0 = kf_exp2(rmax0 * sl2 - mu0), corr1 = kf_exp2(rmax1 * sl2 - mu1);
-            rmax0 = mx0;
-            rmax1 = mx1;
 
             /* 3. P_c, the partial sums, O_c *= corr; P_c (bf16) -> registers (A fragments) and the slot's P panel */
-            float ps0 = 0.f, ps1 = 0.f;
-#pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                sc[4 * k] = kf_exp2(sc[4 * k] * sl2 - mu0);
-                sc[4 * k + 1] = kf_exp2(sc[4 * k + 1] * sl2 - mu0);
-                sc[4 * k + 2] = kf_exp2(sc[4 * k + 2] * sl2 - mu1);
-                sc[4 * k + 3] = kf_exp2(sc[4 * k + 3] * sl2 - mu1);
-                ps0 += sc[4 * k] + sc[4 * k + 1];
-                ps1 += sc[4 * k + 2] + sc[4 * k + 3];
-            }
-            rsum0 = rsum0 * corr0 + ps0;
-            rsum1 = rsum1 * corr1 + ps1;
-#pragma unroll
-            for (int k = 0; k < KF_KS_DVH / 8; ++k) {
-                o[4 * k] *= corr0;
-                o[4 * k + 1] *= corr0;
-                o[4 * k + 2] *= corr1;
-                o[4 * k + 3] *= corr1;
-            }
-            /* accumulator block k (8 keys): rows r0 (e 0, 1) and r1 (e 2, 3), keys 8k + 2 (lane % 4) + e % 2; the A
-             * fragment of k16 step kk: {r0 keys 16kk+2q.., r1 same, r0 keys +8, r1 keys +8} = blocks 2kk, 2kk+1 */
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-                pa[kk][0] = kf_pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
-                pa[kk][1] = kf_pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
-                pa[kk][2] = kf_pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
-                pa[kk][3] = kf_pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
-            }
-            /* the P panel, K-major swizzled like Q: row r, keys 8k .. 8k+7 in chunk k ^ (r & 7); this thread's two
-             * keys at byte 4 (lane % 4) of the chunk. The 8 rows of a warp's store hit 8 distinct chunks: no conflict. */
-            {
-                unsigned char *pp = gbase + (pMine - sbase);
-#pragma unroll
-                for (int k = 0; k < 8; ++k) {
-                    const kf_u32 v0 = (k & 1) ? pa[k >> 1][2] : pa[k >> 1][0];
-                    const kf_u32 v1 = (k & 1) ? pa[k >> 1][3] : pa[k >> 1][1];
-                    *(kf_u32 *)(pp + r0 * 128 + ((k ^ (r0 & 7)) << 4) + 4 * (lane & 3)) = v0;
-                    *(kf_u32 *)(pp + r1 * 128 + ((k ^ (r1 & 7)) << 4) + 4 * (lane & 3)) = v1;
-                }
-            }
+            float corr0, corr1;
+            KF_WG_ONLINE(8, sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1);
+            kf_wg_scale_rows(o, corr0, corr1);
+            kf_wg_pack_p(pa, sc);
+            kf_ks_store_p(gbase + (pMine - sbase), pa, r0, r1, lane);
             kf_fence_proxy_async();
 
             /* 4. O_c += P_c V (own slot, this consumer's value panels) */
             kf_wg_fence_regs(o);
-            kf_wgmma_fence();
-            {
-                kf_u32 sv = sMine + vpanel * KF_KS_PANEL;
-                asm volatile("" : "+r"(sv));               /* not hoisted (see kf_ks_qk) */
-                const unsigned long long dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                    kf_wgmma_rs(o, pa[kk], dv + kk * (2048 >> 4));
-            }
-            kf_wgmma_commit();
+            KF_KS_PV_OWN(o, pa, sMine, vpanel);
 
             /* 5. the other consumer's P, then O_c += P_c' V (other slot). The other slot's group of this consumer's
              * value panels has landed (the other consumer waited for it before its S); this consumer waits for the
@@ -736,27 +568,8 @@ kf_parts_decode(const kf_parts_params p)
              * its own proxy fence orders the cp.async writes before its wgmma reads. */
             asm volatile("bar.sync 2, 256;\n" ::: "memory");
             kf_ks_wait_full(fOther + 8 * c, ph);
-            kf_wgmma_fence();
-            {
-                kf_u32 sp = pOther, sv = sOther + vpanel * KF_KS_PANEL;
-                asm volatile("" : "+r"(sp), "+r"(sv));
-                const unsigned long long dp = kf_gmma_desc(sp, 16, 1024), dv = kf_gmma_desc(sv, KF_KS_PANEL, 1024);
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                    kf_ks_wgmma_ss_mn(o, dp + kk * (32 >> 4), dv + kk * (2048 >> 4));
-            }
-            kf_wgmma_commit();
-            kf_wgmma_wait<1>();
-            kf_mbar_arrive(eMine + 8 * c);                 /* own slot, own value panels: step 4 is done */
-            kf_wgmma_wait<0>();
-            kf_wg_fence_regs(o);
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    asm volatile("" : "+r"(pa[kk][e]) :: "memory");   /* pa was read by the wgmma until here */
-            kf_mbar_arrive(eOther + 8 * c);                /* other slot, this consumer's value panels */
-            kf_mbar_arrive(eOther + 16);                   /* other slot's P panel (and key-only panels) */
+            KF_KS_PV_OTHER(o, pOther, sOther, vpanel);
+            KF_KS_RELEASE(o, pa, eMine + 8 * c, eOther + 8 * c, eOther + 16);
         }
 
 #endif

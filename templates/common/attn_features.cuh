@@ -1,0 +1,33 @@
+/* common/attn_features.cuh: the model features' switches (0 unless the template defines them) and the softcap, shared by the GQA attention kernels (attn/fwd.cuh, attn/fwd_sm90.cuh, attn/naive.cuh) */
+#ifndef KF_ATTN_FEATURES_CUH
+#define KF_ATTN_FEATURES_CUH
+
+/* What each feature does: common/attn_params.h; how a kernel serves it: the header of that kernel. Needs
+ * common/types.cuh (kf_exp2). */
+#ifndef KF_WIN
+#define KF_WIN 0                                      /* sliding window (p.window_left) */
+#endif
+#ifndef KF_CAP
+#define KF_CAP 0                                      /* softcap (p.softcap) */
+#endif
+#ifndef KF_SINK
+#define KF_SINK 0                                     /* sink logits (p.sinks) */
+#endif
+#ifndef KF_KV8
+#define KF_KV8 0                                      /* FP8 (e4m3) K/V */
+#endif
+
+#if KF_CAP
+/* softcap of a raw dot product x: cap * tanh(x * m), m = scale / cap; tanh(y) = 1 - 2 / (e^2y + 1) (exact at
+ * both ends: e^2y = inf gives 1, 0 gives -1), |error| ~ 1e-7 */
+__device__ __forceinline__ float kf_softcap(float x, float m, float cap)
+{
+    const float y = fminf(fmaxf(x * m, -20.f), 20.f);
+    const float e = kf_exp2(y * 2.8853900817779268f);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
+    return cap * (1.f - 2.f * r);
+}
+#endif
+
+#endif

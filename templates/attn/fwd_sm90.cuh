@@ -178,9 +178,9 @@ __device__ __forceinline__ void kf_sm90_load_kv(kf_u32 sdst, const kf_u16 *base,
  * row: their copies zero-fill). Before it, each copy loaded its table entry and divided by the runtime page size
  * (a load after a cp.async waits for it: a memory clobber): a paged block took 3.6x the contiguous time (4K
  * causal, the default then, H200). With this table, one 8-byte shared load a copy: 2.2x at every page size (16,
- * 64, 256), also with the table filled before the slot wait, so the lookup's round trip is not what is left
- * (bench/NOTES.md, session 6). Named barrier 3 (the producer's 128 threads) before (every copy of the previous
- * block is issued) and after. */
+ * 64, 256), measured with the table filled after the slot wait; this form fills it before (not yet timed on a
+ * GPU). The SASS shows ~25 instructions a copy (bench/NOTES.md, session 6). Named barrier 3 (the producer's 128
+ * threads) before (every copy of the previous block is issued) and after. */
 __device__ __forceinline__ void kf_sm90_page_table(kf_u32 spt, const int *bt, int ps, int j0, int kend, int t)
 {
     asm volatile("bar.sync 3, 128;\n" ::: "memory");

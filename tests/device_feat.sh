@@ -2,7 +2,8 @@
 # tests/device_feat.sh: issue 21's GPU checks in one device call, from a build made elsewhere: the features' GPU suite
 # cases (window, softcap, sinks: test_attn_gpu filtered), the mutants (the feature mutants among them), and the
 # sustained figures the harness can take today (kforge run). Logs tarred under $OUT, summary.txt beside them.
-# usage: KF_BUILD=.devbuild bash tests/device_feat.sh      (FIGS_ONLY=1: skip the tests; EXTRA=0: the issue's rows only)
+# usage: KF_BUILD=.devbuild bash tests/device_feat.sh      (FIGS_ONLY=1: skip the tests; FIGS=0: the tests alone;
+#   EXTRA=0: the issue's rows only)
 KF_LOGS=feat; KF_BUDGET_DEFAULT=300; . "$(dirname "$0")/device_lib.sh"
 cd "$B/tests"
 # 1. the GPU cases (the fp64 references themselves are CPU tests: test_ref_feat; the harness's FP8 and paged inputs:
@@ -26,6 +27,7 @@ say "test_attn_gpu bitwise: exit $(cat "$OUT/bitwise.rc") $(grep -E '[0-9]+ pass
 grep -E 'FAIL' "$OUT/test_attn_gpu_bitwise.log" | head -10 >> "$SUM"
 say "test_mutants: exit $(cat "$OUT/mutants.rc") $(grep -iE 'killed|planted' "$OUT/test_mutants.log" | tail -n 3 | tr '\n' ' ')"
 fi
+[ "${FIGS:-1}" = 1 ] || { say "figures: skipped (FIGS=0)"; exit 0; }
 # 3. figures, sustained (kforge run: warm-up, back-to-back over rotating inputs; clock and power in the log)
 run() {  # run NAME FAMILY SHAPE [kforge run options, e.g. --page-size 64]
   timeout ${RUN_S:-45} "$K" run "$2" --shape "$3" "${@:4}" --db /tmp/kf_feat_run.db --json > "$OUT/run_$1.json" 2> "$OUT/run_$1.err"

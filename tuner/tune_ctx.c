@@ -518,7 +518,10 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     double rewarm = ctx->rewarm_ms < TUNE_REWARM_CALLS * one ? ctx->rewarm_ms : TUNE_REWARM_CALLS * one;
     while (idle || rewarm > 0) {
         double per = ge ? one * n : one;                /* ms of one replay, or of one call */
-        int m = (int)ceil(TUNE_WARM_POLL_MS / per);
+        /* a re-warm's chunk no longer than what is left of it: a whole poll chunk (50 ms) would
+         * undo the call cap of short calls (it did until session 7: every slot ran >= 50 ms) */
+        double chunk_ms = idle || rewarm - done > TUNE_WARM_POLL_MS ? TUNE_WARM_POLL_MS : rewarm - done;
+        int m = (int)ceil(chunk_ms / per);
         m = m < 1 ? 1 : m > 100000 ? 100000 : m;
         if (ge) {
             ctx->cu->EventRecord(ev[2], gs);

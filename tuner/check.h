@@ -50,8 +50,8 @@ uint64_t check_rng_next(check_rng *r);
 void check_rng_skip(check_rng *r, uint64_t n);
 double check_rng_uniform(check_rng *r);     /* [-1, 1), 53-bit resolution */
 double check_rng_normal(check_rng *r);      /* N(0, 1), Box-Muller */
-/* A seed that differs on every call (clock, process id and a counter mixed):
- * "fresh random inputs on every check". Thread-safe. */
+/* A seed that differs on every call (clock, process id and a counter mixed): fresh random
+ * inputs for a check (the tuner's gates draw one per shape and run). Thread-safe. */
 uint64_t check_fresh_seed(void);
 
 /* Fill n elements of buf (type t) from seed: uniform in [-1, 1) or N(0, sigma^2),

@@ -36,6 +36,12 @@ struct tune_kda {
     int tsets;
     CUdeviceptr ws;            /* workspace, grown to the largest variant's need */
     size_t ws_bytes;
+    /* The gate case, one draw per shape and run: made and its reference computed at the first gate,
+     * then every variant of the shape is gated on it (gate_build) */
+    uint64_t gate_seed;        /* drawn at the first gate; 0: not yet */
+    int gate_ready;            /* gate_hp, gate_ro and gate_rht are complete */
+    ref_kda_host gate_hp;      /* host inputs: only read (dev_make uploads them for every variant) */
+    double *gate_ro, *gate_rht;   /* the fp64 reference on the checked value heads: o, final state */
 };
 
 static int shape_int(const gen_kvset *s, const char *k) { return (int)gen_kv_int(s, k, 0); }
@@ -76,10 +82,20 @@ static void dev_free(tune_ctx *ctx, dev_prob *d)
     memset(d, 0, sizeof *d);
 }
 
+/* Frees the gate case and its reference; the next gate makes them again (same seed). */
+static void gate_drop(tune_kda *k)
+{
+    ref_kda_host_free(&k->gate_hp);
+    free(k->gate_ro), free(k->gate_rht);
+    k->gate_ro = k->gate_rht = NULL;
+    k->gate_ready = 0;
+}
+
 void tune_kda_free(tune_kda *k, tune_ctx *ctx)
 {
     if (!k)
         return;
+    gate_drop(k);
     if (ctx) {
         dev_free(ctx, &k->time);
         for (int s = 1; s < k->tsets; s++)
@@ -234,6 +250,47 @@ static void rel_err_acc(const double *a, const double *b, long long rows, int hv
             }
 }
 
+/* The value heads the gate checks, as {first, count}: the first and the last GATE_HEADS (every head,
+ * in the first range, when few). */
+static void gate_heads(int hv, int ranges[2][2])
+{
+    int few = hv <= 2 * GATE_HEADS;
+    ranges[0][0] = 0, ranges[0][1] = few ? hv : GATE_HEADS;
+    ranges[1][0] = hv - GATE_HEADS, ranges[1][1] = few ? 0 : GATE_HEADS;
+}
+
+/* The gate case of k->gate_seed and its reference on the checked heads, made at the shape's first
+ * gate and kept for its other variants (the fill and the fp64 recurrence are most of a gate's
+ * time); phases from *t. On failure nothing is kept: the next gate tries again. */
+static int gate_build(tune_ctx *ctx, tune_kda *k, double *t)
+{
+    if (k->gate_ready)
+        return 0;
+    if (!k->gate_seed)
+        k->gate_seed = check_fresh_seed();
+    ref_kda_case c = gate_case(k);
+    ref_kda_host *hp = &k->gate_hp;
+    if (ref_kda_host_make(hp, &c, k->gate_seed)) {
+        gate_drop(k);
+        return tune_ctx_seterr(ctx, KF_ERR_NOMEM, "gate: cannot build the KDA case (out of memory?)");
+    }
+    tune_ctx_phase(ctx, TUNE_PH_GATE_FILL, t);
+    size_t nst = (size_t)c.nseq * c.hv * c.dk * c.dv;
+    k->gate_ro = calloc(hp->no + 1, sizeof(double)), k->gate_rht = calloc(nst + 1, sizeof(double));
+    if (!k->gate_ro || !k->gate_rht) {
+        gate_drop(k);
+        return tune_ctx_seterr(ctx, KF_ERR_NOMEM, "gate: out of host memory");
+    }
+    int ranges[2][2];
+    gate_heads(c.hv, ranges);
+    for (int i = 0; i < 2; i++)
+        if (ranges[i][1])   /* (a count of 0 would mean every head to ref_kda) */
+            ref_kda(&hp->p, ranges[i][0], ranges[i][1], k->gate_ro, k->gate_rht);
+    tune_ctx_phase(ctx, TUNE_PH_GATE_REF, t);
+    k->gate_ready = 1;
+    return 0;
+}
+
 int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass, double *rel_err,
                   char *verdict, size_t verdictn)
 {
@@ -241,26 +298,25 @@ int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass,
     const rt_cu *cu = tune_ctx_cu(ctx);
     double t;
     tune_ctx_phase(ctx, TUNE_PH_GATE_CALL, &t);
+    if (gate_build(ctx, k, &t))
+        return -1;
+    /* the kept host problem is only read here (dev_make copies its params, prepare and the launch
+     * change the copy in d), so every variant starts from the inputs as drawn */
+    const ref_kda_host *hp = &k->gate_hp;
     ref_kda_case c = gate_case(k);
-    ref_kda_host hp;
     dev_prob d;
     memset(&d, 0, sizeof d);
     rt_module own;
     memset(&own, 0, sizeof own);
-    double *ro = NULL, *rht = NULL, *go = NULL, *ght = NULL;
+    double *go = NULL, *ght = NULL;
     float *raw = NULL;
     uint16_t *ob = NULL;
     int rc = -1;
-    uint64_t seed = check_fresh_seed();
-    if (ref_kda_host_make(&hp, &c, seed)) {
-        tune_ctx_seterr(ctx, KF_ERR_NOMEM, "gate: cannot build the KDA case (out of memory?)");
-        return -1;
-    }
-    const kf_kda_params *hpp = &hp.p;
+    const kf_kda_params *hpp = &hp->p;
     long long rows = ref_kda_rows(hpp);
     size_t nst = (size_t)c.nseq * c.hv * c.dk * c.dv;
     const rt_module *m;
-    if (dev_make(ctx, &hp, &d))
+    if (dev_make(ctx, hp, &d))
         goto out;
     tune_ctx_phase(ctx, TUNE_PH_GATE_FILL, &t);
     if (!(m = tune_ctx_module(ctx, v, 0, &own)) || prepare(ctx, k, v, &d))
@@ -276,9 +332,8 @@ int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass,
     if (tune_ctx_run(ctx, launch, &a, "gate: the kernels failed"))
         goto out;
     ob = malloc(d.o_bytes + 2), raw = malloc(d.ht_elems * 4 + 4);
-    go = malloc(sizeof(double) * (hp.no + 1)), ght = malloc(sizeof(double) * (nst + 1));
-    ro = calloc(hp.no + 1, sizeof(double)), rht = calloc(nst + 1, sizeof(double));
-    if (!ob || !raw || !go || !ght || !ro || !rht) {
+    go = malloc(sizeof(double) * (hp->no + 1)), ght = malloc(sizeof(double) * (nst + 1));
+    if (!ob || !raw || !go || !ght) {
         tune_ctx_seterr(ctx, KF_ERR_NOMEM, "gate: out of host memory");
         goto out;
     }
@@ -286,15 +341,8 @@ int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass,
         tune_ctx_fail(ctx, r, "gate: cuMemcpyDtoH");
         goto out;
     }
-    tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
-    /* the reference on the first and last GATE_HEADS value heads (every head when few) */
-    int nh = c.hv <= 2 * GATE_HEADS ? c.hv : GATE_HEADS;
-    ref_kda(hpp, 0, nh, ro, rht);
-    if (c.hv > 2 * GATE_HEADS)
-        ref_kda(hpp, c.hv - GATE_HEADS, GATE_HEADS, ro, rht);
-    tune_ctx_phase(ctx, TUNE_PH_GATE_REF, &t);
     size_t nonfinite = 0, unwritten = 0;
-    for (size_t i = 0; i < hp.no; i++) {
+    for (size_t i = 0; i < hp->no; i++) {
         unwritten += ob[i] == CHECK_POISON16;
         go[i] = check_bf16_to_f32(ob[i]);
         nonfinite += !isfinite(go[i]);
@@ -312,10 +360,11 @@ int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass,
                     nonfinite += !isfinite(raw[src]);
                 }
     double on = 0, od = 0, sn = 0, sd = 0;
-    int ranges[2][2] = {{0, nh}, {c.hv - GATE_HEADS, c.hv > 2 * GATE_HEADS ? GATE_HEADS : 0}};
+    int ranges[2][2];
+    gate_heads(c.hv, ranges);
     for (int i = 0; i < 2; i++) {
-        rel_err_acc(go, ro, rows, c.hv, c.dv, ranges[i][0], ranges[i][1], &on, &od);
-        rel_err_acc(ght, rht, c.nseq, c.hv, c.dk * c.dv, ranges[i][0], ranges[i][1], &sn, &sd);
+        rel_err_acc(go, k->gate_ro, rows, c.hv, c.dv, ranges[i][0], ranges[i][1], &on, &od);
+        rel_err_acc(ght, k->gate_rht, c.nseq, c.hv, c.dk * c.dv, ranges[i][0], ranges[i][1], &sn, &sd);
     }
     double eo = od > 0 ? sqrt(on / od) : sqrt(on), es = sd > 0 ? sqrt(sn / sd) : sqrt(sn);
     *rel_err = eo;
@@ -323,15 +372,14 @@ int tune_kda_gate(tune_ctx *ctx, tune_kda *k, const tune_compiled *v, int *pass,
     snprintf(verdict, verdictn, "%s: o rel %.2e (tol %.0e), state rel %.2e (tol %.0e), nonfinite %zu, unwritten %zu; "
              "lens [%d, %d, %d] x %d value heads, seed %llu", *pass ? "pass" : "FAIL", eo, KDA_TOL_O, es,
              KDA_TOL_STATE, nonfinite, unwritten, c.lens ? c.lens[0] : 1, c.lens ? c.lens[1] : c.nseq,
-             c.lens ? c.lens[2] : 0, c.hv, (unsigned long long)seed);
+             c.lens ? c.lens[2] : 0, c.hv, (unsigned long long)k->gate_seed);
     rc = 0;
 out:
-    tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);
+    tune_ctx_phase(ctx, TUNE_PH_GATE_RUN, &t);   /* the run, its outputs copied back and compared */
     if (own.mod)
         rt_module_unload(&own);
     dev_free(ctx, &d);
-    ref_kda_host_free(&hp);
-    free(ro), free(rht), free(go), free(ght), free(raw), free(ob);
+    free(go), free(ght), free(raw), free(ob);
     return rc;
 }
 

@@ -11,11 +11,13 @@
 /*
  * One kda_prefill or kda_decode shape of a sweep (n sequences of t tokens, h q/k heads, hv value
  * heads, dk, dv), with what the sweep needs:
- *  - the gate case: fresh random inputs each call, packed lengths [min(t, 700), 0, 17] (decode:
- *    min(n, 16) sequences of one token), the shape's heads, gate computed in the kernel with
- *    lower_bound -5, l2norm, beta sigmoid, a non-zero K-first initial state, the final state
- *    written V-first; outputs and workspace poisoned; o within 1e-2 and the final state within
- *    5e-3 (||delta|| / ||ref||) of the fp64 recurrence, nothing left unwritten, no NaN;
+ *  - the gate case: fresh random inputs drawn once per shape and run at its first gate, with the
+ *    fp64 reference on them (both kept: every variant of the shape is gated on them, uploaded for
+ *    each), packed lengths [min(t, 700), 0, 17] (decode: min(n, 16) sequences of one token), the
+ *    shape's heads, gate computed in the kernel with lower_bound -5, l2norm, beta sigmoid, a
+ *    non-zero K-first initial state, the final state written V-first; outputs poisoned for each
+ *    variant, the workspace when it grows; o within 1e-2 and the final state within 5e-3
+ *    (||delta|| / ||ref||) of the fp64 recurrence, nothing left unwritten, no NaN;
  *  - the timing case: the shape itself, padded [n, t], log-space gate, non-zero initial state,
  *    final state written, inputs filled once per shape.
  * Variants come as compiled binaries (tune_compiled: family kda_prefill/kda_decode).

@@ -11,9 +11,11 @@
 /*
  * One attn_parts_decode shape of a sweep (dtype, b, sq, skv, hq, hkv, parts, value, dv, layers,
  * page_size, causal; the softmax scale is 1/sqrt(sum of the key dims)), with:
- *  - the gate case: fresh random inputs each call, 3 sequences of min(skv, 700), 0 and 65 keys, the
- *    shape's heads, layers and paging (pages shuffled, NaN in unused pages, past every length and in
- *    unused block-table slots: -1); outputs and workspace poisoned; every layer's o within
+ *  - the gate case: fresh random inputs drawn once per shape and run at its first gate, with the
+ *    fp64 reference on them (both kept: every variant of the shape is gated on them, the inputs
+ *    uploaded again before each), 3 sequences of min(skv, 700), 0 and 65 keys, the shape's heads,
+ *    layers and paging (pages shuffled, NaN in unused pages, past every length and in unused
+ *    block-table slots: -1); outputs and workspace poisoned for each variant; every layer's o within
  *    check_tol(dtype) and lse within CHECK_LSE_TOL of the fp64 reference (tuner/ref_parts), nothing
  *    left unwritten, no NaN;
  *  - the timing case: the shape itself (b sequences of skv keys), inputs filled once on the device

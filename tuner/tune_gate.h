@@ -7,8 +7,8 @@
 #include "gen/kv.h"
 #include "tuner/attn_run.h"
 
-/* The gate case holds at most this many bytes of K+V: the gate runs on every variant,
- * with fresh inputs filled on the host each time. */
+/* The gate case holds at most this many bytes of K+V: the gate runs on every variant (its
+ * inputs filled on the host once per shape and run, uploaded for each variant). */
 #define TUNE_GATE_KV_BYTES (1ll << 24)
 /* Prefill gates on at most this many query rows and keys per sequence. */
 #define TUNE_GATE_PREFILL_MAX 2048

@@ -454,7 +454,8 @@ static void clock_str(const tune_clock *c, char *buf, size_t n)
 /* Results of a measurement step. */
 enum { M_OK = 0, M_REJECTED = 1, M_BROKEN = 2, M_STOP = 3, M_DBERR = -1 };
 
-/* The correctness gate: fresh inputs on the bounded gate case, poisoned outputs, against
+/* The correctness gate: the bounded gate case on inputs drawn fresh once per shape and run (the
+ * runner keeps them and their reference for the shape's variants), poisoned outputs, against
  * the reference. M_OK when it passed (nothing stored), else the verdict is stored. */
 static int gate(sweep *w, plan *p, meas_list *l, int vi, const tune_compiled *tv)
 {

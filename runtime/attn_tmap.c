@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define TMAP_STRIDE_MAX (1ll << 40)
+#define TMAP_PAGES (1ll << 31)   /* every int32 page index */
 
 /* One map: rows x heads x batch rows of `d` 16-bit columns at base, strides in elements. cu NULL: the checks only. */
 static int encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *base, int d, long long rows, long long heads,
@@ -60,6 +61,12 @@ static int encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *bas
     return 0;
 }
 
+int rt_attn_tma_pages_ok(int page_size, int bn)
+{
+    const int pb = page_size < bn ? page_size : bn;
+    return page_size > 0 && bn > 0 && pb % 8 == 0 && (bn % page_size == 0 || page_size % bn == 0);
+}
+
 int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv_rows, kf_attn_tmaps *tm, core_err *e)
 {
     memset(tm, 0, sizeof *tm);
@@ -67,9 +74,13 @@ int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv
         return core_err_set(e, KF_ERR_UNSUPPORTED,
                             "impl wgmma_tma: no tensor-map geometry (head dim %d, bn %d)", geo->d, geo->bn);
     }
-    if (p->block_table) {
+    /* paged: a map over each pool, (head dim, row in page, head, page), boxes of pb = min(bn, page size) rows that
+     * never cross a page and land on whole 8-row swizzle atoms (attn/fwd_sm90.cuh, kf_sm90_tma_kv_paged) */
+    const int paged = p->block_table != NULL, ps = p->page_size;
+    if (paged && !rt_attn_tma_pages_ok(ps, geo->bn)) {
         return core_err_set(e, KF_ERR_UNSUPPORTED,
-                            "impl wgmma_tma: paged K/V (block_table set) has no tensor map: use impl wgmma_pp");
+                            "impl wgmma_tma: page_size %d: a page map needs page_size and the key block (%d) to be "
+                            "multiples of one another, with a multiple of 8 rows per box: use impl wgmma_pp", ps, geo->bn);
     }
     if (p->cu_seqlens_k && kv_rows < 0) {
         return core_err_set(e, KF_ERR_UNSUPPORTED,
@@ -92,6 +103,13 @@ int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv
         }
         st = encode(cu, &tm->q, "q", p->q, geo->d, qrows, p->hq, pq ? 1 : p->b, p->q_ss, p->q_sh, pq ? 0 : p->q_sb,
                     128, e);
+        if (!st && paged) {   /* the pool's page count is not known here: any int32 page index is in the map */
+            const int pb = ps < geo->bn ? ps : geo->bn;
+            st = encode(cu, &tm->k, "k", p->k, geo->d, ps, p->hkv, TMAP_PAGES, p->k_ss, p->k_sh, p->k_sb, pb, e);
+            if (!st)
+                st = encode(cu, &tm->v, "v", p->v, geo->d, ps, p->hkv, TMAP_PAGES, p->v_ss, p->v_sh, p->v_sb, pb, e);
+            continue;
+        }
         if (!st)
             st = encode(cu, &tm->k, "k", p->k, geo->d, krows, p->hkv, pk ? 1 : p->b, p->k_ss, p->k_sh,
                         pk ? 0 : p->k_sb, geo->bn, e);

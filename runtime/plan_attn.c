@@ -22,10 +22,11 @@ static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, 
     p->d.attn = *d;
     rt_attn_base_params(d, &p->vp, &p->base.attn);
     p->geo = rt_attn_geom_of(&p->vp);
-    if (p->geo.tma && d->page_size > 0) {
+    if (p->geo.tma && d->page_size > 0 && !rt_attn_tma_pages_ok(d->page_size, p->geo.bn)) {
         return core_err_set(e, KF_ERR_UNSUPPORTED,
-                            "the variant '%s' (impl wgmma_tma) loads K/V by tensor map: paged K/V (desc.page_size %d) "
-                            "has none", p->variant, d->page_size);
+                            "the variant '%s' (impl wgmma_tma) loads K/V pages by tensor map: desc.page_size %d and "
+                            "its key block %d must be multiples of one another, with a multiple of 8 keys per box "
+                            "(impl wgmma_pp takes any page size)", p->variant, d->page_size, p->geo.bn);
     }
     rt_launch l;
     if (rt_attn_launch(&p->vp, &p->base.attn, &l) || l.n > p->mod.n) {

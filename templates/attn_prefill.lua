@@ -11,8 +11,8 @@
 -- (399); D256 4K (bn 64, stages 2): mma 255, wgmma 505, wgmma_ov 509, wgmma_pp 519. Every impl passes the GPU
 -- suite (test_attn_gpu, 168 cases with the D64 and D256 ones). "wgmma_tma" (issue 19): wgmma_pp's consumers with a
 -- copy-engine producer (one lane of one warp issues cp.async.bulk.tensor by tensor maps the host encodes per call,
--- runtime/attn_tmap.c); contiguous K/V only: the default of a paged shape (page_size set) is wgmma_pp, and a plan
--- of wgmma_tma over pages is refused where it is made (runtime/plan_attn.c). The default since
+-- runtime/attn_tmap.c); paged K/V by a map over each page pool (boxes of min(bn, page) rows) where the page size
+-- allows (session 7; else the default is wgmma_pp and a plan of wgmma_tma is refused: runtime/plan_attn.c). The default since
 -- 2026-12-01 (H200, sustained, interleaved with wgmma_pp, 2 rounds: D128 16K 1.103x, D256 4K 1.106x, D64 8K
 -- 1.018x, D128 4K 1.077x; bench/RESULTS.md, session 6).
 local A = import("lib/attn.lua")
@@ -83,9 +83,13 @@ return {
     local fp8 = shape.kv_dtype ~= nil and shape.kv_dtype ~= shape.dtype
     if WGMMA_DEFAULT and dev.arch == "sm_90a" and (shape.d == 64 or shape.d == 128 or shape.d == 256)
        and A.dtype_ok(shape.dtype) and not fp8 then
-      local paged = shape.page_size ~= nil and shape.page_size > 0
-      return { impl = paged and "wgmma_pp" or WGMMA_DEFAULT, bm = 128, w = 8, bn = shape.d == 256 and 64 or 128,
-               stages = 2 }
+      -- paged: the page map's boxes (min(bn, page) rows, a multiple of 8, bn and the page size multiples of one
+      -- another: runtime/attn_tmap.c); other page sizes take wgmma_pp's cp.async producer
+      local bn = shape.d == 256 and 64 or 128
+      local ps = shape.page_size or 0
+      local pb = math.min(bn, ps)
+      local maps = ps == 0 or (pb % 8 == 0 and (bn % ps == 0 or ps % bn == 0))
+      return { impl = maps and WGMMA_DEFAULT or "wgmma_pp", bm = 128, w = 8, bn = bn, stages = 2 }
     end
     if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
     if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2 } end

@@ -73,7 +73,7 @@ void tune_attn_case_shape(const tune_attn_case *c, gen_kvset *shape)
         gen_kv_set_int(shape, "sinks", 1);
     if (c->kv_fp8)
         gen_kv_set_str(shape, "kv_dtype", "e4m3");
-    if (c->page_size > 0)   /* paged K/V: a kernel fact (wgmma_tma serves none) */
+    if (c->page_size > 0)   /* paged K/V: the default's impl depends on it (attn_prefill.lua) */
         gen_kv_set_int(shape, "page_size", c->page_size);
 }
 

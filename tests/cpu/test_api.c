@@ -385,8 +385,8 @@ static void test_api__kda_selection_through_the_templates(void **state)
 }
 
 /* Paged K/V through the templates: the shape says page_size, the contiguous plan's binary serves the paged one
- * (so does a bundle exported without pages), and a paged prefill on sm_90a takes wgmma_pp, not the tensor-map
- * impl (wgmma_tma, the contiguous default). */
+ * (so does a bundle exported without pages; on sm_90a a prefill at page 64 takes the tensor-map impl, wgmma_tma,
+ * as contiguous does), and a page size no page map serves (48) takes wgmma_pp. */
 static void test_api__paged_plans_share_the_contiguous_binary(void **state)
 {
     (void)state;
@@ -397,28 +397,31 @@ static void test_api__paged_plans_share_the_contiguous_binary(void **state)
     rt_devinfo dev = api_h200();
     dev.smem_sm = 233472, dev.regs_sm = 65536, dev.l2 = 62914560;
     for (int prefill = 0; prefill < 2; prefill++) {
-        char var[2][512], key[2][600];
-        for (int paged = 0; paged < 2; paged++) {
+        char var[3][512], key[3][600];
+        static const int ps[3] = {0, 64, 48};
+        for (int paged = 0; paged < 3; paged++) {
             kf_attn_desc d = decode();
             if (prefill)
                 d.kind = KF_ATTN_PREFILL, d.causal = 1, d.max_batch = 1, d.max_q = 4096;
-            d.page_size = paged ? 64 : 0;
+            d.page_size = ps[paged];
             rt_choice ch;
             core_err msg = CORE_ERR_INIT;
             kf_status st = rt_select(&d, &dev, NULL, api_jit_default, j, &ch, &msg);
             if (st)
                 fail_msg("prefill %d paged %d: %s: %s", prefill, paged, kf_status_str(st), msg.msg);
-            assert_int_equal(gen_kv_int(&ch.shape, "page_size", 0), paged ? 64 : 0);
+            assert_int_equal(gen_kv_int(&ch.shape, "page_size", 0), ps[paged]);
             assert_int_equal(rt_jit_keys(j, &ch.vp, &dev, var[paged], sizeof var[0], key[paged], sizeof key[0], &err),
                              0);
         }
         if (prefill) {
             assert_non_null(strstr(var[0], "impl-wgmma_tma"));
-            assert_non_null(strstr(var[1], "impl-wgmma_pp"));
+            assert_non_null(strstr(var[2], "impl-wgmma_pp"));
         } else {
-            assert_string_equal(var[0], var[1]);
-            assert_string_equal(key[0], key[1]);
+            assert_string_equal(var[0], var[2]);
+            assert_string_equal(key[0], key[2]);
         }
+        assert_string_equal(var[0], var[1]);
+        assert_string_equal(key[0], key[1]);
     }
     rt_jit_free(j);
 }
@@ -883,8 +886,16 @@ static void test_api__tma_maps_refuse_what_they_cannot_describe(void **state)
     a = p;
     static const int bt[1] = {0};
     a.block_table = bt;
+    a.page_size = 48;             /* paged: boxes of min(bn, page) rows must tile both the page and the block */
     assert_int_equal(rt_attn_tmaps(&geo, &a, -1, &tm, &msg), KF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(msg.msg, "paged"));
+    assert_non_null(strstr(msg.msg, "page_size 48"));
+    static const int ok_ps[] = {8, 16, 32, 64, 128, 256, 1024}, bad_ps[] = {0, 4, 12, 24, 48, 96, 200};
+    for (size_t i = 0; i < sizeof ok_ps / sizeof ok_ps[0]; i++)
+        assert_true(rt_attn_tma_pages_ok(ok_ps[i], 128) && rt_attn_tma_pages_ok(ok_ps[i], 64));
+    for (size_t i = 0; i < sizeof bad_ps / sizeof bad_ps[0]; i++)
+        assert_false(rt_attn_tma_pages_ok(bad_ps[i], 128));
+    assert_true(rt_attn_tma_pages_ok(192, 64));   /* three 64-key blocks a page */
+    assert_false(rt_attn_tma_pages_ok(192, 128));
     a = p;
     static const int cu[2] = {0, 64};
     a.cu_seqlens_k = cu;

@@ -105,7 +105,11 @@ const char *const suite_prefill_sm90_params_d256[3] = {"impl=wgmma,bm=128,w=8,bn
 #define WG3 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=3"
 #define OV2 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"
 #define OV3 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3"
+#define PP2 .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"
 #define PP3 .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"
+#define TMA2 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"
+#define TMA3 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3"
+#define TMA256 .params = "impl=wgmma_tma,bm=128,w=8,bn=64,stages=2"
 const suite_case suite_prefill_sm90[] = {
     {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, WG2, .mut = MUT_YES},
     {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, OV3, .mut = MUT_YES},
@@ -315,6 +319,17 @@ const suite_case suite_paged_sm90[] = {
     {PRE, "fp16", 2, 130, 400, 8, 4, 128, 0, KV(400, 1), PG(16), OV2},
     {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 1), PG(64), .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
     {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .sinks = 1, WG2},
+    {PRE, "fp16", 2, 130, 500, 8, 2, 128, 1, KV(500, 77), PG(48), PP2},   /* no page map serves 48 */
+    /* wgmma_tma by page maps (session 7): boxes of min(bn, page) rows, pages 8..256, the tail block by cp.async */
+    {PRE, "bf16", 4, 200, 700, 8, 2, 128, 1, KV(700, 0, 1, 333), PG(16), TMA2, .mut = MUT_YES},
+    {PRE, "fp16", 4, 150, 600, 8, 4, 128, 1, KV(600, 1, 0, 257), QL(150, 1, 0, 100), PG(64), TMA3, .mut = MUT_YES},
+    {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(256), TMA2},
+    {PRE, "bf16", 2, 300, 1000, 8, 2, 64, 1, KV(1000, 256), PG(128), TMA3},
+    {PRE, "fp16", 2, 130, 400, 8, 4, 128, 0, KV(400, 128), PG(8), TMA2},
+    {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 1), PG(32), TMA256},
+    {PRE, "bf16", 2, 200, 520, 8, 2, 256, 0, KV(520, 192), PG(192), TMA256},
+    {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .sinks = 1, TMA2},
+    {PRE, "fp16", 2, 300, 777, 8, 8, 128, 1, KV(777, 640), PG(64), .softcap = 30.f, TMA3},
 };
 const int suite_paged_sm90_n = sizeof suite_paged_sm90 / sizeof suite_paged_sm90[0];
 
@@ -326,9 +341,6 @@ const int suite_paged_sm90_n = sizeof suite_paged_sm90 / sizeof suite_paged_sm90
  * 777-row cache: whole blocks, NaN right after), packed varlen whose boxes run into the next sequence, strided
  * views, GQA 8/4 and 8/2, stages 3, D 64 and 256, the model features with ragged lengths.
  */
-#define TMA2 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"
-#define TMA3 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3"
-#define TMA256 .params = "impl=wgmma_tma,bm=128,w=8,bn=64,stages=2"
 const suite_case suite_prefill_tma[] = {
     {PRE, "bf16", 2, 300, 777, 8, 2, 128, 1, KV(777, 129), TMA2},
     {PRE, "fp16", 2, 300, 777, 8, 4, 128, 0, KV(640, 1), TMA3},

@@ -478,6 +478,10 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     double hist_t[HIST];
     int nh = 0, smade = 0;
     tune_sampler smp;
+    /* idle: the gap before this timing, not counting its own first calls below (three calls of a 15 ms kernel
+     * made every timing of the 32K prefill shape look idle and run the full warm-up, >= 200 ms, until session 7) */
+    const double entry = tune_now();
+    const int idle = ctx->last_busy == 0 || entry - ctx->last_busy > TUNE_IDLE_S;
     if (!sev || !ms) {
         tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of memory");
         goto out;
@@ -505,7 +509,6 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
     /* warm-up: chunks of about TUNE_WARM_POLL_MS back to back, NVML read after each, until steady
      * (tune_warm_done); none when the GPU has been busy until just now */
     double t0 = tune_now();
-    int idle = ctx->last_busy == 0 || t0 - ctx->last_busy > TUNE_IDLE_S;
     double done = 0;
     if (ge) {                                           /* once untimed: the graph's upload */
         CUresult lr = ctx->cu->GraphLaunch(ge, gs);

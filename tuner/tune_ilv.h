@@ -23,8 +23,11 @@
 /* Rounds and samples a slot for a full timing of `samples` samples. */
 void tune_ilv_plan(int samples, int *rounds, int *slot_samples);
 /* Shapes with more candidates than this screen them first (TUNE_ILV_SCREEN samples each, one
- * after the other), then time the fastest TUNE_ILV_FINALISTS in the interleaved rounds. */
-#define TUNE_ILV_FINALISTS 8
+ * after the other), then time the fastest TUNE_ILV_FINALISTS in the interleaved rounds. 6, not 8
+ * (session 7): the rounds are most of a shape's time (rounds x (2 x finalists + 1) slots) and the
+ * mla_decode and prefill sweeps ran past their 120 s with 8; a variant screened 7th or 8th wins only
+ * against ones within the screening's few percent. */
+#define TUNE_ILV_FINALISTS 6
 #define TUNE_ILV_SCREEN 5
 /* At most this many rotating input sets. */
 #define TUNE_ROTATE_MAX_SETS 64

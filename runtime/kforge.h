@@ -120,7 +120,10 @@ typedef struct kf_attn_desc {
      * contiguous pool [pages, page_size, Hkv, D]); key j of sequence b is row j % page_size of
      * page tensors.block_table[b * tensors.bt_stride + j / page_size]. Prefill over pages (chunked
      * prefill, prefix caching): each sequence's tensors.kv_len[b] keys end with its query rows
-     * (bottom-right causal: query i sits at key position i + kv_len[b] - n_q). */
+     * (bottom-right causal: query i sits at key position i + kv_len[b] - n_q). On sm_90a a prefill
+     * reads pages by tensor map when page_size and the key block (128; 64 at D 256) are multiples
+     * of one another with at least 8 keys a box (any power of two from 8); other page sizes take a
+     * slower cp.async path, and a plan of impl wgmma_tma with them is refused. */
     int page_size;
     /* ---- model features (appended; 0 is off, so a description that does not name them is the
      * plain attention). Each feature is a compile-time value of the kernel: a plan serves the

@@ -89,7 +89,11 @@ return {
       local ps = shape.page_size or 0
       local pb = math.min(bn, ps)
       local maps = ps == 0 or (pb % 8 == 0 and (bn % ps == 0 or ps % bn == 0))
-      return { impl = maps and WGMMA_DEFAULT or "wgmma_pp", bm = 128, w = 8, bn = bn, stages = 2 }
+      -- stages 3 at head dim 128 (wgmma_tma): the sustained, interleaved prefill sweep chose it on all six D128
+      -- shapes, 1K..32K, x1.015..1.039 beyond a 1% band (H200, 2026-12-01, session 7's fourth call), and never
+      -- found it slower; D64 kept stages 2 there, D256 has no room for a third stage
+      local st = (maps and shape.d == 128) and 3 or 2
+      return { impl = maps and WGMMA_DEFAULT or "wgmma_pp", bm = 128, w = 8, bn = bn, stages = st }
     end
     if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
     if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2 } end

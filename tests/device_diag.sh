@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/device_diag.sh: the two open kernel questions of issue 21 in one device call, from a build made elsewhere:
+# tests/device_diag.sh: the open kernel questions of issue 21 in one device call, from a build made elsewhere:
 # (1) FP8 K/V decode (32/8 D128 32K B32) over a grid of key blocks, warps, stages and splits against the bf16
 # default, sustained (kforge run): do smaller blocks with more CTAs a multiprocessor hide the conversion?
 # (2) paged prefill (4K causal, wgmma_tma page maps, PAGE default 16) against contiguous: Nsight Compute's

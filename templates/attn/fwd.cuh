@@ -46,8 +46,8 @@
  *           partials carry none (attn/combine.cuh adds it).
  *   KF_KV8  FP8 (e4m3) K/V: each stage holds the blocks' bytes (K8 [BN][D], V8 [BN][D], unswizzled) and the
  *           block in use is converted into one 16-bit tile after the stages, K then V (value / 256,
- *           exact: the 256 and k_scale are folded into the score scale, v_scale into the epilogue). Needs
- *           KF_STAGES >= 2.
+ *           exact: the 256 and k_scale are folded into the score scale, v_scale into the epilogue), each warp
+ *           column converting the keys it reads and waiting for its own warps only. Needs KF_STAGES >= 2.
  * Mutation-test hooks of the features: KF_MUTANT_WINDOW, KF_MUTANT_CAPORDER, KF_MUTANT_SINK, KF_MUTANT_FP8HEAD.
  */
 #define KF_CAP_BEFORE_MAX 1 // KF_MUTANT_CAPORDER
@@ -160,11 +160,14 @@ __device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *ba
 
 /* kf_e4m3x4 (4 e4m3 bytes -> 4 16-bit values / 256): common/fp8.cuh, rendered before this file with KF_KV8 */
 
-/* The fp8 block at src (unswizzled [BN][D] bytes) -> the swizzled 16-bit tile at dst, every thread a share. */
-__device__ __forceinline__ void kf_cvt_kv8(kf_u32 dst, kf_u32 src, int tid)
+/* The K or V rows of the block that the warps of column wn read (keys wn KW .. wn KW + KW - 1), converted by those
+ * KF_WM warps alone (t: the thread's index among them), then a barrier of those warps only: no warp waits for the
+ * conversion of rows it never reads. The CTA barrier before (the copies landed; every warp done with the tile's
+ * previous use) stays. */
+__device__ __forceinline__ void kf_cvt_kv8_rows(kf_u32 dst, kf_u32 src, int r0, int t)
 {
-    for (int idx = tid; idx < KF_BN * (KF_D / 16); idx += KF_THREADS) {
-        const int r = idx / (KF_D / 16), c = idx % (KF_D / 16);
+    for (int idx = t; idx < KF_KW * (KF_D / 16); idx += 32 * KF_WM) {
+        const int r = r0 + idx / (KF_D / 16), c = idx % (KF_D / 16);
         kf_u32 w0, w1, w2, w3;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
                      : "r"(src + r * KF_D + c * 16));
@@ -178,7 +181,19 @@ __device__ __forceinline__ void kf_cvt_kv8(kf_u32 dst, kf_u32 src, int tid)
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst + kf_swz(r, 2 * c + 1) * 2), "r"(o[4]),
                      "r"(o[5]), "r"(o[6]), "r"(o[7]) : "memory");
     }
+#if KF_WN == 1
+    __syncthreads();                                        /* one column: every warp reads every key */
+#elif KF_WM == 1
+    __syncwarp();
+#else
+    asm volatile("bar.sync %0, %1;" :: "r"(1 + r0 / KF_KW), "n"(32 * KF_WM) : "memory");   /* barrier 1 + wn */
+#endif
 }
+#if KF_WN == 1   /* one column (wn 0): constants, so the extra index costs no register */
+#define KF_CVT_ROWS(dst, src) kf_cvt_kv8_rows(dst, src, 0, tid)
+#else
+#define KF_CVT_ROWS(dst, src) kf_cvt_kv8_rows(dst, src, wn * KF_KW, tid - wn * KF_WM * 32)
+#endif
 #define KF_PAGES(j0) kf_kv8_pages(bt, p.page_size, j0, kend, tid)
 #define KF_LOAD_K(sdst, j0, x) kf_load_kv8(sdst, kg8, p.k_sb, p.k_ss, bt, x, j0, kend, tid)
 #define KF_LOAD_V(sdst, j0, x) kf_load_kv8(sdst, vg8, p.v_sb, p.v_ss, bt, x, j0, kend, tid)
@@ -377,8 +392,7 @@ KF_FWD_NAME(const kf_attn_params p)
         }
 #endif
 #if KF_KV8
-        kf_cvt_kv8(sK, sK8, tid);                           /* every warp is done with block n-1's tiles */
-        __syncthreads();
+        KF_CVT_ROWS(sK, sK8);                               /* this warp column's keys */
 #endif
 
         /* S = Q K^T over this warp's KW keys */
@@ -489,8 +503,7 @@ KF_FWD_NAME(const kf_attn_params p)
         kf_cp_async_wait<2 * KF_STAGES - 2>();               /* V of block n */
         __syncthreads();
 #if KF_KV8
-        kf_cvt_kv8(sV, sV8, tid);
-        __syncthreads();
+        KF_CVT_ROWS(sV, sV8);
 #endif
 
         /* O += P V: the S accumulators, packed to 16 bits, are the A fragments */

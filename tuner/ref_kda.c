@@ -331,6 +331,24 @@ int ref_kda_segment(const kf_kda_params *p, int c, int n, int hv, long long i0, 
 
 /* ---- random problems ---------------------------------------------------- */
 
+/* Fills the rest of buf (total bytes) by repeating its first `have` bytes (doubling copies). */
+static void repeat_head(void *buf, size_t have, size_t total)
+{
+    char *b = buf;
+    while (have > 0 && have < total) {
+        size_t k = have < total - have ? have : total - have;
+        memcpy(b + have, b, k);
+        have += k;
+    }
+}
+
+/* Elements to draw of an array of n with per_row elements a token row (all of them unless c->fill_rows). */
+static size_t drawn(const ref_kda_case *c, size_t n, size_t per_row)
+{
+    size_t m = c->fill_rows > 0 ? (size_t)c->fill_rows * per_row : n;
+    return m < n ? m : n;
+}
+
 static void fill_bf16_normal(void *buf, size_t n, check_rng *r, double sigma)
 {
     for (size_t i = 0; i < n; ++i)
@@ -392,10 +410,15 @@ int ref_kda_host_make(ref_kda_host *hp, const ref_kda_case *c, unsigned long lon
     hp->beta = malloc(hp->nbeta * 4 + 16);
     if (!hp->q || !hp->k || !hp->v || !hp->o || !hp->g || !hp->beta)
         return ref_kda_host_free(hp), -1;
-    fill_bf16_normal(hp->q, hp->nq, &r, 1.0);
-    fill_bf16_normal(hp->k, hp->nk, &r, c->l2norm ? 1.0 : 1.0 / sqrt((double)c->dk));
-    for (size_t i = 0; i < hp->nv; ++i)
+    const size_t dq = drawn(c, hp->nq, (size_t)c->h * qrow), dv = drawn(c, hp->nv, (size_t)c->hv * c->dv);
+    const size_t dg = drawn(c, hp->ng, (size_t)c->hv * c->dk), db = drawn(c, hp->nbeta, (size_t)c->hv);
+    fill_bf16_normal(hp->q, dq, &r, 1.0);
+    fill_bf16_normal(hp->k, dq, &r, c->l2norm ? 1.0 : 1.0 / sqrt((double)c->dk));
+    for (size_t i = 0; i < dv; ++i)
         ((uint16_t *)hp->v)[i] = check_f32_to_bf16((float)check_rng_uniform(&r));
+    repeat_head(hp->q, dq * 2, hp->nq * 2);
+    repeat_head(hp->k, dq * 2, hp->nk * 2);
+    repeat_head(hp->v, dv * 2, hp->nv * 2);
     if (c->pad_qk)
         for (size_t i = 0; i < hp->nq; ++i)
             if ((long long)(i % qrow) >= c->dk) {
@@ -403,11 +426,13 @@ int ref_kda_host_make(ref_kda_host *hp, const ref_kda_case *c, unsigned long lon
                 ((uint16_t *)hp->k)[i] = 0x7FC0;
             }
     check_poison(CHECK_BF16, hp->o, hp->no);
-    for (size_t i = 0; i < hp->ng; ++i)
+    for (size_t i = 0; i < dg; ++i)
         hp->g[i] = c->gate == 1 ? (float)check_rng_normal(&r)
                                 : (float)(-c->log_gate_max * 0.5 * (check_rng_uniform(&r) + 1.0));
-    for (size_t i = 0; i < hp->nbeta; ++i)
+    for (size_t i = 0; i < db; ++i)
         hp->beta[i] = c->beta_sigmoid ? (float)check_rng_normal(&r) : (float)(0.5 * (check_rng_uniform(&r) + 1.0));
+    repeat_head(hp->g, dg * 4, hp->ng * 4);
+    repeat_head(hp->beta, db * 4, hp->nbeta * 4);
     if (c->gate == 1) {
         hp->nalog = c->hv;
         hp->ndt = (size_t)c->hv * c->dk;

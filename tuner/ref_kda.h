@@ -79,6 +79,9 @@ typedef struct ref_kda_case {
     int ht;                /* 0 none, 1 K-first, 2 V-first */
     int pad_qk;            /* extra elements after each q/k head row */
     int pad_state;         /* extra elements after each state row */
+    int fill_rows;         /* > 0: q, k, v, g and beta drawn for the first fill_rows token rows only, then those
+                              rows repeated (the tuner's timing inputs: the same statistics, filled in a fraction
+                              of the time); 0: every row drawn (gates, tests) */
 } ref_kda_case;
 
 typedef struct ref_kda_host {

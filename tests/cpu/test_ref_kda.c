@@ -242,6 +242,33 @@ static void test_ref_kda__segments_compose(void **state)
     ref_kda_host_free(&hp);
 }
 
+/* fill_rows (the tuner's timing inputs): the first rows drawn, the rest repeating them; 0 draws every row */
+static void test_ref_kda__fill_rows_repeats_the_first_rows(void **state)
+{
+    (void)state;
+    ref_kda_case c;
+    memset(&c, 0, sizeof c);
+    c.nseq = 2, c.t = 13, c.h = 2, c.hv = 4, c.dk = 16, c.dv = 8, c.log_gate_max = 0.1, c.h0 = 1, c.ht = 1;
+    c.fill_rows = 3;
+    ref_kda_host a, b;
+    assert_int_equal(ref_kda_host_make(&a, &c, 7), 0);
+    c.fill_rows = 0;
+    assert_int_equal(ref_kda_host_make(&b, &c, 7), 0);
+    const size_t rq = (size_t)c.h * c.dk, rv = (size_t)c.hv * c.dv, rg = (size_t)c.hv * c.dk, rb = c.hv;
+    const size_t rows = (size_t)c.nseq * c.t;
+    for (size_t r = 3; r < rows; r++) {
+        assert_memory_equal((uint16_t *)a.q + r * rq, (uint16_t *)a.q + (r % 3) * rq, rq * 2);
+        assert_memory_equal((uint16_t *)a.k + r * rq, (uint16_t *)a.k + (r % 3) * rq, rq * 2);
+        assert_memory_equal((uint16_t *)a.v + r * rv, (uint16_t *)a.v + (r % 3) * rv, rv * 2);
+        assert_memory_equal(a.g + r * rg, a.g + (r % 3) * rg, rg * 4);
+        assert_memory_equal(a.beta + r * rb, a.beta + (r % 3) * rb, rb * 4);
+    }
+    /* every row drawn: row 3 is not row 0 */
+    assert_memory_not_equal((uint16_t *)b.q + 3 * rq, b.q, rq * 2);
+    ref_kda_host_free(&a);
+    ref_kda_host_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_ref_kda__chunked_matches_recurrence_padded_strided),
         cmocka_unit_test(test_ref_kda__mutants_detected),
         cmocka_unit_test(test_ref_kda__segments_compose),
+        cmocka_unit_test(test_ref_kda__fill_rows_repeats_the_first_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,23 +57,7 @@ if [ "$(left 0)" -gt 40 ]; then
   wait
   "$K" db merge "$W/s1.db" "$W/s2.db" -o "$W/m.db" > "$W/merge.log" 2>&1
   timeout "$(left 2)" "$K" tune $A --db "$W/one.db" > "$W/one.log" 2>&1
-  python3 - "$W/m.db" "$W/one.db" "$W/s1.db" "$W/s2.db" <<'PY' 2>&1 | tee -a "$SUM"
-import sqlite3, sys
-def q(p, sql):
-    try: return sqlite3.connect(p).execute(sql).fetchall()
-    except Exception as e: return [("error", str(e))]
-m, one, s1, s2 = sys.argv[1:]
-wm = {(f, s): v for f, s, v in q(m, "SELECT family, shape_key, variant_key FROM winners")}
-wo = {(f, s): v for f, s, v in q(one, "SELECT family, shape_key, variant_key FROM winners")}
-n1 = q(s1, "SELECT count(*) FROM winners")[0][0]; n2 = q(s2, "SELECT count(*) FROM winners")[0][0]
-dup = q(m, "SELECT count(*) FROM (SELECT variant_key, shape_key, run_id, count(*) c FROM measurements GROUP BY 1, 2, 3 HAVING c > 1)")
-mm = q(m, "SELECT count(*) FROM measurements")[0][0]
-ms = q(s1, "SELECT count(*) FROM measurements")[0][0] + q(s2, "SELECT count(*) FROM measurements")[0][0]
-same = sum(1 for k in wo if wm.get(k) == wo[k])
-print(f"shards on one GPU: winners {n1} + {n2} -> merged {len(wm)}; one run {len(wo)}; shapes missing from the merge "
-      f"{len(set(wo) - set(wm))}; same winner {same}/{len(wo)}; measurements {ms} in the shards -> {mm} merged; "
-      f"duplicated measurement groups {dup[0][0]}")
-PY
+  python3 "$ROOT/tests/tune_dbcmp.py" "shards on one GPU" "$W/one.db" "$W/m.db" "$W/s1.db" "$W/s2.db" 2>&1 | tee -a "$SUM"
 else
   say "shards: skipped (no time left)"
 fi

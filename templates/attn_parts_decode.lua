@@ -210,7 +210,11 @@ return {
     -- (325 TFLOP/s), Sq2 causal B64 8K 0.8535 vs 0.9293, B1 64K sp64 0.0886 vs 0.0926, Hq16 B128 4K 0.2281 vs
     -- 0.2393; wgmma_ks against wgmma: 307 vs 270 TFLOP/s at Hq128 4K (bench/RESULTS.md, sessions 5 and 6)
     local ks = { impl = "wgmma_ksl", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
-    if lo and rows >= 64 and valid(ks, fx, dev) then
+    -- also at 32 packed rows (half the tile) once 16 or more (sequence, kv head) pairs fill the machine: the sustained
+    -- sweep chose it over the mma default on all four such shapes, x1.023..1.080 (Hq 32 Sq 1 and Hq 16 Sq 2 causal, B 16
+    -- and B 128; H200, 2026-12-01, session 7); at B 1 the mma kernel with more splits won
+    local many = shape.b * shape.hkv >= 16
+    if lo and (rows >= 64 or (rows >= 32 and many)) and valid(ks, fx, dev) then
       p = ks
     elseif lo and rows >= 64 and valid(wg, fx, dev) then
       p = wg
@@ -220,7 +224,11 @@ return {
       local t32 = math.min(p.tm, 32)
       p = A.first_valid(valid, fx, dev, p, { {}, { tm = t32 }, { tm = t32, stages = 1 }, { tm = 16, stages = 1 } })
     end
-    p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, p.tm), shape.skv, dev)
+    -- at least 512 keys a split: at B 1 and 32K keys the sustained sweep chose 64 splits on every shape where the
+    -- default took 128 (256 keys a split), x1.17..1.25 (H200, 2026-12-01, session 7). At Hq 16 Sq 1 the split count
+    -- is the only difference (x1.19); at Hq 32 and Hq 64, and Hq 16 Sq 2, the winner also has smaller row tiles.
+    -- The 512 latent values of each partial make a combine of 128 cost more than the extra CTAs bring.
+    p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, p.tm), shape.skv, dev, 512)
     return p
   end,
   render   = function(p, f)

@@ -149,10 +149,10 @@ end
 function A.packed_rows(shape) return (shape.hq // shape.hkv) * shape.sq end
 function A.tile_rows(rows) return (rows <= 16) and 16 or ((rows <= 32) and 32 or 64) end
 
--- Split-KV count: about one wave of CTAs (more splits measured slower), never fewer than 256 keys per split.
-function A.splits(ctas, skv, dev)
+-- Split-KV count: about one wave of CTAs (more splits measured slower), never fewer than min_keys (256) per split.
+function A.splits(ctas, skv, dev, min_keys)
   local best = 1
-  local maxsp = math.max(1, skv // 256)
+  local maxsp = math.max(1, skv // (min_keys or 256))
   for _, sp in ipairs({ 1, 2, 4, 8, 16, 32, 64, 128 }) do
     if sp <= maxsp and ctas * sp <= dev.sms then best = sp end
   end

@@ -74,10 +74,16 @@ return {
     -- sustained, 1980 MHz): T 8192 H16 seg 4 1.305 ms, against seg 1's 1.109 ms of 2026-11-29: the
     -- segments' extra passes cost more than the shorter chain gains at chunk 16, so seg stays 1 here and
     -- the tuner may pick seg 4 (its workspace, N HV seg (2 K V + K^2) fp32, is sized only for seg > 1).
+    -- Session 7 (H200, 2026-12-01, kforge tune --sweep kda exhaustive, sustained and interleaved, band 1.0%): vs 32 w 4
+    -- won all three shapes it reached over the vs 16 / 64, w 8 defaults: T 8192 H16 with seg 4, 1.0365 ms (x1.070);
+    -- T 8192 H64 2.758 ms (x1.016); 8 x 2048 H16 1.390 ms (x1.024). With vs 32 the segments pay where N HV < 32.
+    -- The small packed calls (tokens x HV <= 4096) were not reached: they keep vs 32, w 8.
     local tokens = shape.n * shape.t
-    local vs = (shape.n * shape.hv < 32) and 16 or 64
-    if tokens * shape.hv <= 4096 then vs = 32 end
-    return { chunk = 16, vs = vs, w = 8, tr = 1, fused = 0, mma = 1, seg = 1 }
+    if tokens * shape.hv <= 4096 then
+      return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1 }
+    end
+    local seg = (shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
+    return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg }
   end,
   render   = function(p, f)
     local hdr = subst([[

@@ -175,8 +175,8 @@ return {
   family   = "attn_parts_decode",
   doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
   includes = { "lib/attn.lua", "common/parts_params.h", "common/attn_params.h", "common/types.cuh",
-               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh", "parts/decode_sm90.cuh",
-               "parts/decode_sm90_ks.cuh" },
+               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh",
+               "parts/decode_sm90_common.cuh", "parts/decode_sm90.cuh", "parts/decode_sm90_ks.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", parts = "string",
                value = "string", dv = "int", layers = "int", page_size = "int", causal = "int" },
   -- impl: "mma" parts/decode.cuh (mma.sync, sm_80+), "wgmma" parts/decode_sm90.cuh (sm_90a, absorbed MLA: layers 1,
@@ -270,11 +270,13 @@ return {
     if is_ks(p) then
       -- wgmma_ksl: the same kernel with the lagged consumer schedule (KF_KS_LAG, parts/decode_sm90_ks.cuh)
       return hdr .. "#define KF_KS_LAG " .. (p.impl == "wgmma_ksl" and 1 or 0) .. "\n" .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
-                                  "common/wgmma.cuh", "parts/decode_sm90_ks.cuh", "attn/combine.cuh" })
+                                  "common/wgmma.cuh", "parts/decode_sm90_common.cuh", "parts/decode_sm90_ks.cuh",
+                                  "attn/combine.cuh" })
     end
     if p.impl == "wgmma" then
       return hdr .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
-                                  "common/wgmma.cuh", "parts/decode_sm90.cuh", "attn/combine.cuh" })
+                                  "common/wgmma.cuh", "parts/decode_sm90_common.cuh", "parts/decode_sm90.cuh",
+                                  "attn/combine.cuh" })
     end
     return hdr .. fragment("common/parts_params.h") .. "\n" .. fragment("common/attn_params.h") .. "\n"
       .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n" .. table.concat(vf, "\n")

@@ -141,10 +141,10 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
         const float beta = beta_s, qk = qk_s;
         kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens ? 0 : (long long)n * p.o_sb) + tok * p.o_st + (long long)hv * p.o_sh + c0;
 
-#if KF_DEC_WS
         if (!vfirst) {
-            /* a[j] = sum_k (exp(g_k) S[k, c+j]) k_k, b[j] = sum_k (exp(g_k) S[k, c+j]) q_k over this lane's
-             * rows, then over the RG_K lanes of the column quad (lane bits TPR_K..16) */
+            /* a[j] = sum_k (exp(g_k) S[k, c+j]) k_k, b[j] = sum_k (exp(g_k) S[k, c+j]) q_k over this thread's
+             * rows, then over the row groups: ws 1 the RG_K lanes of the column quad (lane bits TPR_K..16), ws 0
+             * through shared memory */
             float a[4] = { 0.f, 0.f, 0.f, 0.f }, b[4] = { 0.f, 0.f, 0.f, 0.f };
 #pragma unroll
             for (int r = 0; r < KF_DEC_RK; ++r) {
@@ -158,6 +158,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                     b[j] += x * qv;
                 }
             }
+#if KF_DEC_WS
 #pragma unroll
             for (int off = KF_DEC_TPR_K; off < 32; off <<= 1) {
 #pragma unroll
@@ -183,22 +184,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                 for (int j = 0; j < 4; ++j)
                     s[r][j] += kv * u[j];
             }
-        }
 #else
-        if (!vfirst) {
-            float a[4] = { 0.f, 0.f, 0.f, 0.f }, b[4] = { 0.f, 0.f, 0.f, 0.f };
-#pragma unroll
-            for (int r = 0; r < KF_DEC_RK; ++r) {
-                const int kk = rgk + KF_DEC_RG_K * r;
-                const float e = eg[kk], kv = ks[kk], qv = qs[kk];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const float s0 = s[r][j], x = s0 * e;  /* KF_MUTANT_NO_DECAY */
-                    s[r][j] = x;
-                    a[j] += (KF_KDA_DECAY_FIRST ? x : s0) * kv;
-                    b[j] += x * qv;
-                }
-            }
             *(float4 *)&red[0][rgk][kc] = make_float4(a[0], a[1], a[2], a[3]);
             *(float4 *)&red[1][rgk][kc] = make_float4(b[0], b[1], b[2], b[3]);
             __syncthreads();
@@ -220,9 +206,8 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                 for (int j = 0; j < 4; ++j)
                     s[r][j] += kv * us[kc + j];
             }
-        }
 #endif
-        else {
+        } else {
             float e[4], kv[4], qv[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {

@@ -7,7 +7,9 @@
  * to KF_L 1, KF_TM 64, KF_WN 1, KF_BN 32 or 64, KF_STAGES >= 2, a value that aliases the first KF_DV columns of
  * key part 0 (KF_VALIAS_OFF8 is the first 8-column chunk of V in the tile row: 0), KF_DQ = KF_DQP = KF_W a multiple
  * of 64 (Q columns and tile columns in the same order), KF_DV a multiple of 128 up to 512, page size 0 or a
- * multiple of KF_BN. Needs common/types.cuh, common/mma.cuh (cp.async), common/wgmma.cuh, common/parts_params.h.
+ * multiple of KF_BN. Needs common/types.cuh, common/mma.cuh (cp.async), common/wgmma.cuh, common/parts_params.h and
+ * parts/decode_sm90_common.cuh (what it shares with parts/decode_sm90_ks.cuh: the CTA's rows and key range, the
+ * mbarriers' set-up, the copy of Q, the epilogue).
  *
  * Same contract as parts/decode.cuh (common/parts_params.h): grid (splits, hkv * cdiv(G * sq, 64), b); the CTA
  * owns packed rows pr = row0 .. row0+63 (pr = i * G + g: query row i, head h0 + g) of one kv head and the key
@@ -67,21 +69,9 @@
 #error "kforge parts decode sm90: invalid configuration (see the header of parts/decode_sm90.cuh)"
 #endif
 
-/* Q column c and tile column c are the same key column (one layer: parts in order, side by side) */
-#define KF_PD_SAME_COLUMNS(P, QOFF8, DIM, KOFF8, LS8) static_assert((QOFF8) == (KOFF8), "Q and tile columns differ");
-KF_FOR_KPARTS(KF_PD_SAME_COLUMNS)
-#undef KF_PD_SAME_COLUMNS
-
-/* tile row r -> query row i and query head hh (h: first head of the kv head's group) */
-__device__ __forceinline__ void kf_pd_row(int row0, int r, int h, int &i, int &hh)
-{
-    const int pr = row0 + r;
-    i = pr / KF_G;
-    hh = h + pr % KF_G;
-}
-
 /* The producer's copies of cache CI (DIM columns) for keys j0 .. j0+BN-1 into tile chunks OFF8 ..; zero-fill
- * from kend on (nothing is read there). pg: the block's page (paged caches), t: thread of the producer. */
+ * from kend on (nothing is read there). pg: the block's page (paged caches), t: thread of the producer. (Not shared
+ * with parts/decode_sm90_ks.cuh's kf_ks_load_cache: see parts/decode_sm90_common.cuh.) */
 template <int CI, int OFF8, int DIM>
 __device__ __forceinline__ void kf_pd_load_cache(kf_u32 stile, const kf_parts_params &p, int pg, int b, int kvh, int j0,
                                                  int kend, int t)
@@ -144,45 +134,12 @@ __device__ __forceinline__ void kf_pd_pv(float (&o)[KF_PD_NVC][KF_PD_NV / 2], kf
 extern "C" __global__ void __launch_bounds__(384, 1)
 kf_parts_decode(const kf_parts_params p)
 {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
-    const int tid = threadIdx.x;
-    const int b = blockIdx.z;
-
-    const int ntiles = (KF_G * p.sq + 63) / 64;
-    const int tile = blockIdx.y % ntiles;
-    const int kvh = blockIdx.y / ntiles;
-    const int h = kvh * KF_G;                               /* first query head of the group */
-    const int split = blockIdx.x, nsplit = p.splits;
-    const int n_q = p.sq;
-    const int n_kv = p.kv_len ? p.kv_len[b] : p.skv;
-    const int row0 = tile * 64;
-    if (row0 >= KF_G * n_q)
-        return;
-    const int imin = row0 / KF_G, imax = (min(row0 + 64, KF_G * n_q) - 1) / KF_G;
-    const int coff = n_kv - n_q;
-    const int bps = ((n_kv + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;     /* key blocks per split */
-    const int kbeg = split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN);
-    const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;
-    const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
-    const int nblk = kstop > kbeg ? (kstop - kbeg + KF_BN - 1) / KF_BN : 0;
-
-    /* 1024-byte aligned base (the swizzle pattern is a function of the address bits) */
-    const kf_u32 sraw = kf_smem_u32(kf_smem);
-    const kf_u32 sbase = (sraw + 1023u) & ~1023u;
-    unsigned char *const gbase = kf_smem + (sbase - sraw);   /* the same byte through a generic pointer */
+    KF_PD_CTA(KF_BN)   /* tid, b, kvh, h, split, n_q, n_kv, row0; kbeg .. kend, kstop, kmask, nblk; sbase, gbase */
     const kf_u32 sQ = sbase, sTa = sbase + KF_PD_Q_BYTES;
     const kf_u32 bar_q = sbase + KF_PD_BAR_OFF;
     const kf_u32 bar_f = bar_q + 8, bar_e = bar_f + 8 * KF_STAGES;
 
-    if (tid == 0) {
-        kf_mbar_init(bar_q, 128);
-#pragma unroll
-        for (int s = 0; s < KF_STAGES; ++s) {
-            kf_mbar_init(bar_f + 8 * s, 128);
-            kf_mbar_init(bar_e + 8 * s, 256);
-        }
-    }
-    __syncthreads();
+    kf_pd_init_bars<KF_STAGES, 256>(tid, bar_q, bar_f, bar_e);
 
     if (tid < 128) {
         /* ---------------- producer warpgroup */
@@ -191,22 +148,7 @@ kf_parts_decode(const kf_parts_params p)
         const int *bt = p.block_table + (long long)b * p.bt_sb;
 #endif
         if (nblk > 0) {   /* Q, rows past n_q zero-filled */
-#define KF_PD_LOAD_Q(P, QOFF8, DIM, KOFF8, LS8)                                                                \
-            {                                                                                                 \
-                const kf_parts_tensor qt = p.q[0][P];                                                         \
-                for (int idx = tid; idx < 64 * (DIM / 8); idx += 128) {                                       \
-                    const int r = idx / (DIM / 8), c = idx % (DIM / 8);                                       \
-                    int i, hh;                                                                                \
-                    kf_pd_row(row0, r, h, i, hh);                                                             \
-                    const bool ok = i < n_q;                                                                  \
-                    const kf_u16 *src = (const kf_u16 *)qt.p + (ok ? (long long)b * qt.sb + (long long)i * qt.ss \
-                                                                     + (long long)hh * qt.sh + c * 8 : 0);     \
-                    kf_cp_async16(sQ + kf_wg_swz(64, r, QOFF8 + c), src, ok);                                 \
-                }                                                                                             \
-            }
-            KF_FOR_KPARTS(KF_PD_LOAD_Q)
-#undef KF_PD_LOAD_Q
-            kf_mbar_arrive_cp_async(bar_q);
+            kf_pd_load_q(sQ, bar_q, p, row0, h, b, n_q, tid);
         }
 #pragma unroll 1
         for (int n = 0; n < nblk; ++n) {
@@ -306,41 +248,7 @@ kf_parts_decode(const kf_parts_params p)
         rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 2);
 
         /* ---- epilogue: O_c / sum -> o (or the split's fp32 partial), lse = max*scale + log(sum) (consumer 0) */
-        const int col0 = wg * KF_PD_DVH + 2 * (lane & 3);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-            int i;
-            kf_pd_row(row0, w * 16 + (lane >> 2) + 8 * hf, h, i, hh);
-            if (i >= n_q)
-                continue;
-            const float l = hf ? rsum1 : rsum0, m = hf ? rmax1 : rmax0;
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const float lse = l > 0.f ? m * p.scale + logf(l) : KF_NEG_INF;
-            if (nsplit == 1) {
-                const kf_parts_tensor ot = p.o[0];
-                kf_u16 *og = (kf_u16 *)ot.p + (long long)b * ot.sb + (long long)i * ot.ss + (long long)hh * ot.sh + col0;
-#pragma unroll
-                for (int t = 0; t < KF_PD_NVC; ++t)
-#pragma unroll
-                    for (int c = 0; c < KF_PD_NV / 8; ++c)
-                        *(kf_u32 *)(og + t * KF_PD_NV + c * 8) =
-                            kf_pack2(o[t][4 * c + 2 * hf] * inv, o[t][4 * c + 2 * hf + 1] * inv);
-                if (p.lse[0] && wg == 0 && (lane & 3) == 0)
-                    p.lse[0][(long long)b * p.lse_sb + (long long)hh * p.lse_sh + i] = lse;
-            } else {
-                const long long rid = ((long long)b * p.sq + i) * (long long)p.hq + hh;
-                const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
-                float *wo = p.ws_o[0] + wrow * KF_DV + col0;
-#pragma unroll
-                for (int t = 0; t < KF_PD_NVC; ++t)
-#pragma unroll
-                    for (int c = 0; c < KF_PD_NV / 8; ++c)
-                        *(float2 *)(wo + t * KF_PD_NV + c * 8) =
-                            make_float2(o[t][4 * c + 2 * hf] * inv, o[t][4 * c + 2 * hf + 1] * inv);
-                if (wg == 0 && (lane & 3) == 0)
-                    p.ws_lse[0][wrow] = lse;
-            }
-        }
+        KF_PD_EPILOGUE(w * 16 + (lane >> 2) + 8 * hf, wg);
     }
 }
 

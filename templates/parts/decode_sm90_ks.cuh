@@ -10,7 +10,9 @@
  * Compile-time: KF_L 1, KF_TM 64, KF_WN 1, KF_BN 64, KF_STAGES 2, value = the first KF_DV columns of key part 0
  * (KF_VALIAS_OFF8: the first 8-column chunk of V, 0), KF_DQ = KF_DQP = KF_W a multiple of 64 with at least one
  * 64-column panel past the value (MLA: 576 = 512 latent + 64 rope), KF_DV 256 or 512, page size 0 or a multiple
- * of 64.
+ * of 64. Needs common/types.cuh, common/mma.cuh (cp.async), common/wgmma.cuh, common/parts_params.h and
+ * parts/decode_sm90_common.cuh (what it shares with parts/decode_sm90.cuh: the CTA's rows and key range, the
+ * mbarriers' set-up, the copy of Q, the epilogue).
  *
  * The idea (FlashMLA's Hopper decode kernel, deepseek-ai/FlashMLA csrc/sm90/decode/dense: two warpgroups on
  * one 64-row tile, each owning its own 64-key block and half of the value columns, P exchanged through shared
@@ -82,20 +84,10 @@
 #error "kforge parts decode sm90 ks: invalid configuration (see the header of parts/decode_sm90_ks.cuh)"
 #endif
 
-#define KF_KS_SAME_COLUMNS(P, QOFF8, DIM, KOFF8, LS8) static_assert((QOFF8) == (KOFF8), "Q and tile columns differ");
-KF_FOR_KPARTS(KF_KS_SAME_COLUMNS)
-#undef KF_KS_SAME_COLUMNS
-
-/* tile row r -> query row i and query head hh (h: first head of the kv head's group) */
-__device__ __forceinline__ void kf_ks_row(int row0, int r, int h, int &i, int &hh)
-{
-    const int pr = row0 + r;
-    i = pr / KF_G;
-    hh = h + pr % KF_G;
-}
-
 /* The producer's copies of tile chunks LO8 .. HI8-1 that cache CI (tile chunks OFF8 .. OFF8 + DIM/8 - 1) holds,
- * keys j0 .. j0+63, into the slot at stile; zero-fill from kfill on. pg: the block's page (paged caches). */
+ * keys j0 .. j0+63, into the slot at stile; zero-fill from kfill on. pg: the block's page (paged caches). The same
+ * copy as parts/decode_sm90.cuh's kf_pd_load_cache, over a range of chunks: not one function for both, since
+ * either kernel compiles to another cubin from the other's form of the address arithmetic. */
 template <int CI, int OFF8, int DIM, int LO8, int HI8>
 __device__ __forceinline__ void kf_ks_load_cache(kf_u32 stile, const kf_parts_params &p, int pg, int b, int kvh,
                                                  int j0, int kfill, int t)
@@ -127,16 +119,21 @@ __device__ __forceinline__ void kf_ks_load_cache(kf_u32 stile, const kf_parts_pa
     }
 }
 
-/* panel group G of a slot: 0 and 1 the value panels of consumer 0 and 1, 2 the key-only panels */
+/* The producer's refill of panel group G of a slot (0 and 1: the value panels of consumer 0 and 1, 2: the key-only
+ * panels) for pair t: waits until the consumers have freed it (its empty barrier e, parity pe; pair 0 waits for
+ * nothing), copies keys j0 .. of page pg into the slot at stile, zero-filled from kfill on, and has its full
+ * barrier f fire when the copies land. */
 template <int G>
-__device__ __forceinline__ void kf_ks_load_group(kf_u32 stile, const kf_parts_params &p, int pg, int b, int kvh, int j0,
-                                                 int kfill, int t)
+__device__ __forceinline__ void kf_ks_refill(kf_u32 e, kf_u32 f, int t, int pe, kf_u32 stile, const kf_parts_params &p,
+                                             int pg, int b, int kvh, int j0, int kfill, int tid)
 {
     constexpr int LO8 = G == 0 ? 0 : G == 1 ? KF_KS_DVH / 8 : KF_DV / 8;
     constexpr int HI8 = G == 0 ? KF_KS_DVH / 8 : G == 1 ? KF_DV / 8 : KF_DQ / 8;
-#define KF_KS_LOAD_ONE(CI, OFF8, DIM) kf_ks_load_cache<CI, OFF8, DIM, LO8, HI8>(stile, p, pg, b, kvh, j0, kfill, t);
+    if (t > 0) kf_mbar_wait(e, pe);
+#define KF_KS_LOAD_ONE(CI, OFF8, DIM) kf_ks_load_cache<CI, OFF8, DIM, LO8, HI8>(stile, p, pg, b, kvh, j0, kfill, tid);
     KF_FOR_CACHES(KF_KS_LOAD_ONE)
 #undef KF_KS_LOAD_ONE
+    kf_mbar_arrive_cp_async(f);
 }
 
 /* Waits for panel group G of the slot (parity ph) and orders the async proxy after the cp.async writes. */
@@ -221,7 +218,8 @@ __device__ __forceinline__ void kf_ks_store_p(unsigned char *pp, const kf_u32 (&
 }
 
 /* Steps 4 and 5 and the release after them are statement macros: written as functions (the same statements), their
- * address arithmetic compiles to other code in the lagged loops (other cubins). */
+ * address arithmetic compiles to other code in the lagged loops (other cubins). So is steps 3-4 (KF_KS_P_PV_OWN),
+ * which moves the loop-carried row max and sum as KF_WG_ONLINE does. */
 
 /* 4. O_c += P_c V of the own slot sT, this consumer's value panels from vpanel on (A = P from registers; MN-major B:
  * 64-column panels 8 KB apart, 8-key atoms 1 KB): issue and commit. */
@@ -248,6 +246,21 @@ __device__ __forceinline__ void kf_ks_store_p(unsigned char *pp, const kf_u32 (&
         kf_wgmma_commit();                                                                                          \
     }
 
+/* Steps 3 and 4 of the exchanged schedule, and of consumer 1 in the lagged one: at the row maxima mx, S_c (sc)
+ * becomes P_c with the partial sums and O_c brought to them (KF_WG_ONLINE), P_c -> the A fragments pa and the
+ * slot's P panel at pp (fenced for wgmma), then O_c += P_c V of the own slot sT (KF_KS_PV_OWN). */
+#define KF_KS_P_PV_OWN(sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, o, pa, pp, r0, r1, lane, sT, vpanel)          \
+    {                                                                                                               \
+        float corr0, corr1;                                                                                         \
+        KF_WG_ONLINE(8, sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1);                               \
+        kf_wg_scale_rows(o, corr0, corr1);                                                                          \
+        kf_wg_pack_p(pa, sc);                                                                                       \
+        kf_ks_store_p(pp, pa, r0, r1, lane);                                                                        \
+        kf_fence_proxy_async();                                                                                     \
+        kf_wg_fence_regs(o);                                                                                        \
+        KF_KS_PV_OWN(o, pa, sT, vpanel);                                                                            \
+    }
+
 /* After step 5 (the own slot's P V, then the other slot's, in flight): frees the own slot's value panels of this
  * consumer (e_own) once the first is done, then, once both are, the other slot's (e_val) and its P and key-only
  * panels (e_key). */
@@ -265,46 +278,14 @@ __device__ __forceinline__ void kf_ks_store_p(unsigned char *pp, const kf_u32 (&
 extern "C" __global__ void __launch_bounds__(384, 1)
 kf_parts_decode(const kf_parts_params p)
 {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
-    const int tid = threadIdx.x;
-    const int b = blockIdx.z;
-
-    const int ntiles = (KF_G * p.sq + 63) / 64;
-    const int tile = blockIdx.y % ntiles;
-    const int kvh = blockIdx.y / ntiles;
-    const int h = kvh * KF_G;
-    const int split = blockIdx.x, nsplit = p.splits;
-    const int n_q = p.sq;
-    const int n_kv = p.kv_len ? p.kv_len[b] : p.skv;
-    const int row0 = tile * 64;
-    if (row0 >= KF_G * n_q)
-        return;
-    const int imin = row0 / KF_G, imax = (min(row0 + 64, KF_G * n_q) - 1) / KF_G;
-    const int coff = n_kv - n_q;
-    const int bps = ((n_kv + 63) / 64 + nsplit - 1) / nsplit;          /* key blocks per split */
-    const int kbeg = split * bps * 64, kend = min(n_kv, kbeg + bps * 64);
-    const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;   /* no row sees a key at or past kstop */
-    const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;   /* every row sees every key below kmask */
-    const int nblk = kstop > kbeg ? (kstop - kbeg + 63) / 64 : 0;
+    KF_PD_CTA(64)   /* tid, b, kvh, h, split, n_q, n_kv, row0; kbeg .. kend, kstop, kmask, nblk; sbase, gbase */
     const int npair = (nblk + 1) / 2;
-
-    const kf_u32 sraw = kf_smem_u32(kf_smem);
-    const kf_u32 sbase = (sraw + 1023u) & ~1023u;
-    unsigned char *const gbase = kf_smem + (sbase - sraw);
     const kf_u32 sQ = sbase, sS0 = sbase + KF_KS_SLOT;                /* slot s at sS0 + s * KF_KS_SLOT */
     float *const red = (float *)(gbase + KF_KS_RED_OFF);              /* [0..127] maxima, [128..255] sums */
     const kf_u32 bar_q = sbase + KF_KS_BAR_OFF;
     const kf_u32 bar_f = bar_q + 8, bar_e = bar_f + 8 * 6;            /* full / empty of slot s, group g: +8 (3s + g) */
 
-    if (tid == 0) {
-        kf_mbar_init(bar_q, 128);
-#pragma unroll
-        for (int k = 0; k < 6; ++k) {
-            kf_mbar_init(bar_f + 8 * k, 128);
-            kf_mbar_init(bar_e + 8 * k, 128);
-        }
-    }
-    __syncthreads();
+    kf_pd_init_bars<6, 128>(tid, bar_q, bar_f, bar_e);
 
     if (tid < 128) {
         /* ---------------- producer */
@@ -313,22 +294,7 @@ kf_parts_decode(const kf_parts_params p)
         const int *bt = p.block_table + (long long)b * p.bt_sb;
 #endif
         if (npair > 0) {   /* Q, rows past n_q zero-filled */
-#define KF_KS_LOAD_Q(P, QOFF8, DIM, KOFF8, LS8)                                                                \
-            {                                                                                                 \
-                const kf_parts_tensor qt = p.q[0][P];                                                         \
-                for (int idx = tid; idx < 64 * (DIM / 8); idx += 128) {                                       \
-                    const int r = idx / (DIM / 8), c = idx % (DIM / 8);                                       \
-                    int i, hh;                                                                                \
-                    kf_ks_row(row0, r, h, i, hh);                                                             \
-                    const bool ok = i < n_q;                                                                  \
-                    const kf_u16 *src = (const kf_u16 *)qt.p + (ok ? (long long)b * qt.sb + (long long)i * qt.ss \
-                                                                     + (long long)hh * qt.sh + c * 8 : 0);     \
-                    kf_cp_async16(sQ + kf_wg_swz(64, r, QOFF8 + c), src, ok);                                 \
-                }                                                                                             \
-            }
-            KF_FOR_KPARTS(KF_KS_LOAD_Q)
-#undef KF_KS_LOAD_Q
-            kf_mbar_arrive_cp_async(bar_q);
+            kf_pd_load_q(sQ, bar_q, p, row0, h, b, n_q, tid);
         }
 #pragma unroll 1
         for (int t = 0; t < npair; ++t) {
@@ -342,24 +308,12 @@ kf_parts_decode(const kf_parts_params p)
             const kf_u32 sT0 = sS0, sT1 = sS0 + KF_KS_SLOT;
             const int pe = (t - 1) & 1;
             /* the order the groups are freed in: own groups (mid-pair), then the rest (end of pair) */
-            if (t > 0) kf_mbar_wait(bar_e + 8 * 0, pe);
-            kf_ks_load_group<0>(sT0, p, pg0, b, kvh, j00, kstop, tid);
-            kf_mbar_arrive_cp_async(bar_f + 8 * 0);
-            if (t > 0) kf_mbar_wait(bar_e + 8 * 4, pe);
-            kf_ks_load_group<1>(sT1, p, pg1, b, kvh, j01, kstop, tid);
-            kf_mbar_arrive_cp_async(bar_f + 8 * 4);
-            if (t > 0) kf_mbar_wait(bar_e + 8 * 1, pe);
-            kf_ks_load_group<1>(sT0, p, pg0, b, kvh, j00, kstop, tid);
-            kf_mbar_arrive_cp_async(bar_f + 8 * 1);
-            if (t > 0) kf_mbar_wait(bar_e + 8 * 2, pe);
-            kf_ks_load_group<2>(sT0, p, pg0, b, kvh, j00, kstop, tid);
-            kf_mbar_arrive_cp_async(bar_f + 8 * 2);
-            if (t > 0) kf_mbar_wait(bar_e + 8 * 3, pe);
-            kf_ks_load_group<0>(sT1, p, pg1, b, kvh, j01, kstop, tid);
-            kf_mbar_arrive_cp_async(bar_f + 8 * 3);
-            if (t > 0) kf_mbar_wait(bar_e + 8 * 5, pe);
-            kf_ks_load_group<2>(sT1, p, pg1, b, kvh, j01, kstop, tid);
-            kf_mbar_arrive_cp_async(bar_f + 8 * 5);
+            kf_ks_refill<0>(bar_e + 8 * 0, bar_f + 8 * 0, t, pe, sT0, p, pg0, b, kvh, j00, kstop, tid);
+            kf_ks_refill<1>(bar_e + 8 * 4, bar_f + 8 * 4, t, pe, sT1, p, pg1, b, kvh, j01, kstop, tid);
+            kf_ks_refill<1>(bar_e + 8 * 1, bar_f + 8 * 1, t, pe, sT0, p, pg0, b, kvh, j00, kstop, tid);
+            kf_ks_refill<2>(bar_e + 8 * 2, bar_f + 8 * 2, t, pe, sT0, p, pg0, b, kvh, j00, kstop, tid);
+            kf_ks_refill<0>(bar_e + 8 * 3, bar_f + 8 * 3, t, pe, sT1, p, pg1, b, kvh, j01, kstop, tid);
+            kf_ks_refill<2>(bar_e + 8 * 5, bar_f + 8 * 5, t, pe, sT1, p, pg1, b, kvh, j01, kstop, tid);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
@@ -368,8 +322,8 @@ kf_parts_decode(const kf_parts_params p)
         const int ct = tid - 128, c = ct >> 7, lane = tid & 31, w = (ct >> 5) & 3;
         const int r0 = w * 16 + (lane >> 2), r1 = r0 + 8;          /* tile rows of accumulator halves 0 and 1 */
         int qi0, qi1, hh;
-        kf_ks_row(row0, r0, h, qi0, hh);
-        kf_ks_row(row0, r1, h, qi1, hh);
+        kf_pd_row(row0, r0, h, qi0, hh);
+        kf_pd_row(row0, r1, h, qi1, hh);
         const float sl2 = p.scale_log2;
         const kf_u32 sMine = sS0 + c * KF_KS_SLOT, sOther = sS0 + (1 - c) * KF_KS_SLOT;
         const kf_u32 fMine = bar_f + 8 * 3 * c, fOther = bar_f + 8 * 3 * (1 - c);
@@ -498,15 +452,9 @@ kf_parts_decode(const kf_parts_params p)
                     red[64 + r1] = mx1;
                 }
                 asm volatile("bar.arrive 2, 256;\n" ::: "memory");
-                float corr0, corr1;
-                KF_WG_ONLINE(8, sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1);
-                kf_wg_scale_rows(o, corr0, corr1);
-                kf_wg_pack_p(pa, sc);
-                kf_ks_store_p(gbase + (pMine - sbase), pa, r0, r1, lane);
-                kf_fence_proxy_async();
-                /* 4. O_1 += P_1 V_1 (own slot), then P_1 is announced */
-                kf_wg_fence_regs(o);
-                KF_KS_PV_OWN(o, pa, sMine, vpanel);
+                /* 3-4. P_1 -> its panel, O_1 += P_1 V_1 (own slot), then P_1 is announced */
+                KF_KS_P_PV_OWN(sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, o, pa, gbase + (pMine - sbase), r0, r1,
+                               lane, sMine, vpanel);
                 asm volatile("bar.arrive 3, 256;\n" ::: "memory");
                 /* 5. O_1 += (P_0 s) V_0 (other slot) */
                 asm volatile("bar.sync 4, 256;\n" ::: "memory");
@@ -550,17 +498,10 @@ kf_parts_decode(const kf_parts_params p)
                 mx1 = fmaxf(rmax1, fmaxf(a1, b1));
             }
 
-            /* 3. P_c, the partial sums, O_c *= corr; P_c (bf16) -> registers (A fragments) and the slot's P panel */
-            float corr0, corr1;
-            KF_WG_ONLINE(8, sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, corr0, corr1);
-            kf_wg_scale_rows(o, corr0, corr1);
-            kf_wg_pack_p(pa, sc);
-            kf_ks_store_p(gbase + (pMine - sbase), pa, r0, r1, lane);
-            kf_fence_proxy_async();
-
-            /* 4. O_c += P_c V (own slot, this consumer's value panels) */
-            kf_wg_fence_regs(o);
-            KF_KS_PV_OWN(o, pa, sMine, vpanel);
+            /* 3. P_c, the partial sums, O_c *= corr; P_c (bf16) -> registers (A fragments) and the slot's P panel;
+             * 4. O_c += P_c V (own slot, this consumer's value panels) */
+            KF_KS_P_PV_OWN(sc, sl2, mx0, mx1, rmax0, rmax1, rsum0, rsum1, o, pa, gbase + (pMine - sbase), r0, r1, lane,
+                           sMine, vpanel);
 
             /* 5. the other consumer's P, then O_c += P_c' V (other slot). The other slot's group of this consumer's
              * value panels has landed (the other consumer waited for it before its S); this consumer waits for the
@@ -593,35 +534,7 @@ kf_parts_decode(const kf_parts_params p)
         rsum1 = red[128 + r1] + red[192 + r1];
 
         /* ---- epilogue: O_c / l -> o (or the split's fp32 partial), lse = m * scale + log(l) (consumer 0) */
-        const int col0 = c * KF_KS_DVH + 2 * (lane & 3);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-            int i;
-            kf_ks_row(row0, hf ? r1 : r0, h, i, hh);
-            if (i >= n_q)
-                continue;
-            const float l = hf ? rsum1 : rsum0, m = hf ? rmax1 : rmax0;
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const float lse = l > 0.f ? m * p.scale + logf(l) : KF_NEG_INF;
-            if (nsplit == 1) {
-                const kf_parts_tensor ot = p.o[0];
-                kf_u16 *og = (kf_u16 *)ot.p + (long long)b * ot.sb + (long long)i * ot.ss + (long long)hh * ot.sh + col0;
-#pragma unroll
-                for (int k = 0; k < KF_KS_DVH / 8; ++k)
-                    *(kf_u32 *)(og + k * 8) = kf_pack2(o[4 * k + 2 * hf] * inv, o[4 * k + 2 * hf + 1] * inv);
-                if (p.lse[0] && c == 0 && (lane & 3) == 0)
-                    p.lse[0][(long long)b * p.lse_sb + (long long)hh * p.lse_sh + i] = lse;
-            } else {
-                const long long rid = ((long long)b * p.sq + i) * (long long)p.hq + hh;
-                const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
-                float *wo = p.ws_o[0] + wrow * KF_DV + col0;
-#pragma unroll
-                for (int k = 0; k < KF_KS_DVH / 8; ++k)
-                    *(float2 *)(wo + k * 8) = make_float2(o[4 * k + 2 * hf] * inv, o[4 * k + 2 * hf + 1] * inv);
-                if (c == 0 && (lane & 3) == 0)
-                    p.ws_lse[0][wrow] = lse;
-            }
-        }
+        KF_PD_EPILOGUE(hf ? r1 : r0, c);
     }
 }
 

@@ -112,6 +112,18 @@ static int all_kernels(gen_job *j, const gen_device *dev)
 int gen_build_prepare(gen_job *j, const gen_target *tg)
 {
     gen_tmpl *t = j->tmpl;
+    /* a point its template calls invalid is never rendered: merged params (a default with some knobs
+     * overridden) can name one, e.g. fused 1 kept beside a default's seg 4 */
+    char why[256];
+    int ok = gen_tmpl_valid(t, &j->fixed, &j->params, &tg->dev, why, sizeof why);
+    if (ok < 0)
+        return -1;
+    if (!ok) {
+        char key[512];
+        if (gen_variant_key(t, &j->fixed, &j->params, 0, key, sizeof key))
+            snprintf(key, sizeof key, "%s", gen_tmpl_family(t));
+        return gen_host_fail(gen_tmpl_host(t), "%s: not a valid variant: %s", key, why);
+    }
     if (gen_variant_key(t, &j->fixed, &j->params, 0, j->variant_key, sizeof j->variant_key) ||
         gen_variant_key(t, &j->fixed, &j->params, 1, j->binary_key, sizeof j->binary_key))
         return -1;

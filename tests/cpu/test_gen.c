@@ -977,6 +977,33 @@ static void test_embedded__every_sweep_default_is_valid(void **state)
     gen_host_free(c.h);
 }
 
+/* a point the template calls invalid is refused before it is rendered: kda_prefill's long-call default
+ * (seg 4) with fused 1 merged over it (a GPU test once built it, and the kernel read segment slots the
+ * one-kernel launch never wrote) */
+static void test_embedded__build_refuses_an_invalid_merged_variant(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "kda_prefill");
+    assert_non_null(t);
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    gen_job j = {0};
+    j.tmpl = t;
+    gen_kvset shape = shape_of("n=1,t=16384,h=1,hv=4,dk=128,dv=128");
+    assert_int_equal(gen_tmpl_fixed(t, &shape, &j.fixed), 0);
+    assert_int_equal(gen_tmpl_default(t, &shape, &tg.dev, &j.params), 0);
+    assert_int_equal(gen_kv_int(&j.params, "seg", 0), 4);
+    assert_int_equal(gen_build_prepare(&j, &tg), 0);            /* the default itself builds */
+    gen_job_free(&j);
+    gen_kv_set_int(&j.params, "fused", 1);
+    assert_int_equal(gen_build_prepare(&j, &tg), -1);
+    assert_non_null(strstr(gen_host_errmsg(h), "not a valid variant"));
+    assert_non_null(strstr(gen_host_errmsg(h), "seg 4 only on the split"));
+    assert_non_null(strstr(gen_host_errmsg(h), "fused1"));
+    gen_job_free(&j);
+    gen_host_free(h);
+}
+
 /* attn_combine (no sweep has it): its default is valid for every dv it accepts (dv 72 once gave rows 7) */
 static void test_embedded__combine_default_is_valid_for_every_dv(void **state)
 {
@@ -1073,6 +1100,7 @@ int main(void)
         cmocka_unit_test(test_build__key_follows_the_rendered_source),
         cmocka_unit_test(test_embedded__every_sweep_default_is_valid),
         cmocka_unit_test(test_embedded__combine_default_is_valid_for_every_dv),
+        cmocka_unit_test(test_embedded__build_refuses_an_invalid_merged_variant),
         cmocka_unit_test(test_kernels__list_is_parsed_back),
         cmocka_unit_test(test_json__escapes_quotes_backslashes_and_controls),
         cmocka_unit_test(test_json__truncates_whole_escapes_and_keeps_the_quote),

@@ -544,6 +544,8 @@ static void long_case(const char *what, ref_kda_case *c, int cpu_heads)
     /* naive on the GPU, verified on the first cpu_heads heads against the oracle */
     variant nv;
     variant_build(&nv, "kda_naive", &sh, NULL);
+    printf("  %s: %s\n", what, nv.key);
+    fflush(stdout);
     result nr;
     run(&nv, &dp, &nr);
     refout cref, nref;
@@ -555,19 +557,26 @@ static void long_case(const char *what, ref_kda_case *c, int cpu_heads)
     /* the default prefill against the oracle heads and against naive on all heads */
     variant v;
     variant_build(&v, "kda_prefill", &sh, NULL);
+    printf("  %s: %s (default)\n", what, v.key);
+    fflush(stdout);                              /* the line names the variant of an illegal address */
     check_variant(what, &v, &dp, &cref);
     check_variant(what, &v, &dp, &nref);
     rt_module_unload(&v.m);
-    static const char *alts[] = { "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1",
-                                  "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1",
-                                  "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-                                  "chunk=16,vs=16,w=8,tr=1,fused=0,mma=1,seg=4" };
+    /* every knob named: a knob left out keeps the default's value (seg 4 of the long calls, say) */
+    static const char *alts[] = {
+        "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
+        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=1",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
+        "chunk=16,vs=16,w=8,tr=1,fused=0,mma=1,seg=4"
+    };
     for (size_t i = 0; i < sizeof alts / sizeof alts[0]; ++i) {
         gen_kvset pp;
         char err[128];
         gen_kv_clear(&pp);
         assert_int_equal(gen_kv_parse(&pp, alts[i], err, sizeof err), 0);
         variant_build(&v, "kda_prefill", &sh, &pp);
+        printf("  %s: %s\n", what, v.key);
+        fflush(stdout);
         check_variant(what, &v, &dp, &nref);
         rt_module_unload(&v.m);
     }
@@ -667,22 +676,28 @@ static void test_kda_gpu__prefill_timings(void **state)
 {
     (void)state;
     printf("  device %s, %d SMs\n", dinfo.name, dinfo.sms);
-    static const char *alts[] = { "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1",
-                                  "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1",
-                                  "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1", "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1",
-                                  "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4",
-                                  "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-                                  "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=4" };
+    static const char *alts[] = {
+        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1",
+        "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=1", "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
+        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4",
+        "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
+        "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=4"
+    };
     ref_kda_case c = kcase(1, NULL, 8192, 16, 16, 128);
     time_prefill("T8192 H16 (target 0.25)", &c, alts, 10);
-    static const char *alts64[] = { "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1",
-                                    "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-                                    "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
+    static const char *alts64[] = {
+        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
+        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4"
+    };
     c = kcase(1, NULL, 8192, 64, 64, 128);
     time_prefill("T8192 H64 (target 0.9)", &c, alts64, 5);
-    static const char *small[] = { "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1", "chunk=16,vs=16,w=4,tr=1,fused=1,mma=1",
-                                   "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1",
-                                   "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1", "chunk=32,vs=64,w=8,tr=1,fused=1,mma=1" };
+    static const char *small[] = {
+        "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1", "chunk=16,vs=16,w=4,tr=1,fused=1,mma=1,seg=1",
+        "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1,seg=1", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1",
+        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1", "chunk=32,vs=64,w=8,tr=1,fused=1,mma=1,seg=1"
+    };
     c = kcase(3, L3, 0, 2, 2, 128);
     time_prefill("[17,0,16] H2 (target 0.015)", &c, small, 6);
 }
@@ -723,8 +738,8 @@ static void test_kda_gpu__decode_timings(void **state)
 /* The variants the mutant suite runs (shape of every_variant): the default and both paths,
  * both state layouts, every chunk size; decode default and a sliced one. */
 static const char *const mut_prefill[] = {
-    NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1",
-    "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1",
+    NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1,seg=1",
+    "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1,seg=1",
     "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
 static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1,ws=0", "vsplit=2,w=4,ipc=4,ws=0",
                                           "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1" };
@@ -931,6 +946,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kda_gpu__prefill_long_sequences, reset_failures, check_failures),
         cmocka_unit_test(test_kda_gpu__prefill_timings),
     };
+    const char *only = getenv("KF_TEST_FILTER");   /* e.g. "*long*" */
+    if (only && *only)
+        cmocka_set_test_filter(only);
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     db_close(db);
     gen_host_free(host);

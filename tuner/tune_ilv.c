@@ -219,3 +219,30 @@ out:
     free(tmp);
     return res->winner;
 }
+
+int tune_ilv_drop(const int *who, const double *const *samples, const int *ns, int n_slots, int n_cand,
+                  double floor, int *dropped)
+{
+    tune_ilv_cand *c = malloc(sizeof *c * (size_t)(n_cand + 1));
+    if (!c)
+        return -1;
+    tune_ilv_result res;
+    tune_ilv_decide(who, samples, ns, n_slots, n_cand, floor, c, &res);
+    int n = 0;
+    for (int i = 0; i < n_cand; i++) {
+        if (!dropped[i] && c[i].slots >= TUNE_ILV_DROP_AFTER && c[i].ratio > 1.0 + TUNE_ILV_DROP_BANDS * c[i].band)
+            dropped[i] = 1;
+        n += dropped[i] != 0;
+    }
+    free(c);
+    return n;
+}
+
+int tune_ilv_skip(const int *who, int n_slots, int k, const int *dropped)
+{
+    if (k < 0 || k >= n_slots)
+        return 0;
+    if (who[k] >= 0)
+        return dropped[who[k]] != 0;
+    return k + 1 < n_slots && who[k + 1] >= 0 && dropped[who[k + 1]];
+}

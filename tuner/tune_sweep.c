@@ -857,7 +857,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     const char **keys = malloc(sizeof *keys * (size_t)(nt + 1));
     unsigned char *passed = calloc((size_t)nt + 1, 1);
     int nc = 0, dflt = 0, rc = M_OK;
-    int *who = NULL, *ns = NULL, *failed = NULL, n_slots = 0;
+    int *who = NULL, *ns = NULL, *failed = NULL, *dropped = NULL, n_slots = 0;
     tune_timing *tt = NULL;
     const double **sp = NULL;
     tune_ilv_cand *cr = NULL;
@@ -956,16 +956,18 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     tt = calloc((size_t)n_slots, sizeof *tt);
     sp = calloc((size_t)n_slots, sizeof *sp);
     cr = calloc((size_t)nc + 1, sizeof *cr);
-    if (!who || !ns || !failed || !tt || !sp || !cr) {
+    dropped = calloc((size_t)nc + 1, sizeof(int));
+    if (!who || !ns || !failed || !tt || !sp || !cr || !dropped) {
         rc = M_DBERR;
         goto out;
     }
     tune_ilv_order(nc, rounds, who, n_slots);
-    int per_round = 2 * nc > 0 ? 2 * nc : 1;
+    int per_round = 2 * nc > 0 ? 2 * nc : 1, n_dropped = 0;
+    double floor = o->band_floor > 0 ? o->band_floor : TUNE_BAND_FLOOR;
     tune_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS);   /* each slot in its variant's own steady state */
     for (int k = 0; k < n_slots && rc == M_OK; k++) {
         int c = who[k], vi = c < 0 ? p->sp.idefault : cand[c];
-        if (c >= 0 && failed[c])
+        if ((c >= 0 && failed[c]) || tune_ilv_skip(who, n_slots, k, dropped))
             continue;
         if (stopped(w)) {
             rc = M_STOP;
@@ -1007,6 +1009,15 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         sp[k] = tt[k].samples_ms;
         if (c >= 0 && k / per_round == rounds - 1)
             w->units_done++;
+        /* a whole round done, rounds left: candidates clearly slower than the default are timed no more */
+        int done_rounds = (k + 1) / per_round;
+        if (nc > 0 && (k + 1) % per_round == 0 && done_rounds >= TUNE_ILV_DROP_AFTER && done_rounds < rounds) {
+            int nd = tune_ilv_drop(who, (const double *const *)sp, ns, k + 1, nc, floor, dropped);
+            if (nd > n_dropped) {
+                w->units_done += nd - n_dropped;     /* they will not reach the last round */
+                n_dropped = nd;
+            }
+        }
         char note[64];
         snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, rounds);
         progress(w, pi, l, c < 0 ? 0 : c + 1, nc, 0, note);
@@ -1016,7 +1027,6 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         rc = time_each(w, p, l, cand, failed, nc);
     if (rc != M_OK || !dflt)
         goto out;
-    double floor = o->band_floor > 0 ? o->band_floor : TUNE_BAND_FLOOR;
     tune_ilv_result res;
     tune_ilv_decide(who, sp, ns, n_slots, nc, floor, cr, &res);
     /* every variant's slots as one measurement */
@@ -1082,6 +1092,11 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     else
         snprintf(tail, sizeof tail, "default kept (no other variant timed; band %.1f%%, drift %.1f%%)",
                  100 * res.band, 100 * res.drift);
+    if (n_dropped) {
+        size_t at = strlen(tail);
+        snprintf(tail + at, sizeof tail - at, "; %d of %d finalists dropped early (slower by over %.0fx their band)",
+                 n_dropped, nc, TUNE_ILV_DROP_BANDS);
+    }
     phase_tail(p, tail, sizeof tail);
     /* the final line names the winner */
     meas_list one = {0};
@@ -1101,7 +1116,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
 out:
     for (int k = 0; k < n_slots && tt; k++)
         tune_timing_free(&tt[k]);
-    free(tt), free(sp), free(who), free(ns), free(failed), free(cr), free(cand);
+    free(tt), free(sp), free(who), free(ns), free(failed), free(dropped), free(cr), free(cand);
     free(state), free(final), free(keys), free(passed);
     return rc;
 }

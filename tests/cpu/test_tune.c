@@ -1175,16 +1175,16 @@ static double noise(uint64_t *x)
  * the default's (the default 1.0), the GPU slowing down by `drift` from the first slot to the
  * last, each sample off by up to +-noise_frac. */
 typedef struct stream {
-    int who[64], ns[64], n;
-    double buf[64][10];
-    const double *sp[64];
+    int who[128], ns[128], n;
+    double buf[128][10];
+    const double *sp[128];
 } stream;
 
 static void make_stream(stream *st, int nc, int rounds, const double *speed, double drift, double noise_frac,
                         uint64_t seed)
 {
-    st->n = tune_ilv_order(nc, rounds, st->who, 64);
-    assert_true(st->n <= 64);
+    st->n = tune_ilv_order(nc, rounds, st->who, 128);
+    assert_true(st->n <= 128);
     for (int k = 0; k < st->n; k++) {
         double base = 1.0 * (1.0 + drift * k / (st->n - 1)) * (st->who[k] < 0 ? 1.0 : speed[st->who[k]]);
         for (int i = 0; i < 10; i++)
@@ -1262,8 +1262,8 @@ static void test_tune__ilv_drift_moves_no_candidate(void **state)
  * the same ones do not, and the band shrinks as the rounds grow. */
 static void make_wander(stream *st, int nc, int rounds, const double *speed, double sigma, uint64_t seed)
 {
-    st->n = tune_ilv_order(nc, rounds, st->who, 64);
-    assert_true(st->n <= 64);
+    st->n = tune_ilv_order(nc, rounds, st->who, 128);
+    assert_true(st->n <= 128);
     for (int k = 0; k < st->n; k++) {
         double base = (1.0 + sigma * 1.7320508 * noise(&seed)) * (st->who[k] < 0 ? 1.0 : speed[st->who[k]]);
         for (int i = 0; i < 3; i++)
@@ -1330,6 +1330,50 @@ static void test_tune__ilv_failed_slots(void **state)
             st.ns[k] = 0;
     assert_int_equal(tune_ilv_decide(st.who, st.sp, st.ns, st.n, 2, TUNE_BAND_FLOOR, c, &r), -1);
     assert_true(isnan(r.speedup) && isnan(r.default_ms));
+}
+
+/* Early drop: after three rounds a candidate 6% slower is dropped, a 4% faster one and an equal one are not;
+ * its slots and the default slot before each are skipped from then on; the winner is unchanged. */
+static void test_tune__ilv_drop_slower_after_three_rounds(void **state)
+{
+    (void)state;
+    const double speed[4] = {1.06, 0.96, 1.0, 1.10};
+    stream st;
+    make_wander(&st, 4, 10, speed, 0.005, 11);
+    int dropped[4] = {0, 0, 0, 0};
+    int per_round = 2 * 4;
+    /* before three rounds nothing is dropped */
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 2 * per_round, 4, TUNE_BAND_FLOOR, dropped), 0);
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * per_round, 4, TUNE_BAND_FLOOR, dropped), 2);
+    assert_true(dropped[0] && dropped[3] && !dropped[1] && !dropped[2]);
+    /* the slots skipped from round 4 on: C0 and C3 and the default slot before each; the closing default stays */
+    int skipped = 0;
+    for (int k = 3 * per_round; k < st.n; k++) {
+        int sk = tune_ilv_skip(st.who, st.n, k, dropped);
+        if (st.who[k] == 0 || st.who[k] == 3)
+            assert_true(sk);
+        if (st.who[k] == 1 || st.who[k] == 2)
+            assert_false(sk);
+        if (st.who[k] < 0)
+            assert_int_equal(sk, k + 1 < st.n && (st.who[k + 1] == 0 || st.who[k + 1] == 3));
+        skipped += sk;
+    }
+    assert_int_equal(skipped, 7 * 4);                  /* 7 rounds x 2 candidates x 2 slots */
+    assert_false(tune_ilv_skip(st.who, st.n, st.n - 1, dropped));
+    for (int k = 3 * per_round; k < st.n; k++)
+        if (tune_ilv_skip(st.who, st.n, k, dropped))
+            st.ns[k] = 0;
+    tune_ilv_cand c[4];
+    tune_ilv_result r;
+    assert_int_equal(tune_ilv_decide(st.who, st.sp, st.ns, st.n, 4, TUNE_BAND_FLOOR, c, &r), 1);
+    assert_int_equal(c[1].slots, 10);
+    assert_int_equal(c[0].slots, 3);
+    /* dropped stays dropped; a noisy GPU (2% a slot) widens the band, and a 6% slower one then stays in */
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, st.n, 4, TUNE_BAND_FLOOR, dropped), 2);
+    const double close[2] = {1.06, 0.96};
+    int d2[2] = {0, 0};
+    make_wander(&st, 2, 10, close, 0.03, 4);
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * 4, 2, TUNE_BAND_FLOOR, d2), 0);
 }
 
 /* ---- clocks and power (tuner/tune_clock.c, runtime/nvml.c) ----------------------------- */
@@ -1650,6 +1694,7 @@ int main(void)
         cmocka_unit_test(test_tune__ilv_drift_moves_no_candidate),
         cmocka_unit_test(test_tune__ilv_band_from_slot_noise_over_rounds),
         cmocka_unit_test(test_tune__ilv_failed_slots),
+        cmocka_unit_test(test_tune__ilv_drop_slower_after_three_rounds),
         cmocka_unit_test(test_tune__clock_summary),
         cmocka_unit_test(test_tune__warm_up_settles_over_windows),
         cmocka_unit_test(test_tune__nvml_absent_is_unknown),

@@ -122,7 +122,8 @@ typedef struct db_measurement {
     double sm_clock_min, sm_clock_mean;  /* MHz during the samples */
     double power_mean, power_max;        /* W */
     double temp_max;                     /* C */
-    double ref_ms;               /* interleaved: median of the default's timings next to this one's */
+    double ref_ms;               /* interleaved: median of the default's timings next to this one's (the
+                                    default's own measurement of the rounds: its median); NaN elsewhere */
 } db_measurement;
 /* Inserts m (cache_key and message may be NULL; samples are stored as a JSON
  * array, NaN as null). Earlier measurements of the same (GPU name, family,
@@ -180,6 +181,7 @@ typedef struct db_tune_meas {
     const char *throughput_unit, *created;
     int is_control, n_samples, superseded;
     double error, median_ms, spread_ms, throughput, ceiling_frac;  /* NULL columns: NaN */
+    double ref_ms;               /* interleaved: the paired default's time (NaN: not from the rounds) */
 } db_tune_meas;
 /* Calls fn for every current (not superseded) measurement of (gpu, family, shape_key),
  * oldest first. fn returns non-zero to stop. */

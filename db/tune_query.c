@@ -7,7 +7,7 @@
 #define DB_TUNE_MEAS_COLS \
     "m.id, m.run_id, d.name, m.family, m.shape_key, m.variant_key, m.cache_key, m.status," \
     " m.message, m.throughput_unit, m.created, m.is_control, json_array_length(m.samples)," \
-    " m.superseded, m.error, m.median_ms, m.spread_ms, m.throughput, m.ceiling_frac"
+    " m.superseded, m.error, m.median_ms, m.spread_ms, m.throughput, m.ceiling_frac, m.ref_ms"
 #define DB_TUNE_MEAS_FROM \
     " FROM measurements m JOIN runs r ON r.id = m.run_id LEFT JOIN devices d ON d.id = r.device_id"
 
@@ -37,6 +37,7 @@ static void db_tune_meas_view(sqlite3_stmt *st, db_tune_meas *m)
     m->spread_ms = db_col_real(st, 16);
     m->throughput = db_col_real(st, 17);
     m->ceiling_frac = db_col_real(st, 18);
+    m->ref_ms = db_col_real(st, 19);
 }
 
 /* Steps st to the end, calling fn per row; *rows (may be NULL) gets the count. */

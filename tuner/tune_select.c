@@ -114,7 +114,7 @@ int tune_resume_state(const tune_meas *m, int n, const char *variant_key, int is
                       int samples, int retry_errors, double *best_ms, int *best_n)
 {
     double ms = NAN;
-    int bn = 0, rejected = 0, passed = 0;
+    int bn = 0, rejected = 0, passed = 0, paired = 0;
     for (int i = 0; i < n; i++) {
         if (m[i].is_control != is_control || strcmp(m[i].variant_key, variant_key))
             continue;
@@ -122,6 +122,7 @@ int tune_resume_state(const tune_meas *m, int n, const char *variant_key, int is
             rejected = 1;
         if (m[i].status == TUNE_OK && m[i].median_ms > 0 && !isinf(m[i].median_ms)) {
             passed = 1;
+            paired |= m[i].paired;
             if (m[i].n_samples > bn) {
                 bn = m[i].n_samples;
                 ms = m[i].median_ms;
@@ -135,7 +136,7 @@ int tune_resume_state(const tune_meas *m, int n, const char *variant_key, int is
     if (rejected)
         return TUNE_REJECTED;
     if (passed)
-        return bn >= samples ? TUNE_DONE : TUNE_SCREENED;
+        return bn >= samples || paired ? TUNE_DONE : TUNE_SCREENED;
     return TUNE_TODO;
 }
 
@@ -146,7 +147,7 @@ double tune_screen_figure(const tune_meas *m, int n, const char *key)
         if (m[i].is_control || strcmp(m[i].variant_key, key) || m[i].status != TUNE_OK ||
             !(m[i].median_ms > 0) || isinf(m[i].median_ms))
             continue;
-        if (m[i].n_samples < TUNE_MIN_SAMPLES) {
+        if (m[i].n_samples < TUNE_MIN_SAMPLES && !m[i].paired) {   /* the screening itself, not the rounds */
             if (scr < 0 || m[i].id > m[scr].id)
                 scr = i;
         } else if (full < 0 || m[i].n_samples > m[full].n_samples) {

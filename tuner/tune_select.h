@@ -20,6 +20,8 @@ typedef struct tune_meas {
     double median_ms;
     double spread_ms;      /* p90 - p10 */
     long long id;          /* measurement id (larger = later) */
+    int paired;            /* from the interleaved rounds (a paired default time stored): complete even when a
+                              finalist dropped early has fewer than the full samples */
 } tune_meas;
 
 int tune_status_parse(const char *s);        /* "ok" -> TUNE_OK, "wrong", else TUNE_ERROR */
@@ -60,7 +62,8 @@ int tune_select(const tune_meas *m, int n, const char *default_key, int min_samp
 enum {
     TUNE_TODO = 0,         /* never measured: gate and time it */
     TUNE_SCREENED = 1,     /* passed the gate, but no timing of `samples` samples yet: time it */
-    TUNE_DONE = 2,         /* a passing timing of at least `samples` samples: reuse it */
+    TUNE_DONE = 2,         /* a passing timing of at least `samples` samples, or one from the interleaved
+                              rounds (paired): reuse it */
     TUNE_REJECTED = 3,     /* recorded as wrong (or error, unless retry_errors): never again */
 };
 /* *best_ms / *best_n (may be NULL) get the passing timing with the most samples (NaN / 0). */
@@ -81,9 +84,10 @@ typedef struct tune_ilv_resume {
     int keep;              /* nothing to gate, screen or time and a winner stored: keep the winner */
 } tune_ilv_resume;
 
-/* A candidate's screening figure: its latest passing timing of fewer than TUNE_MIN_SAMPLES samples,
- * else its passing timing with the most samples; NaN when none. A finalist's full timing is not its
- * screening figure, so a re-run ranks the candidates as the first run did. */
+/* A candidate's screening figure: its latest passing timing of fewer than TUNE_MIN_SAMPLES samples that
+ * is not from the rounds, else its passing timing with the most samples; NaN when none. A finalist's
+ * timing in the rounds (full, or cut short by an early drop) is not its screening figure, so a re-run
+ * ranks the candidates as the first run did. */
 double tune_screen_figure(const tune_meas *m, int n, const char *variant_key);
 
 /*

@@ -113,7 +113,7 @@ static void meas_free(meas_list *l)
 }
 
 static int meas_add(meas_list *l, const char *key, int status, int is_control, int n_samples,
-                    double median_ms, double spread_ms, long long id)
+                    double median_ms, double spread_ms, long long id, int paired)
 {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
@@ -133,6 +133,7 @@ static int meas_add(meas_list *l, const char *key, int status, int is_control, i
     m->median_ms = median_ms;
     m->spread_ms = spread_ms;
     m->id = id;
+    m->paired = paired;
     l->n++;
     return 0;
 }
@@ -160,7 +161,7 @@ static int load_cb(const db_tune_meas *m, void *arg)
     if (vi < 0 || !m->cache_key || strcmp(m->cache_key, c->w->jobs[c->p->sp.v[vi].job].cache_key))
         return 0;
     if (meas_add(c->l, m->variant_key, tune_status_parse(m->status), m->is_control, m->n_samples,
-                 m->median_ms, m->spread_ms, m->id)) {
+                 m->median_ms, m->spread_ms, m->id, m->ref_ms > 0)) {
         c->rc = -1;
         return 1;
     }
@@ -427,7 +428,7 @@ static int store_ref(sweep *w, plan *p, meas_list *l, int vi, int is_control, in
     w->st->measured++;
     w->st->wrong += status == TUNE_WRONG;
     w->st->errors += status == TUNE_ERROR;
-    return meas_add(l, v->key, status, is_control, m.n_samples, m.median_ms, m.spread_ms, id);
+    return meas_add(l, v->key, status, is_control, m.n_samples, m.median_ms, m.spread_ms, id, m.ref_ms > 0);
 }
 
 static int store(sweep *w, plan *p, meas_list *l, int vi, int is_control, int status, double error,
@@ -809,7 +810,7 @@ static void report_kept(sweep *w, plan *p, int pi, const db_winner *dw, int resu
                  " again", dw->speedup, 100 * dw->band);
     phase_tail(p, tail, sizeof tail);
     meas_list one = {0};
-    meas_add(&one, dw->variant_key, TUNE_OK, 0, 0, dw->median_ms, NAN, dw->measurement_id);
+    meas_add(&one, dw->variant_key, TUNE_OK, 0, 0, dw->median_ms, NAN, dw->measurement_id, 0);
     progress(w, pi, &one, p->n_todo, p->n_todo, 1, tail);
     if (w->o->json && one.n) {
         tune_choice ch;
@@ -1057,7 +1058,8 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
                      cr[c].ref_ms, 1 / cr[c].ratio, cr[c].faster ? " faster" : "", 100 * res.band, j.launches, how(&j),
                      j.sets, ck);
         int vi = c < 0 ? p->sp.idefault : cand[c];
-        if (store_ref(w, p, l, vi, 0, TUNE_OK, NAN, msg, &j, c < 0 ? NAN : cr[c].ref_ms))
+        /* ref_ms marks a timing of the rounds (complete for resume, early drop or not); the default's is its own */
+        if (store_ref(w, p, l, vi, 0, TUNE_OK, NAN, msg, &j, c < 0 ? res.default_ms : cr[c].ref_ms))
             rc = M_DBERR;
         else if (c < 0)
             dflt_id = l->m[l->n - 1].id;
@@ -1100,7 +1102,7 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     phase_tail(p, tail, sizeof tail);
     /* the final line names the winner */
     meas_list one = {0};
-    meas_add(&one, v->key, TUNE_OK, 0, 0, win_ms, NAN, 0);
+    meas_add(&one, v->key, TUNE_OK, 0, 0, win_ms, NAN, 0, 0);
     progress(w, pi, &one, nc, nc, 1, tail);
     if (w->o->json) {
         tune_choice ch;

@@ -458,6 +458,42 @@ static void test_tune__ilv_resume_ranks_by_screening_figures(void **state)
     assert_true(tune_screen_figure(m, n, "c7") == 1.0 + 0.01 * 7);
 }
 
+/* A finalist dropped early in the rounds (its paired timing has 9 samples, fewer than the full 30) is
+ * done: a re-run keeps the winner, times nothing again, and ranks by the screening figures, not by the
+ * short timing of the rounds (session 8: test_tune_gpu's resume re-timed every dropped finalist). */
+static void test_tune__ilv_resume_after_an_early_drop(void **state)
+{
+    (void)state;
+    const char *keys[] = {"dflt", "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"};
+    tune_meas m[32];
+    int n = 0;
+    m[n] = M("dflt", TUNE_OK, 0, 48, 1.0, 100);
+    m[n++].paired = 1;
+    for (int c = 0; c < 8; c++) {
+        m[n++] = M(keys[c + 1], TUNE_OK, 0, TUNE_ILV_SCREEN, 1.05 + 0.01 * c, 1 + c);
+        if (c < TUNE_ILV_FINALISTS) {              /* the finalists, dropped after 3 rounds of 3 samples */
+            m[n] = M(keys[c + 1], TUNE_OK, 0, 9, c == 0 ? 1.5 : 1.06 + 0.01 * c, 50 + c);
+            m[n++].paired = 1;
+        }
+    }
+    assert_int_equal(tune_resume_state(m, n, "c0", 0, 30, 0, NULL, NULL), TUNE_DONE);
+    assert_int_equal(tune_resume_state(m, n, "c7", 0, 30, 0, NULL, NULL), TUNE_SCREENED);
+    assert_true(tune_screen_figure(m, n, "c0") == 1.05);       /* its screening, not the 1.5 of the rounds */
+    int st[9], fin[9];
+    tune_ilv_resume r;
+    tune_ilv_resume_plan(m, n, keys, 9, 0, NULL, 30, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_int_equal(r.n_final, TUNE_ILV_FINALISTS);
+    for (int i = 0; i < r.n_final; i++)
+        assert_int_equal(fin[i], i + 1);
+    assert_int_equal(r.n_time, 0);
+    assert_true(r.keep);
+    /* the same without the mark: the short timings are screening figures, the finalists are timed again */
+    for (int i = 0; i < n; i++)
+        m[i].paired = 0;
+    tune_ilv_resume_plan(m, n, keys, 9, 0, NULL, 30, 0, TUNE_ILV_FINALISTS, 1, st, fin, &r);
+    assert_false(r.keep);
+}
+
 static void test_tune__resume_reads_the_database(void **state)
 {
     fx *f = *state;
@@ -1695,6 +1731,7 @@ int main(void)
         cmocka_unit_test(test_tune__ilv_band_from_slot_noise_over_rounds),
         cmocka_unit_test(test_tune__ilv_failed_slots),
         cmocka_unit_test(test_tune__ilv_drop_slower_after_three_rounds),
+        cmocka_unit_test(test_tune__ilv_resume_after_an_early_drop),
         cmocka_unit_test(test_tune__clock_summary),
         cmocka_unit_test(test_tune__warm_up_settles_over_windows),
         cmocka_unit_test(test_tune__nvml_absent_is_unknown),

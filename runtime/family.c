@@ -18,7 +18,7 @@ static const char *const gqa_class[] = {"family", "dtype", "hq", "hkv", "d", "ca
                                          NULL};   /* features and paged K/V: optional */
 static const char *const gqa_dist[] = {"b", "sq", "skv", NULL};
 static const char *const parts_class[] = {"family", "dtype", "hq", "hkv", "parts", "value", "dv",
-                                          "layers", "page_size", "causal", NULL};
+                                          "layers", "page_size", "causal", "kv_dtype", NULL};   /* kv_dtype: optional */
 static const char *const kda_class[] = {"family", "h", "hv", "dk", "dv", NULL};
 static const char *const kda_dist[] = {"n", "t", NULL};
 

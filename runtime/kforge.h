@@ -288,6 +288,12 @@ kf_status kf_kda_run(kf_plan *p, const kf_kda_tensors *t, void *stream);
  * {rows*Hkv*dim, Hkv*dim, dim} (rows: max_kv or page_size), o {Sq*Hq*dv, Hq*dv, dv}.
  * MLA with one 576-wide cache row: k[0][0] = {cache, {s, 576, 576}}, k[0][1] = {cache + 512 elements,
  * the same strides}; queries likewise.
+ * FP8 latent cache (desc.kv_dtype KF_KV_E4M3; absorbed-MLA form only: KF_PARTS_VALUE_ALIAS, layers 1): the caches
+ * hold e4m3 bytes (their strides in bytes, multiples of 16) and tensors.kv_scale one fp32 scale per token and kv
+ * head, addressed as the caches ([B, max_kv, Hkv] or, paged, [pages, page_size, Hkv] through the same block table;
+ * element strides {batch (page), token, head}, 0: contiguous; 4-byte aligned): the key and the value of token j are
+ * kv_scale(j) * e4m3, every column of the row (latent and rope). q and o stay in desc.dtype. Served by the mma.sync
+ * kernel (sm_80 and newer; on sm_90a too); the wgmma kernels have no FP8 path.
  */
 typedef enum { KF_PARTS_VALUE_ALIAS = 0, KF_PARTS_VALUE_SEPARATE = 1 } kf_parts_value;
 
@@ -302,8 +308,10 @@ typedef struct kf_parts_desc {
     int causal;                    /* bottom-right aligned when Sq > 1 */
     float scale;                   /* softmax scale, > 0 (given by the caller) */
     int max_batch, max_q, max_kv;  /* max_q 1..16 */
+    kf_kv_dtype kv_dtype;          /* (appended) KF_KV_E4M3: the FP8 latent cache with per-token scales (above);
+                                      KF_KV_SAME: caches in desc.dtype */
 } kf_parts_desc;
-#define KF_PARTS_DESC_INIT {KF_BF16, NULL, KF_PARTS_VALUE_ALIAS, 0, 0, 0, 1, 0, 0, 0.0f, 0, 0, 0}
+#define KF_PARTS_DESC_INIT {KF_BF16, NULL, KF_PARTS_VALUE_ALIAS, 0, 0, 0, 1, 0, 0, 0.0f, 0, 0, 0, KF_KV_SAME}
 
 typedef struct kf_parts_view {
     const void *ptr;
@@ -322,6 +330,7 @@ typedef struct kf_parts_tensors {
     int bt_stride;
     int batch, q_len;              /* <= max_batch, 1..max_q */
     void *workspace;               /* kf_plan_workspace() bytes, or NULL to use the plan's own */
+    kf_parts_view kv_scale;        /* (appended) desc.kv_dtype KF_KV_E4M3: the per-token fp32 scales; else unset */
 } kf_parts_tensors;
 
 /* KF_OK when a kernel exists for d on this context's device, else the status and message

@@ -38,6 +38,8 @@ void rt_parts_desc_shape(const void *desc, gen_kvset *s)
     gen_kv_set_int(s, "layers", d->layers);
     gen_kv_set_int(s, "page_size", d->page_size);
     gen_kv_set_int(s, "causal", d->causal);
+    if (d->kv_dtype == KF_KV_E4M3)   /* absent when off: a 16-bit description has the shape of before */
+        gen_kv_set_str(s, "kv_dtype", "e4m3");
 }
 
 /* The description's own fields (dtype, parts, value form, scale, device), then its shape through
@@ -58,6 +60,8 @@ static kf_status check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts_i
     if (d->value != KF_PARTS_VALUE_ALIAS && d->value != KF_PARTS_VALUE_SEPARATE)
         return core_err_set(e, KF_ERR_ARG, "desc.value must be KF_PARTS_VALUE_ALIAS or KF_PARTS_VALUE_SEPARATE, got %d",
                             (int)d->value);
+    if (d->kv_dtype != KF_KV_SAME && d->kv_dtype != KF_KV_E4M3)
+        return core_err_set(e, KF_ERR_ARG, "desc.kv_dtype must be KF_KV_SAME or KF_KV_E4M3, got %d", (int)d->kv_dtype);
     if (!(d->scale > 0.0f) || isinf(d->scale))
         return core_err_set(e, KF_ERR_ARG, "desc.scale must be finite and > 0 (the caller's softmax scale), got %g",
                             (double)d->scale);
@@ -132,9 +136,10 @@ kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const s
 /* ---- one call ---------------------------------------------------------------------- */
 
 /* A view of nb [rows, heads, dim] blocks with contiguous strides d0 = rows * heads * dim, d1 = heads * dim,
- * d2 = dim: pointer, alignment, strides (0: contiguous), and the span of the strides within 63 bits. */
-static kf_status view(const char *what, const kf_parts_view *v, long long nb, long long d0, long long d1, long long d2,
-                      kf_parts_tensor *out, core_err *e)
+ * d2 = dim: pointer, alignment, strides (0: contiguous; multiples of a16, the elements of 16 bytes), and the span of
+ * the strides within 63 bits. */
+static kf_status view_a(const char *what, const kf_parts_view *v, long long nb, long long d0, long long d1, long long d2,
+                        int a16, kf_parts_tensor *out, core_err *e)
 {
     if (!v->ptr)
         return core_err_set(e, KF_ERR_ARG, "tensors.%s.ptr is NULL", what);
@@ -143,9 +148,9 @@ static kf_status view(const char *what, const kf_parts_view *v, long long nb, lo
     for (int i = 0; i < 3; i++) {
         if (v->strides[i] < 0)
             return core_err_set(e, KF_ERR_ARG, "tensors.%s.strides[%d] must be >= 0, got %lld", what, i, v->strides[i]);
-        if (v->strides[i] % 8)
+        if (v->strides[i] % a16)
             return core_err_set(e, KF_ERR_UNSUPPORTED, "tensors.%s.strides[%d] = %lld breaks 16-byte row alignment "
-                                "(must be a multiple of 8 elements)", what, i, v->strides[i]);
+                                "(must be a multiple of %d elements)", what, i, v->strides[i], a16);
     }
     out->p = v->ptr;
     out->sb = v->strides[0] ? v->strides[0] : d0;
@@ -156,6 +161,37 @@ static kf_status view(const char *what, const kf_parts_view *v, long long nb, lo
         return core_err_set(e, KF_ERR_ARG, "tensors.%s.strides = {%lld, %lld, %lld} over [%lld, %lld, %lld, %lld] span "
                             "more than 2^63 elements", what, v->strides[0], v->strides[1], v->strides[2], ext[0], ext[1],
                             ext[2], ext[3]);
+    return KF_OK;
+}
+
+/* A 16-bit tensor's view (view_a, 8 elements in 16 bytes). */
+static kf_status view(const char *what, const kf_parts_view *v, long long nb, long long d0, long long d1, long long d2,
+                      kf_parts_tensor *out, core_err *e)
+{
+    return view_a(what, v, nb, d0, d1, d2, 8, out, e);
+}
+
+/* The FP8 cache's per-token scales: nb [rows, heads] fp32 blocks (contiguous strides rows * heads, heads, 1), 4-byte
+ * aligned, any strides >= 0 within 63 bits. */
+static kf_status scale_view(const kf_parts_view *v, long long nb, long long rows, long long heads, kf_parts_tensor *out,
+                            core_err *e)
+{
+    if (!v->ptr)
+        return core_err_set(e, KF_ERR_ARG, "tensors.kv_scale.ptr is NULL (the plan's cache is FP8: desc.kv_dtype "
+                            "KF_KV_E4M3 needs the per-token scales)");
+    if ((uintptr_t)v->ptr & 3u)
+        return core_err_set(e, KF_ERR_ARG, "tensors.kv_scale.ptr = %p is not 4-byte aligned (fp32)", v->ptr);
+    for (int i = 0; i < 3; i++)
+        if (v->strides[i] < 0)
+            return core_err_set(e, KF_ERR_ARG, "tensors.kv_scale.strides[%d] must be >= 0, got %lld", i, v->strides[i]);
+    out->p = v->ptr;
+    out->sb = v->strides[0] ? v->strides[0] : rows * heads;
+    out->ss = v->strides[1] ? v->strides[1] : heads;
+    out->sh = v->strides[2] ? v->strides[2] : 1;
+    const long long ext[3] = {nb, rows, heads}, str[3] = {out->sb, out->ss, out->sh};
+    if (rt_span(3, ext, str) < 0)
+        return core_err_set(e, KF_ERR_ARG, "tensors.kv_scale.strides = {%lld, %lld, %lld} over [%lld, %lld, %lld] span "
+                            "more than 2^63 elements", v->strides[0], v->strides[1], v->strides[2], nb, rows, heads);
     return KF_OK;
 }
 
@@ -188,6 +224,9 @@ static kf_status check_unused(const rt_parts_info *info, const kf_parts_tensors 
             return core_err_set(e, KF_ERR_ARG, "tensors.lse[%d] = %p is set but the plan has %d layers", l,
                                 (void *)t->lse[l], L);
     }
+    if (d->kv_dtype != KF_KV_E4M3 && view_set(&t->kv_scale))
+        return core_err_set(e, KF_ERR_ARG, "tensors.kv_scale is set but the plan's caches are %s (desc.kv_dtype "
+                            "KF_KV_SAME)", d->dtype == KF_BF16 ? "bf16" : "fp16");
     return KF_OK;
 }
 
@@ -234,7 +273,7 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
     if (t->workspace && ((uintptr_t)t->workspace & 15u))
         return core_err_set(e, KF_ERR_UNSUPPORTED, "tensors.workspace = %p is not 16-byte aligned", t->workspace);
     kf_parts_params a = *base;
-    const int L = d->layers, sq = t->q_len;
+    const int L = d->layers, sq = t->q_len, fp8 = d->kv_dtype == KF_KV_E4M3;
     const long long rows = d->page_size ? d->page_size : d->max_kv;
     int nc = 0;
     /* caches in tile order: key part 0, key part p of each layer, then (separate) the values alike */
@@ -243,11 +282,13 @@ kf_status rt_parts_bind(const rt_parts_info *info, const kf_parts_params *base, 
             for (int l = 0; l < (p ? L : 1); l++) {
                 const long long dim = info->dims[p];
                 snprintf(what, sizeof what, "%s[%d][%d]", pass ? "v" : "k", l, p);
-                if ((st = view(what, pass ? &t->v[l][p] : &t->k[l][p], d->page_size ? 1 : t->batch,
-                               rows * d->hkv * dim, d->hkv * dim, dim,
-                               &a.c[nc++], e)))
+                if ((st = view_a(what, pass ? &t->v[l][p] : &t->k[l][p], d->page_size ? 1 : t->batch,
+                                 rows * d->hkv * dim, d->hkv * dim, dim, fp8 ? 16 : 8,
+                                 &a.c[nc++], e)))
                     return st;
             }
+    if (fp8 && (st = scale_view(&t->kv_scale, d->page_size ? 1 : t->batch, rows, d->hkv, &a.cs, e)))
+        return st;
     for (int l = 0; l < L; l++) {
         for (int p = 0; p < info->nk; p++) {
             const long long dim = info->dims[p];

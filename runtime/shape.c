@@ -151,7 +151,7 @@ static const field parts_fields[] = {
     {"dtype", "desc.dtype", 1}, {"b", "desc.max_batch", 0}, {"sq", "desc.max_q", 0}, {"skv", "desc.max_kv", 0},
     {"hq", "desc.hq", 0}, {"hkv", "desc.hkv", 0}, {"parts", "desc.parts", 1}, {"value", "desc.value", 1},
     {"dv", "desc.dv", 0}, {"layers", "desc.layers", 0}, {"page_size", "desc.page_size", 0},
-    {"causal", "desc.causal", 0}, {NULL, NULL, 0}};
+    {"causal", "desc.causal", 0}, {"kv_dtype", "desc.kv_dtype", 1, 1}, {NULL, NULL, 0}};
 
 int rt_parts_parse(const char *s, int dims[KF_PARTS_MAXK])
 {
@@ -225,6 +225,13 @@ static kf_status parts(const family_rules *r, const gen_kvset *s, rt_names names
                    page);
     if ((st = flag(&c, "causal")))
         return st;
+    const gen_kv *kv = gen_kv_find(s, "kv_dtype");
+    if (kv && strcmp(kv->s, "e4m3") && strcmp(kv->s, gen_kv_str(s, "dtype")))
+        return say(&c, KF_ERR_ARG, "%s = '%s' must be e4m3 or the dtype", nm(&c, "kv_dtype"), kv->s);
+    if (kv && !strcmp(kv->s, "e4m3") && (separate || layers != 1))
+        return say(&c, KF_ERR_UNSUPPORTED, "the FP8 latent cache (%s e4m3) serves the absorbed-MLA form only (an aliased "
+                   "value, one layer), got %s '%s' with %s %lld", nm(&c, "kv_dtype"), nm(&c, "value"), value,
+                   nm(&c, "layers"), layers);
     long long b = iv(&c, "b"), sq = iv(&c, "sq");
     if (b <= 0 || b > 65535)
         return say(&c, KF_ERR_ARG, "%s must be 1..65535, got %lld", nm(&c, "b"), b);

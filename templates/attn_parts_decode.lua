@@ -82,7 +82,10 @@ local function shape_of(p, f, lo)
   local tile = p.bn * lo.w * 2
   local pb = (p.wn > 1) and (f.layers * p.tm * (p.bn + 8) * 2) or 0
   local red = f.layers * p.tm * p.wn * 4
-  return { threads = threads, smem = q + p.stages * tile + pb + red, kw = p.bn // p.wn, dvw = lo.dv // p.wn }
+  -- FP8 latent cache (f.kv): one 16-bit tile the block in use is converted into, and per stage the block's e4m3
+  -- bytes [BN][W] and its per-token scales [BN] fp32 (parts/decode.cuh, KF_KV8)
+  local stages = f.kv and (tile + p.stages * (p.bn * lo.w + p.bn * 4)) or p.stages * tile
+  return { threads = threads, smem = q + stages + pb + red, kw = p.bn // p.wn, dvw = lo.dv // p.wn }
 end
 
 -- The wgmma kernel's scope (absorbed MLA on Hopper): refuses the rest, naming the value.
@@ -125,9 +128,25 @@ local function valid_wgmma_ks(p, f, lo, dev)
   return A.check_smem(shape_wgmma_ks(p, f, lo).smem, dev)
 end
 
+-- kv_dtype (optional): "e4m3" (or absent / the dtype: 16-bit caches) becomes f.kv, absent when off, so a 16-bit
+-- shape has the fixed values, key and source of before
 local function fixed(shape)
-  return { dtype = shape.dtype, g = shape.hq // shape.hkv, parts = shape.parts, value = shape.value, dv = shape.dv,
-           layers = shape.layers, ps = shape.page_size, causal = shape.causal }
+  local f = { dtype = shape.dtype, g = shape.hq // shape.hkv, parts = shape.parts, value = shape.value, dv = shape.dv,
+              layers = shape.layers, ps = shape.page_size, causal = shape.causal }
+  if shape.kv_dtype ~= nil and shape.kv_dtype ~= shape.dtype then f.kv = shape.kv_dtype end
+  return f
+end
+
+-- The FP8 latent cache's scope: e4m3 bytes with one fp32 scale per token (the whole row: latent and rope), the
+-- absorbed-MLA form (value aliased, one layer) on impl mma. The keys-split and wgmma kernels copy the cache straight
+-- into the panels wgmma reads and have no conversion step: refused, naming the combination.
+local function valid_kv(p, f)
+  if not f.kv then return true end
+  if f.kv ~= "e4m3" then return false, "kv_dtype must be e4m3 (or the dtype), got " .. tostring(f.kv) end
+  if f.value == "separate" then return false, "the FP8 latent cache (kv_dtype e4m3) needs an aliased value, got value 'separate'" end
+  if f.layers ~= 1 then return false, "the FP8 latent cache (kv_dtype e4m3) takes layers 1, got " .. f.layers end
+  if p.impl ~= "mma" then return false, "the FP8 latent cache (kv_dtype e4m3) is served by impl mma only, got impl " .. p.impl end
+  return true
 end
 
 local function valid(p, f, dev)
@@ -139,6 +158,8 @@ local function valid(p, f, dev)
   end
   local lo, why = layout(f)
   if not lo then return false, why end
+  local kok, kwhy = valid_kv(p, f)
+  if not kok then return false, kwhy end
   for _, x in ipairs(lo.parts) do
     if x.dim % 16 ~= 0 or x.dim < 16 then return false, "part " .. x.name .. " dim " .. x.dim .. " must be a multiple of 16" end
   end
@@ -168,6 +189,9 @@ local function valid(p, f, dev)
   if s.threads >= 512 and (f.causal ~= 0 or p.stages < 2) then
     return false, s.threads .. " threads (128 registers) spill with causal masking or one stage"
   end
+  -- measured likewise (NVRTC 13, sm_90a): tm 64 wn 4 with the FP8 latent cache spills 40 bytes (the conversion and
+  -- the score columns' scales)
+  if f.kv and s.threads >= 512 then return false, s.threads .. " threads (128 registers) spill with the FP8 latent cache" end
   return A.check_smem(s.smem, dev)
 end
 
@@ -175,10 +199,10 @@ return {
   family   = "attn_parts_decode",
   doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
   includes = { "lib/attn.lua", "common/parts_params.h", "common/attn_params.h", "common/types.cuh",
-               "common/mma.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh",
+               "common/mma.cuh", "common/fp8.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh",
                "parts/decode_sm90_common.cuh", "parts/decode_sm90.cuh", "parts/decode_sm90_ks.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", parts = "string",
-               value = "string", dv = "int", layers = "int", page_size = "int", causal = "int" },
+               value = "string", dv = "int", layers = "int", page_size = "int", causal = "int", kv_dtype = "string?" },
   -- impl: "mma" parts/decode.cuh (mma.sync, sm_80+), "wgmma" parts/decode_sm90.cuh (sm_90a, absorbed MLA: layers 1,
   -- value aliased, tm 64, wn 1, bn 32/64, stages >= 2; a producer warpgroup and two consumers splitting the QK
   -- reduction and the value columns), "wgmma_ks" parts/decode_sm90_ks.cuh (sm_90a, absorbed MLA: bn 64, stages 2; the
@@ -267,6 +291,7 @@ return {
 ]], { bf16 = A.bf16(f), g = f.g, causal = f.causal, layers = f.layers, tm = p.tm, bn = p.bn,
       wn = p.wn, stages = p.stages, ps = f.ps, dq = lo.dq, dqp = lo.dqp, dv = lo.dv, w = lo.w, nparts = #lo.parts,
       caches = table.concat(cl, " "), kparts = table.concat(kl, " ") }) .. A.combine_defines(lo.dv)
+      .. (f.kv and "#define KF_KV8 1\n" or "")
     if is_ks(p) then
       -- wgmma_ksl: the same kernel with the lagged consumer schedule (KF_KS_LAG, parts/decode_sm90_ks.cuh)
       return hdr .. "#define KF_KS_LAG " .. (p.impl == "wgmma_ksl" and 1 or 0) .. "\n" .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
@@ -279,7 +304,8 @@ return {
                                   "attn/combine.cuh" })
     end
     return hdr .. fragment("common/parts_params.h") .. "\n" .. fragment("common/attn_params.h") .. "\n"
-      .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n" .. table.concat(vf, "\n")
+      .. fragment("common/types.cuh") .. "\n" .. (f.kv and fragment("common/fp8.cuh") .. "\n" or "")
+      .. fragment("common/mma.cuh") .. "\n" .. table.concat(vf, "\n")
       .. fragment("parts/decode.cuh") .. "\n" .. fragment("attn/combine.cuh")
   end,
   kernels  = function(p, f, dev)

@@ -23,9 +23,12 @@ typedef struct prob {
     int *bt;                       /* host [b, max_pages] (paged) */
     int ncache;
     int cdim[NCACHE];
-    uint16_t *hc[NCACHE], *hq[KF_PARTS_MAXL][KF_PARTS_MAXK];
-    size_t nc[NCACHE], nq;
-    CUdeviceptr dc[NCACHE], dq[KF_PARTS_MAXL][KF_PARTS_MAXK], dout[KF_PARTS_MAXL], dlse[KF_PARTS_MAXL];
+    unsigned char *hc[NCACHE];     /* host caches: 16-bit values, or e4m3 bytes (FP8) */
+    uint16_t *hq[KF_PARTS_MAXL][KF_PARTS_MAXK];
+    size_t nc[NCACHE], nq;         /* elements */
+    float *hs;                     /* FP8: host per-token scales [rows, hkv] (NaN past every length) */
+    size_t ns;
+    CUdeviceptr dc[NCACHE], dq[KF_PARTS_MAXL][KF_PARTS_MAXK], dout[KF_PARTS_MAXL], dlse[KF_PARTS_MAXL], ds;
     CUdeviceptr dbt, dlen, dws;
     size_t ws_bytes;
     kf_parts_params p;
@@ -33,12 +36,14 @@ typedef struct prob {
 
 /* Sustained timing: a copy of the timing case's caches and queries. */
 typedef struct pset {
-    CUdeviceptr dc[NCACHE], dq[KF_PARTS_MAXL][KF_PARTS_MAXK];
+    CUdeviceptr dc[NCACHE], dq[KF_PARTS_MAXL][KF_PARTS_MAXK], ds;
 } pset;
 
 struct tune_parts {
     check_dtype dt;
     int b, sq, skv, hq, hkv, nk, dims[KF_PARTS_MAXK], separate, dv, layers, ps, causal;
+    int fp8;                       /* kv_dtype e4m3: the caches are e4m3 bytes with per-token fp32 scales */
+    size_t esz;                    /* bytes of a cache element: 2, or 1 (FP8) */
     double scale;
     int time_ready;
     prob time;
@@ -85,12 +90,16 @@ tune_parts *tune_parts_new(const gen_kvset *shape, core_err *e)
     k->causal = (int)gen_kv_int(shape, "causal", 0);
     k->nk = parse_parts(parts, k->dims);
     k->separate = value && !strcmp(value, "separate");
+    const char *kv = gen_kv_str(shape, "kv_dtype");
+    k->fp8 = kv && !strcmp(kv, "e4m3");
+    k->esz = k->fp8 ? 1 : 2;
     int sum = 0;
     for (int i = 0; i < k->nk; i++)
         sum += k->dims[i];
     if (k->nk < 1 || k->b < 1 || k->sq < 1 || k->skv < 0 || k->hq < 1 || k->hkv < 1 || k->hq % k->hkv || k->dv < 16 ||
         k->layers < 1 || k->layers > KF_PARTS_MAXL || k->ps < 0 || !value ||
-        (k->separate ? k->dv != sum : strncmp(value, "alias_", 6) || k->dv > k->dims[0])) {
+        (k->separate ? k->dv != sum : strncmp(value, "alias_", 6) || k->dv > k->dims[0]) ||
+        (k->fp8 && (k->separate || k->layers != 1))) {
         core_err_set(e, KF_ERR_ARG, "not an attn_parts_decode shape (parts '%s', value '%s', b %d, sq %d, hq %d,"
                      " hkv %d, dv %d, layers %d, page_size %d)", parts ? parts : "?", value ? value : "?", k->b, k->sq,
                      k->hq, k->hkv, k->dv, k->layers, k->ps);
@@ -112,7 +121,8 @@ int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops)
         cols += (double)k->dims[p] * (p ? k->layers : 1) * (k->separate ? 2 : 1);
         dk += k->dims[p];
     }
-    *bytes = 2.0 * k->b * (double)k->skv * k->hkv * cols;
+    /* FP8: the e4m3 bytes and each token's fp32 scale */
+    *bytes = (double)k->esz * k->b * (double)k->skv * k->hkv * cols + (k->fp8 ? 4.0 * k->b * (double)k->skv * k->hkv : 0);
     *flops = 2.0 * k->sq * (double)k->skv * k->b * k->hq * (dk + k->dv) * k->layers;
     free(k);
     return 0;
@@ -143,6 +153,9 @@ static void prob_free(tune_ctx *ctx, prob *d)
         cu->MemFree(d->dlen);
     if (cu && d->dws)
         cu->MemFree(d->dws);
+    if (cu && d->ds)
+        cu->MemFree(d->ds);
+    free(d->hs);
     free(d->bt);
     memset(d, 0, sizeof *d);
 }
@@ -171,6 +184,8 @@ void tune_parts_free(tune_parts *k, tune_ctx *ctx)
             for (int q = 0; q < KF_PARTS_MAXK; q++)
                 if (k->tset[s].dq[l][q])
                     cu->MemFree(k->tset[s].dq[l][q]);
+        if (k->tset[s].ds)
+            cu->MemFree(k->tset[s].ds);
     }
     free(k->tset);
     free(k);
@@ -178,6 +193,48 @@ void tune_parts_free(tune_parts *k, tune_ctx *ctx)
 
 /* Rows of a contiguous cache per sequence (at least 1). */
 static int cap_rows(const prob *d) { return d->skv > 0 ? d->skv : 1; }
+
+/* The e4m3 byte of x * TUNE_KV8_AMP_K (up to +-448: |x| > 2.8 saturates there), never zero */
+static unsigned char e4m3_of(double x)
+{
+    unsigned char q8 = tune_e4m3_encode(x * TUNE_KV8_AMP_K);
+    return (q8 & 0x7f) ? q8 : (unsigned char)(q8 | 0x01);
+}
+
+/* The per-token scale of token j of sequence b, kv head kh: (0.5 .. 1.25) / TUNE_KV8_AMP_K from a hash, so that
+ * neighbouring tokens differ (a kernel reading another token's scale fails) and the dequantised key ~ N(0, ~1). */
+static float token_scale(uint64_t seed, int b, int j, int kh)
+{
+    uint64_t h = (seed ^ ((uint64_t)b << 48) ^ ((uint64_t)j << 8) ^ (uint64_t)kh) * 0x9E3779B97F4A7C15ull;
+    return (float)((0.5 + 0.75 * (double)(h >> 40) / (double)(1ull << 24)) / TUNE_KV8_AMP_K);
+}
+
+/* Timing inputs of the FP8 cache: bytes e4m3 bytes at dst (a host tile of N(0, 1) draws, repeated), or (scales)
+ * n fp32 scales of token_scale's range. 0 or -1 (error on ctx). */
+static int fill_fp8(tune_ctx *ctx, CUdeviceptr dst, size_t n, int scales, uint64_t seed)
+{
+    const rt_cu *cu = tune_ctx_cu(ctx);
+    size_t tile = ((size_t)1 << 20) + 7, es = scales ? 4 : 1, m = n < tile ? n : tile;
+    unsigned char *h = malloc(m * es + 16);
+    if (!h)
+        return tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
+    check_rng r;
+    check_rng_seed(&r, seed);
+    for (size_t i = 0; i < m; i++) {
+        if (scales)
+            ((float *)h)[i] = token_scale(seed, 0, (int)i, 0);
+        else
+            h[i] = e4m3_of(check_rng_normal(&r));
+    }
+    int rc = 0;
+    for (size_t at = 0; at < n && !rc; at += m) {
+        CUresult e = cu->MemcpyHtoD(dst + at * es, h, (n - at < m ? n - at : m) * es);
+        if (e)
+            rc = tune_ctx_fail(ctx, e, "cuMemcpyHtoD (FP8 timing inputs)");
+    }
+    free(h);
+    return rc;
+}
 
 /* Lays out problem d (b sequences, lens or skv keys each): block table (gate: pages shuffled;
  * timing: consecutive), cache dims in tile order. host: fill host buffers with N(0, 1) values (NaN
@@ -228,26 +285,59 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
     for (int c = 0; c < d->ncache; c++) {
         size_t row = (size_t)k->hkv * d->cdim[c];
         d->nc[c] = rows * row;
-        r = r ? r : cu->MemAlloc(&d->dc[c], d->nc[c] * 2 + 16);
+        r = r ? r : cu->MemAlloc(&d->dc[c], d->nc[c] * k->esz + 16);
         if (r)
             break;
         if (!host) {
-            if (tune_ctx_fill_normal(ctx, d->dc[c], d->nc[c], k->dt, seed ^ ((uint64_t)c << 56), 1.0))
+            if (k->fp8 ? fill_fp8(ctx, d->dc[c], d->nc[c], 0, seed ^ ((uint64_t)c << 56))
+                       : tune_ctx_fill_normal(ctx, d->dc[c], d->nc[c], k->dt, seed ^ ((uint64_t)c << 56), 1.0))
                 return -1;
             continue;
         }
-        if (!(d->hc[c] = malloc(d->nc[c] * 2 + 16))) {
+        if (!(d->hc[c] = malloc(d->nc[c] * k->esz + 16))) {
             tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
             return -1;
         }
-        check_fill_nan(k->dt, d->hc[c], d->nc[c]);
+        if (k->fp8)
+            memset(d->hc[c], 0x7f, d->nc[c]);   /* e4m3 NaN */
+        else
+            check_fill_nan(k->dt, d->hc[c], d->nc[c]);
         for (int b = 0; b < d->b; b++)
             for (int j = 0; j < d->lens[b]; j++) {
                 size_t at = k->ps ? ((size_t)d->bt[b * d->max_pages + j / k->ps] * k->ps + j % k->ps) * row
                                   : ((size_t)b * cap_rows(d) + j) * row;
-                check_fill_normal(k->dt, d->hc[c] + at, row, seed ^ ((uint64_t)c << 56) ^ ((uint64_t)b << 40) ^ (uint64_t)j,
-                                  1.0);
+                uint64_t rsd = seed ^ ((uint64_t)c << 56) ^ ((uint64_t)b << 40) ^ (uint64_t)j;
+                if (k->fp8) {
+                    check_rng g;
+                    check_rng_seed(&g, rsd);
+                    for (size_t x = 0; x < row; x++)
+                        d->hc[c][at + x] = e4m3_of(check_rng_normal(&g));
+                } else {
+                    check_fill_normal(k->dt, d->hc[c] + at * 2, row, rsd, 1.0);
+                }
             }
+    }
+    /* FP8: the per-token scales [rows, hkv] (+ 2 rows of slack), NaN past every length and in unused pages */
+    if (!r && k->fp8) {
+        d->ns = rows * (size_t)k->hkv;
+        r = cu->MemAlloc(&d->ds, d->ns * 4 + 16 + 8 * (size_t)k->hkv);
+        if (!r && !host && fill_fp8(ctx, d->ds, d->ns, 1, seed ^ 0x5ca1e))
+            return -1;
+        if (!r && host) {
+            if (!(d->hs = malloc(d->ns * 4 + 16))) {
+                tune_ctx_seterr(ctx, KF_ERR_NOMEM, "out of host memory");
+                return -1;
+            }
+            for (size_t x = 0; x < d->ns; x++)
+                d->hs[x] = NAN;
+            for (int b = 0; b < d->b; b++)
+                for (int j = 0; j < d->lens[b]; j++)
+                    for (int kh = 0; kh < k->hkv; kh++) {
+                        size_t at = k->ps ? (size_t)d->bt[b * d->max_pages + j / k->ps] * k->ps + j % k->ps
+                                          : (size_t)b * cap_rows(d) + j;
+                        d->hs[at * k->hkv + kh] = token_scale(seed, b, j, kh);
+                    }
+        }
     }
     for (int l = 0; !r && l < L; l++)
         for (int p = 0; !r && p < k->nk; p++) {
@@ -289,6 +379,8 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
         long long w = (long long)k->hkv * d->cdim[c];
         p->c[c] = (kf_parts_tensor){(const void *)(uintptr_t)d->dc[c], crow * w, w, d->cdim[c]};
     }
+    if (k->fp8)
+        p->cs = (kf_parts_tensor){(const void *)(uintptr_t)d->ds, crow * k->hkv, k->hkv, 1};
     for (int l = 0; l < L; l++) {
         for (int q = 0; q < k->nk; q++) {
             long long w = k->dims[q];
@@ -315,7 +407,9 @@ static int prob_upload(tune_ctx *ctx, const tune_parts *k, const prob *d)
     const rt_cu *cu = tune_ctx_cu(ctx);
     int r = 0;
     for (int c = 0; !r && c < d->ncache; c++)
-        r = cu->MemcpyHtoD(d->dc[c], d->hc[c], d->nc[c] * 2);
+        r = cu->MemcpyHtoD(d->dc[c], d->hc[c], d->nc[c] * k->esz);
+    if (!r && k->fp8)
+        r = cu->MemcpyHtoD(d->ds, d->hs, d->ns * 4);
     for (int l = 0; !r && l < k->layers; l++)
         for (int p = 0; !r && p < k->nk; p++)
             r = cu->MemcpyHtoD(d->dq[l][p], d->hq[l][p], d->nq * k->dims[p] * 2);
@@ -379,6 +473,8 @@ static int launch(tune_ctx *ctx, void *arg, int set)
         const pset *t = &a->k->tset[set];
         for (int c = 0; c < a->d->ncache; c++)
             ps.c[c].p = (const void *)(uintptr_t)t->dc[c];
+        if (a->k->fp8)
+            ps.cs.p = (const void *)(uintptr_t)t->ds;
         for (int l = 0; l < a->layers; l++)
             for (int q = 0; q < a->k->nk; q++)
                 ps.q[l][q].p = (const void *)(uintptr_t)t->dq[l][q];
@@ -441,6 +537,9 @@ static ref_parts_desc layer_desc(const tune_parts *k, const prob *d, int l)
     a.bt_sb = d->max_pages;
     a.page_size = k->ps;
     a.b = d->b, a.sq = k->sq, a.skv = d->skv, a.hq = k->hq, a.causal = k->causal, a.scale = k->scale;
+    a.kv_fp8 = k->fp8;
+    if (k->fp8)
+        a.kv_scale = rs(d->hs, &d->p.cs);
     return a;
 }
 
@@ -587,7 +686,8 @@ int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int sa
     prob *d = &k->time;
     double set_bytes = 0;
     for (int c = 0; c < d->ncache; c++)
-        set_bytes += 2.0 * (double)d->nc[c];
+        set_bytes += (double)k->esz * (double)d->nc[c];
+    set_bytes += 4.0 * (double)d->ns;
     for (int p = 0; p < k->nk; p++)
         set_bytes += 2.0 * (double)d->nq * k->dims[p] * k->layers;
     int sets = tune_ctx_sets(ctx, set_bytes);
@@ -599,7 +699,9 @@ int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int sa
         pset *s = &k->tset[k->tsets];
         int r = 0;
         for (int c = 0; c < d->ncache && !r; c++)
-            r = tune_ctx_clone(ctx, &s->dc[c], d->dc[c], d->nc[c] * 2);
+            r = tune_ctx_clone(ctx, &s->dc[c], d->dc[c], d->nc[c] * k->esz);
+        if (!r && k->fp8)
+            r = tune_ctx_clone(ctx, &s->ds, d->ds, d->ns * 4);
         for (int l = 0; l < k->layers && !r; l++)
             for (int p = 0; p < k->nk && !r; p++)
                 r = tune_ctx_clone(ctx, &s->dq[l][p], d->dq[l][p], d->nq * k->dims[p] * 2);

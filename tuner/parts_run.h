@@ -20,6 +20,9 @@
  *    left unwritten, no NaN;
  *  - the timing case: the shape itself (b sequences of skv keys), inputs filled once on the device
  *    (small constant values), paged caches with a block table of consecutive pages.
+ * kv_dtype=e4m3 (the FP8 latent cache): the caches are e4m3 bytes of N(0, 1) * TUNE_KV8_AMP_K (saturated at
+ * +-448) with one fp32 scale per token ((0.5 .. 1.25) / TUNE_KV8_AMP_K, neighbours differ), NaN bytes and scales
+ * in the gate's unused rows and pages; the reference reads the same dequantised values.
  */
 typedef struct tune_parts tune_parts;
 
@@ -36,7 +39,8 @@ int tune_parts_gate(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int *p
  * -1 on error (on ctx). */
 int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int samples, tune_timing *t);
 
-/* Bytes of cache a call of the shape reads once (every cache row of every sequence) and its FLOPs,
+/* Bytes of cache a call of the shape reads once (every cache row of every sequence; FP8: the e4m3 bytes and the
+ * 4-byte scale of each token) and its FLOPs,
  * 2 * sq * skv * hq * (key dims + dv) per layer. -1 (both 0) when the shape is not a parts shape. */
 int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tuner/par.h"
+#include "tuner/ref_attn.h"
 
 static long long n_kv_of(const ref_parts_desc *a, int b)
 {
@@ -35,14 +36,29 @@ static long long kv_off(const ref_parts_desc *a, const ref_strided *t, int paged
     return b * t->sb + j * t->ss + kh * t->sh;
 }
 
+/* Element o of a key part's cache t (16-bit, or an e4m3 byte; in_fp8 1 for the latter) */
+static double cache_load(const ref_parts_desc *a, int in_fp8, const void *t, long long o)
+{
+    return in_fp8 ? ref_e4m3(((const unsigned char *)t)[o]) : check_load(a->dtype, t, (size_t)o);
+}
+
+/* The dequantisation factor of token j, kv head kh of a key part's cache: kv_scale(j, kh) (FP8), else 1. */
+static double cache_scale(const ref_parts_desc *a, int in_fp8, int paged, int b, long long j, int kh)
+{
+    if (!in_fp8)
+        return 1.0;
+    return ((const float *)a->kv_scale.p)[kv_off(a, &a->kv_scale, paged, b, j, kh)];
+}
+
 /* q_p(i, h) . k_p(j, kv_p(h)) of key part kp (not scaled). */
 static double part_dot(const ref_parts_desc *a, const ref_kpart *kp, int b, long long i, int h, long long j)
 {
     long long qo = q_off(&kp->q, b, i, h);
-    long long ko = kv_off(a, &kp->k, kp->paged, b, j, kv_head(a, kp->heads, h));
-    double acc = 0.0;
+    int kh = kv_head(a, kp->heads, h);
+    long long ko = kv_off(a, &kp->k, kp->paged, b, j, kh);
+    double sc = cache_scale(a, a->kv_fp8, kp->paged, b, j, kh), acc = 0.0;
     for (int c = 0; c < kp->dim; c++)
-        acc += check_load(a->dtype, kp->q.p, (size_t)(qo + c)) * check_load(a->dtype, kp->k.p, (size_t)(ko + c));
+        acc += check_load(a->dtype, kp->q.p, (size_t)(qo + c)) * (sc * cache_load(a, a->kv_fp8, kp->k.p, ko + c));
     return acc;
 }
 
@@ -51,15 +67,18 @@ static void add_value(const ref_parts_desc *a, const ref_kpart *kps, const ref_v
                       int b, long long j, int h, double w, double *o)
 {
     const ref_strided *t = &vp->v;
-    int heads = vp->heads, paged = vp->paged;
+    int heads = vp->heads, paged = vp->paged, in_fp8 = 0;
     if (vp->alias >= 0) {
         t = &kps[vp->alias].k;
         heads = kps[vp->alias].heads;
         paged = kps[vp->alias].paged;
+        in_fp8 = a->kv_fp8;
     }
-    long long vo = kv_off(a, t, paged, b, j, kv_head(a, heads, h));
+    int kh = kv_head(a, heads, h);
+    long long vo = kv_off(a, t, paged, b, j, kh);
+    double sc = cache_scale(a, in_fp8, paged, b, j, kh);
     for (int c = 0; c < vp->dim; c++)
-        o[c] += w * check_load(a->dtype, t->p, (size_t)(vo + c));
+        o[c] += w * (sc * cache_load(a, in_fp8, t->p, vo + c));
 }
 
 /* One past the last key query i sees among n_kv keys. */
@@ -74,6 +93,7 @@ static long long visible_end(const ref_parts_desc *a, long long i, long long n_k
 static void check_desc(const ref_parts_desc *a)
 {
     assert(a->b >= 0 && a->sq >= 0 && a->hq > 0);
+    assert(!a->kv_fp8 || a->kv_scale.p);
     assert(a->nk >= 1 && a->nk <= REF_PARTS_MAX && a->nv >= 1 && a->nv <= REF_PARTS_MAX);
     for (int p = 0; p < a->nk; p++) {
         const ref_kpart *k = &a->kp[p];
@@ -84,6 +104,7 @@ static void check_desc(const ref_parts_desc *a)
     for (int v = 0; v < a->nv; v++) {
         const ref_vpart *x = &a->vp[v];
         assert(x->dim > 0 && x->alias < a->nk);
+        assert(!a->kv_fp8 || x->alias >= 0);
         if (x->alias >= 0)
             assert(x->dim <= a->kp[x->alias].dim);
         else
@@ -199,7 +220,7 @@ int ref_parts_layers_dv(const ref_parts_layers_desc *g)
 
 void ref_parts_layers(const ref_parts_layers_desc *g, ref_parts_mut mut, double *o, double *lse)
 {
-    assert(g->shared.nk == 1 && g->shared.nv == 1);
+    assert(g->shared.nk == 1 && g->shared.nv == 1 && !g->shared.kv_fp8);
     assert(mut == REF_PARTS_EXACT || mut == REF_PARTS_MUT_DELTA_AFTER_SOFTMAX);
     int L = g->layers, dv = ref_parts_layers_dv(g);
     ref_parts_desc d[REF_PARTS_MAX_LAYERS];

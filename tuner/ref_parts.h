@@ -27,6 +27,10 @@
  *   - causal: query i sees keys j <= i + n_kv - sq (bottom-right aligned; decode with Sq > 1);
  *   - a row with no visible key gives o = 0, lse = -inf; lse is a natural log.
  * Nothing past n_kv of a sequence is read, nor any page past its last key (tails may hold NaN).
+ * FP8 latent cache (kv_fp8): every key part's cache holds e4m3 bytes (strides in bytes) and the key of token j,
+ * kv head kh is kv_scale(j, kh) * e4m3 (tuner/ref_attn.h's ref_e4m3), every column; an aliased value reads the
+ * same dequantised values. kv_scale is fp32 [b (page), token, head] in elements, addressed as the caches (through
+ * the block table when kp[0] is paged). Queries stay in dtype. Value parts with their own buffer are 16-bit.
  */
 typedef struct ref_strided {
     const void *p;              /* host buffer */
@@ -60,6 +64,8 @@ typedef struct ref_parts_desc {
     int b, sq, skv, hq;
     int causal;
     double scale;               /* softmax scale, given by the caller (MLA: 1/sqrt(192) times its mscale) */
+    int kv_fp8;                 /* 1: the key parts' caches are e4m3 with per-token scales kv_scale (above) */
+    ref_strided kv_scale;       /* fp32 host, with kv_fp8 */
 } ref_parts_desc;
 
 /* Columns of o: the sum of the value parts' dims; column offset of value part v: the sum before it. */

@@ -181,6 +181,7 @@ class kf_parts_desc(ctypes.Structure):
         ("max_batch", ctypes.c_int),
         ("max_q", ctypes.c_int),
         ("max_kv", ctypes.c_int),
+        ("kv_dtype", c_enum),         # appended: KF_KV_E4M3 for the FP8 latent cache
     ]
 
 
@@ -208,6 +209,7 @@ class kf_parts_tensors(ctypes.Structure):
         ("batch", ctypes.c_int),
         ("q_len", ctypes.c_int),
         ("workspace", ctypes.c_void_p),
+        ("kv_scale", kf_parts_view),                 # appended: per-token fp32 scales of an FP8 cache
     ]
 
 

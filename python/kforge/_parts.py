@@ -7,7 +7,7 @@ cache per key part, concatenated (value="separate"). Key part 0 is shared by the
 import re
 
 from . import _lib
-from ._lib import KF_PARTS_MAXK, KF_PARTS_MAXL, KF_PARTS_VALUE_ALIAS, KF_PARTS_VALUE_SEPARATE
+from ._lib import KF_KV_E4M3, KF_KV_SAME, KF_PARTS_MAXK, KF_PARTS_MAXL, KF_PARTS_VALUE_ALIAS, KF_PARTS_VALUE_SEPARATE
 from ._tensor import last_dim_slice, torch_module
 from .api import (DECODE_MAX_Q, ArgumentError, Call, _DTYPES, _check_last_contiguous, _fill, _info, _put,
                   _stream_handle, attach_default, kv_lengths)
@@ -68,8 +68,19 @@ def _nested(name, x, allow_none=False):
     return rows, layered
 
 
+def _scale_view(kv_scale, nb, rows, hkv, keep):
+    """The per-token fp32 scales of an FP8 cache: [nb, rows] (one kv head) or [nb, rows, hkv], element strides."""
+    t = _info("kv_scale", kv_scale)
+    want = [(nb, rows, hkv)] + ([(nb, rows)] if hkv == 1 else [])
+    if t.dtype != "fp32" or t.shape not in want:
+        raise ArgumentError(f"kv_scale: expected fp32 {list(want[-1])} (one scale per token of the cache, laid out as "
+                            f"its rows); got {t.dtype} {list(t.shape)}")
+    keep.append(kv_scale)
+    return t, tuple(t.strides[:3]) if t.ndim == 3 else (t.strides[0], t.strides[1], 1)
+
+
 def prepare_parts(q, k, v=None, parts=None, block_table=None, cache_seqlens=None, softmax_scale=None, causal=False,
-                  out=None, lse=False, dv=None, stream=None):
+                  out=None, lse=False, dv=None, stream=None, kv_scale=None):
     """Checks the arguments of parts_decode() and builds the kf_parts_desc and kf_parts_tensors; makes no call
     into libkforge. Raises ArgumentError."""
     qs, layered = _nested("q", q)
@@ -104,7 +115,22 @@ def prepare_parts(q, k, v=None, parts=None, block_table=None, cache_seqlens=None
     if ref.dtype not in _DTYPES:
         raise ArgumentError(f"{ref.name}: dtype {ref.dtype} is not supported (bf16 or fp16)")
     caches = [(p, t) for r in tk + (tv or []) for p, t in enumerate(r) if t is not None]   # (key part, view)
-    for t in [t for r in tq for t in r] + [t for _, t in caches]:
+    # the FP8 latent cache: every cache e4m3 with per-token scales, the aliased value, one layer
+    fp8 = any(t.dtype == "e4m3" for _, t in caches)
+    if fp8:
+        other = [t for _, t in caches if t.dtype != "e4m3"]
+        if other:
+            raise ArgumentError(f"{other[0].name}: dtype {other[0].dtype}; an FP8 cache is e4m3 in every part "
+                                f"({caches[0][1].name} is e4m3)")
+        if v is not None or L != 1:
+            raise ArgumentError(f"k: FP8 (e4m3) caches serve the absorbed-MLA form only: values aliasing key part 0 "
+                                f"(v=None) and one layer; got {'separate values' if v is not None else f'{L} layers'}")
+        if kv_scale is None:
+            raise ArgumentError("kv_scale: required with FP8 (e4m3) caches (fp32, one scale per token: value = "
+                                "kv_scale * e4m3)")
+    elif kv_scale is not None:
+        raise ArgumentError(f"kv_scale: for FP8 (e4m3) caches; the caches are {caches[0][1].dtype}")
+    for t in [t for r in tq for t in r] + [t for _, t in caches if not fp8]:
         if t.dtype != ref.dtype:
             raise ArgumentError(f"{t.name}: dtype {t.dtype} differs from {ref.name}'s {ref.dtype} (one dtype)")
         _check_last_contiguous(t)
@@ -164,6 +190,7 @@ def prepare_parts(q, k, v=None, parts=None, block_table=None, cache_seqlens=None
         raise ArgumentError(f"empty problem: B={b} max_kv={max_kv}")
 
     kv_ptr, kv_all = kv_lengths("cache_seqlens", cache_seqlens, b, max_kv, keep)
+    tsc = _scale_view(kv_scale, nb, rows, hkv, keep) if fp8 else None
 
     if softmax_scale is None:
         softmax_scale = sum(dims) ** -0.5
@@ -215,7 +242,7 @@ def prepare_parts(q, k, v=None, parts=None, block_table=None, cache_seqlens=None
     d._parts_bytes = pstr.encode()   # alive as long as the desc (kf_parts_plan copies it)
     d.parts = d._parts_bytes
     _fill(d, dtype=_DTYPES[ref.dtype], value=value, dv=dv, hq=hq, hkv=hkv, layers=L, page_size=page_size,
-          causal=1 if causal else 0, max_batch=b, max_q=sq, max_kv=max_kv)
+          causal=1 if causal else 0, max_batch=b, max_q=sq, max_kv=max_kv, kv_dtype=KF_KV_E4M3 if fp8 else KF_KV_SAME)
     d.scale = scale
 
     ts = _lib.kf_parts_tensors()
@@ -236,6 +263,9 @@ def prepare_parts(q, k, v=None, parts=None, block_table=None, cache_seqlens=None
     _fill(ts, kv_len=kv_ptr, kv_len_all=kv_all, batch=b, q_len=sq)
     if tbt is not None:
         _fill(ts, block_table=tbt.ptr, bt_stride=tbt.strides[0])
+    if tsc is not None:
+        _put(ts.kv_scale, "ptr", tsc[0].ptr)
+        _put(ts.kv_scale, "strides", tsc[1])
     ts.workspace = None
 
     s = _stream_handle(stream)
@@ -246,7 +276,7 @@ def prepare_parts(q, k, v=None, parts=None, block_table=None, cache_seqlens=None
 
 
 def parts_decode(q, k, v=None, parts=None, block_table=None, cache_seqlens=None, softmax_scale=None, causal=False,
-                 out=None, lse=False, dv=None, ctx=None, stream=None):
+                 out=None, lse=False, dv=None, ctx=None, stream=None, kv_scale=None):
     """Split-score decode (kf_parts_*): score = softmax_scale * sum_p q_p . k_p over key parts with their own
     dims, e.g. a base cache shared by a group of layers plus a per-layer delta.
 
@@ -257,11 +287,13 @@ def parts_decode(q, k, v=None, parts=None, block_table=None, cache_seqlens=None,
     first dv columns of key part 0 (dv defaults to its dim), else value caches nested like k (o is their
     dims concatenated). parts: names ("base", "delta") or the desc string ("base128_delta32").
     cache_seqlens: None, an int, or int32 [B]. softmax_scale: None for (sum of dims) ** -0.5. causal:
-    bottom-right aligned. lse: True, or fp32 [B, Hq, Sq] arrays to fill. Returns o (a list over layers
-    when q was given layers), or (o, lse).
+    bottom-right aligned. lse: True, or fp32 [B, Hq, Sq] arrays to fill. kv_scale: with e4m3 caches
+    (torch.float8_e4m3fn; values aliased, one layer), fp32 [B or pages, Skv or page_size(, Hkv)]: one scale per
+    token, key = kv_scale * e4m3. Returns o (a list over layers when q was given layers), or (o, lse).
     """
     call = prepare_parts(q, k, v, parts=parts, block_table=block_table, cache_seqlens=cache_seqlens,
-                         softmax_scale=softmax_scale, causal=causal, out=out, lse=lse, dv=dv, stream=stream)
+                         softmax_scale=softmax_scale, causal=causal, out=out, lse=lse, dv=dv, stream=stream,
+                         kv_scale=kv_scale)
     return attach_default(call, ctx).run()
 
 
@@ -269,8 +301,6 @@ def prepare_mla(q, kv_cache, block_table, cache_seqlens, softmax_scale=None, cau
                 out=None, lse=None, kv_scale=None, head_dim_v=MLA_DV, stream=None):
     """Checks mla_decode()'s arguments and builds the split-score call ("latent512_rope64", values aliasing
     the latent) over views of q and the cache (no copy). Raises ArgumentError."""
-    if kv_scale is not None:
-        raise ArgumentError("kv_scale: FP8 MLA caches are not served yet (kf_parts_desc takes bf16 or fp16 only)")
     if head_dim_v != MLA_DV:
         raise ArgumentError(f"head_dim_v: absorbed MLA returns the {MLA_DV} latent columns; got {head_dim_v!r}")
     tq, tc = _info("q", q), _info("kv_cache", kv_cache)
@@ -294,7 +324,7 @@ def prepare_mla(q, kv_cache, block_table, cache_seqlens, softmax_scale=None, cau
     lse_arg = lse if lse is not None else bool(return_lse)
     call = prepare_parts(qp, kp, None, parts="latent512_rope64", block_table=block_table,
                          cache_seqlens=cache_seqlens, softmax_scale=softmax_scale, causal=causal, out=out,
-                         lse=lse_arg, dv=MLA_DV, stream=stream)
+                         lse=lse_arg, dv=MLA_DV, stream=stream, kv_scale=kv_scale)
     call._keep += [q, kv_cache]
     return call
 
@@ -306,8 +336,9 @@ def mla_decode(q, kv_cache, block_table, cache_seqlens, softmax_scale=None, caus
     [B, max_pages], cache_seqlens int32 [B] (or an int); bf16 or fp16. Keys are the 576-wide rows, values
     their first 512 columns (the cache is read once). softmax_scale: None for 576 ** -0.5. causal:
     bottom-right aligned (Sq > 1: query i sees keys <= i + len - Sq). Returns out [B, Sq, Hq, 512], or
-    (out, lse [B, Hq, Sq] fp32) with return_lse (or lse= an array to fill). kv_scale (FP8) is refused:
-    the C API has no FP8 MLA yet."""
+    (out, lse [B, Hq, Sq] fp32) with return_lse (or lse= an array to fill). FP8 latent cache: kv_cache of
+    dtype e4m3 (torch.float8_e4m3fn, the whole 576-wide row) with kv_scale fp32 [pages, page_size] (or
+    [pages, page_size, 1]), one scale per token: key and value = kv_scale * e4m3; q and out stay bf16/fp16."""
     call = prepare_mla(q, kv_cache, block_table, cache_seqlens, softmax_scale=softmax_scale, causal=causal,
                        return_lse=return_lse, out=out, lse=lse, kv_scale=kv_scale, head_dim_v=head_dim_v,
                        stream=stream)

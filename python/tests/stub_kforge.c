@@ -136,9 +136,9 @@ kf_status kf_kda_run(kf_plan *p, const kf_kda_tensors *t, void *stream) {
 static void put_parts_desc(kf_ctx *ctx, const char *what, const kf_parts_desc *d) {
     snprintf(ctx->msg, sizeof ctx->msg,
              "%s: dtype=%d parts=%s value=%d dv=%d hq=%d hkv=%d layers=%d page_size=%d causal=%d scale=%g "
-             "max_batch=%d max_q=%d max_kv=%d",
+             "max_batch=%d max_q=%d max_kv=%d kv_dtype=%d",
              what, (int)d->dtype, d->parts ? d->parts : "(null)", (int)d->value, d->dv, d->hq, d->hkv, d->layers,
-             d->page_size, d->causal, (double)d->scale, d->max_batch, d->max_q, d->max_kv);
+             d->page_size, d->causal, (double)d->scale, d->max_batch, d->max_q, d->max_kv, (int)d->kv_dtype);
 }
 kf_status kf_parts_supported(kf_ctx *ctx, const kf_parts_desc *d) {
     put_parts_desc(ctx, "supported", d);
@@ -175,6 +175,9 @@ kf_status kf_parts_run(kf_plan *pl, const kf_parts_tensors *t, void *stream) {
         w += put_view(m + w, n - w, "o", l, -1, &t->o[l]);
         if (t->lse[l]) w += snprintf(m + w, n - w, " lse[%d]=%p", l, (void *)t->lse[l]);
     }
+    if (t->kv_scale.ptr)
+        w += snprintf(m + w, n - w, " kv_scale=%p/%lld,%lld,%lld", t->kv_scale.ptr, t->kv_scale.strides[0],
+                      t->kv_scale.strides[1], t->kv_scale.strides[2]);
     snprintf(m + w, n - w, " kv_len=%p kv_len_all=%d block_table=%p bt_stride=%d batch=%d q_len=%d ws=%p stream=%p",
              (const void *)t->kv_len, t->kv_len_all, (const void *)t->block_table, t->bt_stride, t->batch, t->q_len,
              t->workspace, stream);
@@ -221,18 +224,20 @@ void kfstub_layout(char *buf, size_t n) {
              OFF(kf_kda_tensors, n), OFF(kf_kda_tensors, total), OFF(kf_kda_tensors, workspace));
     w = strlen(buf);
     snprintf(buf + w, n - w,
-             "kf_parts_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"
+             "kf_parts_desc %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n"
              "kf_parts_view %ld %ld %ld\n"
-             "kf_parts_tensors %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n",
+             "kf_parts_tensors %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n",
              (long)sizeof(kf_parts_desc), OFF(kf_parts_desc, dtype), OFF(kf_parts_desc, parts), OFF(kf_parts_desc, value),
              OFF(kf_parts_desc, dv), OFF(kf_parts_desc, hq), OFF(kf_parts_desc, hkv), OFF(kf_parts_desc, layers),
              OFF(kf_parts_desc, page_size), OFF(kf_parts_desc, causal), OFF(kf_parts_desc, scale),
              OFF(kf_parts_desc, max_batch), OFF(kf_parts_desc, max_q), OFF(kf_parts_desc, max_kv),
+             OFF(kf_parts_desc, kv_dtype),
              (long)sizeof(kf_parts_view), OFF(kf_parts_view, ptr), OFF(kf_parts_view, strides),
              (long)sizeof(kf_parts_tensors), OFF(kf_parts_tensors, q), OFF(kf_parts_tensors, k), OFF(kf_parts_tensors, v),
              OFF(kf_parts_tensors, o), OFF(kf_parts_tensors, lse), OFF(kf_parts_tensors, kv_len),
              OFF(kf_parts_tensors, kv_len_all), OFF(kf_parts_tensors, block_table), OFF(kf_parts_tensors, bt_stride),
-             OFF(kf_parts_tensors, batch), OFF(kf_parts_tensors, q_len), OFF(kf_parts_tensors, workspace));
+             OFF(kf_parts_tensors, batch), OFF(kf_parts_tensors, q_len), OFF(kf_parts_tensors, workspace),
+             OFF(kf_parts_tensors, kv_scale));
 }
 
 /* KF_PARTS_DESC_INIT as this compiler reads it */

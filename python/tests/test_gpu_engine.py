@@ -213,6 +213,18 @@ class TestMlaParts(EngineCase):
     def test_mla_hq24_lengths_0_1_4097(self):
         self.mla_case([0, 1, 4097], 1, 24, False)
 
+    def test_mla_fp8_latent_cache(self):
+        # e4m3 rows with one fp32 scale per token (amax / 448: the largest value of each row at e4m3's limit)
+        # against the fp64 reference on the same dequantised values; NaN pages and tails stay NaN (never read)
+        for hq, sq, causal in ((16, 1, False), (128, 2, True)):
+            kv, bt, kl = paged([0, 1, 63, 4097], 64, 1, 576, gen=self.gen)
+            sc = kv.float().abs().amax(dim=(2, 3)) / 448.0                  # [pages, 64]
+            kv8 = (kv.float() / sc[:, :, None, None]).to(torch.float8_e4m3fn)
+            q = torch.randn(4, sq, hq, 576, device=DEV, dtype=BF)
+            o, lse = kforge.mla_decode(q, kv8, bt, kl, kv_scale=sc, causal=causal, return_lse=True)
+            ro, rl = _ref.mla(q, kv8.double() * sc.double()[:, :, None, None], bt, kl, causal=causal)
+            self.close_to(o, lse, ro, rl, what=f"mla fp8 hq {hq} sq {sq}")
+
     def test_mla_hq128_sq2_causal(self):
         self.mla_case([1, 4097, 64], 2, 128, True)
 

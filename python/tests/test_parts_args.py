@@ -25,6 +25,10 @@ def mla_args(b=2, sq=1, hq=16, pages=10, max_pages=4, page=64):
     return q, cache, bt, lens, out
 
 
+def e4m3(shape, ptr):
+    return FakeArray(shape, "<V1", ptr=ptr, descr=[("e4m3", "<V1")])
+
+
 def views(msg):
     """{"q[0][1]": (ptr, (s0, s1, s2)), ...} from the stub's run message."""
     return {m.group(1): (int(m.group(2), 16), tuple(int(x) for x in m.group(3).split(",")))
@@ -47,8 +51,15 @@ class TestRefusedBeforeC(_util.NoLibrary):
     def test_mla_refusals(self):
         q, cache, bt, lens, out = mla_args()
         mla = kforge.mla_decode
-        self.refused(r"kv_scale: FP8 MLA caches are not served", mla, q, cache, bt, lens, out=out,
-                     kv_scale=arr((1,), "<f4"))
+        self.refused(r"kv_scale: for FP8 \(e4m3\) caches; the caches are bf16", mla, q, cache, bt, lens, out=out,
+                     kv_scale=arr((10, 64), "<f4"))
+        c8 = e4m3((10, 64, 1, 576), 0x200000)
+        self.refused(r"kv_scale: required with FP8 \(e4m3\) caches", mla, q, c8, bt, lens, out=out)
+        self.refused(r"kv_scale: expected fp32 \[10, 64\]", mla, q, c8, bt, lens, out=out, kv_scale=arr((10, 32), "<f4"))
+        self.refused(r"kv_scale: expected fp32 \[10, 64\]", mla, q, c8, bt, lens, out=out,
+                     kv_scale=arr((10, 64), "<f2"))
+        self.refused(r"q\[0\]\[0\]: dtype e4m3 is not supported", mla, e4m3((2, 1, 16, 576), 0x10000), c8, bt, lens,
+                     out=out, kv_scale=arr((10, 64), "<f4"))
         self.refused(r"q: expected \[B, Sq, Hq, 576\]", mla, arr((2, 1, 16, 512)), cache, bt, lens, out=out)
         self.refused(r"kv_cache: expected \[pages, page_size, 1, 576\]", mla, q, arr((10, 64, 576)), bt, lens, out=out)
         self.refused(r"kv_cache: absorbed MLA has one latent KV head", mla, q, arr((10, 64, 2, 576)), bt, lens, out=out)
@@ -93,6 +104,13 @@ class TestRefusedBeforeC(_util.NoLibrary):
         self.refused(r"q: expected a list of parts", pd, qb, [kb, kd], parts="base128_delta32", out=o)
         self.refused(r"1..4 layers of 1..4 parts", pd, [[qb, qd]] * 5, [[kb, kd]] + [[None, kd]] * 4,
                      parts="base128_delta32", out=[o] * 5)
+        kb8, kd8 = e4m3((b, 100, hkv, 128), 0x100000), e4m3((b, 100, hkv, 32), 0x110000)
+        self.refused(r"k\[0\]\[1\]: dtype bf16; an FP8 cache is e4m3 in every part", pd, [qb, qd], [kb8, kd],
+                     parts="base128_delta32", out=o, kv_scale=arr((b, 100, hkv), "<f4"))
+        self.refused(r"FP8 \(e4m3\) caches serve the absorbed-MLA form only.*separate values", pd, [qb, qd], [kb8, kd8],
+                     [kb8, kd8], parts="base128_delta32", out=arr((b, sq, hq, 160)), kv_scale=arr((b, 100, hkv), "<f4"))
+        self.refused(r"FP8 \(e4m3\) caches serve the absorbed-MLA form only.*2 layers", pd, [[qb, qd], [qb, qd]],
+                     [[kb8, kd8], [None, kd8]], parts="base128_delta32", out=[o, o], kv_scale=arr((b, 100, hkv), "<f4"))
 
     def test_vllm_cache_refusals(self):
         q = arr((2, 1, 8, 128))
@@ -121,6 +139,25 @@ class TestPrepare(unittest.TestCase):
         self.assertEqual([t.v[0][p].ptr for p in range(4)], [None] * 4)   # values alias the latent
         self.assertEqual([t.k[1][p].ptr for p in range(4)], [None] * 4)
         self.assertEqual(kforge.prepare_mla(q, cache, bt, 100, out=out, softmax_scale=0.1).tensors.kv_len_all, 100)
+
+    def test_mla_fp8_desc_and_views(self):
+        # the FP8 latent cache: e4m3 rows (strides and the rope's offset in bytes), per-token scales [pages, 64]
+        q, _, bt, lens, out = mla_args(b=2, sq=1, hq=16, pages=10, max_pages=4)
+        cache = e4m3((10, 64, 1, 576), 0x200000)
+        sc = arr((10, 64), "<f4", ptr=0x300000)
+        c = kforge.prepare_mla(q, cache, bt, lens, out=out, kv_scale=sc)
+        d, t = c.desc, c.tensors
+        self.assertEqual((d.kv_dtype, d.dtype, d.page_size, d.value, d.layers), (kforge.KF_KV_E4M3, kforge.KF_BF16, 64,
+                                                                                  kforge.KF_PARTS_VALUE_ALIAS, 1))
+        cs = (64 * 576, 576, 576)
+        self.assertEqual((t.k[0][0].ptr, tuple(t.k[0][0].strides)), (0x200000, cs))
+        self.assertEqual((t.k[0][1].ptr, tuple(t.k[0][1].strides)), (0x200000 + 512, cs))
+        self.assertEqual((t.kv_scale.ptr, tuple(t.kv_scale.strides)), (0x300000, (64, 1, 1)))
+        # [pages, page_size, 1] scales too; a 16-bit call leaves kv_dtype and kv_scale unset
+        c3 = kforge.prepare_mla(q, cache, bt, lens, out=out, kv_scale=arr((10, 64, 1), "<f4", ptr=0x300000))
+        self.assertEqual(tuple(c3.tensors.kv_scale.strides), (64, 1, 1))
+        c16 = kforge.prepare_mla(q, arr((10, 64, 1, 576), ptr=0x200000), bt, lens, out=out)
+        self.assertEqual((c16.desc.kv_dtype, c16.tensors.kv_scale.ptr), (kforge.KF_KV_SAME, None))
 
     def test_mla_strided_q(self):
         # q a view of a wider buffer ([B, Sq, Hq, 640] rows, the first 576 columns): strides pass as they are
@@ -184,7 +221,7 @@ class TestThroughStub(unittest.TestCase):
         e = cm.exception
         self.assertEqual((e.status, e.call), (kforge.KF_ERR_UNSUPPORTED, "kf_parts_plan"))
         self.assertEqual(e.message, "plan: dtype=1 parts=latent512_rope64 value=0 dv=512 hq=16 hkv=1 layers=1 "
-                                    "page_size=64 causal=0 scale=0.5 max_batch=2 max_q=1 max_kv=256")
+                                    "page_size=64 causal=0 scale=0.5 max_batch=2 max_q=1 max_kv=256 kv_dtype=0")
         ok, msg = self.ctx.supported(kforge.prepare_mla(q, cache, bt, lens, out=out).desc)
         self.assertFalse(ok)
         self.assertTrue(msg.startswith("KF_ERR_UNSUPPORTED: supported: dtype=1 parts=latent512_rope64"), msg)
@@ -211,6 +248,22 @@ class TestThroughStub(unittest.TestCase):
         self.assertIs(self.ctx.bind_mla(q, cache, bt, lens, out=out, causal=True).plan, call.plan)
         self.assertTrue(self.ctx.has_plan(call.desc))
         self.assertEqual(len(self.ctx.plans), 1)
+
+    def test_mla_fp8_reaches_c(self):
+        q, _, bt, lens, out = mla_args(b=2, sq=1, hq=7777, max_pages=3)
+        cache, sc = e4m3((10, 64, 1, 576), 0x200000), arr((10, 64), "<f4", ptr=0x300000)
+        call = self.ctx.bind_mla(q, cache, bt, lens, out=out, kv_scale=sc)
+        with self.assertRaises(kforge.Error) as cm:
+            call.run()
+        m = cm.exception.message
+        cs = (64 * 576, 576, 576)
+        self.assertEqual({k: v for k, v in views(m).items() if k.startswith("k")},
+                         {"k[0][0]": (0x200000, cs), "k[0][1]": (0x200000 + 512, cs)})
+        self.assertEqual(field(m, "kv_scale"), "0x300000/64,1,1")
+        ok, msg = self.ctx.supported(kforge.prepare_mla(arr((2, 1, 16, 576), ptr=0x10000), cache, bt, lens,
+                                                        out=arr((2, 1, 16, 512)), kv_scale=sc).desc)
+        self.assertFalse(ok)
+        self.assertIn("kv_dtype=1", msg)
 
     def test_parts_joint_layers_reach_c(self):
         b, sq, hq, hkv, skv = 1, 1, 7777, 1, 64

@@ -30,12 +30,13 @@ EXPECTED = {
                              "initial_state": 56, "final_state": 64, "o": 72, "cu_seqlens": 80,
                              "cu_seqlens64": 88, "n": 96, "total": 100, "workspace": 104}),
     "kf_parts_desc": (64, {"dtype": 0, "parts": 8, "value": 16, "dv": 20, "hq": 24, "hkv": 28, "layers": 32,
-                           "page_size": 36, "causal": 40, "scale": 44, "max_batch": 48, "max_q": 52, "max_kv": 56}),
+                           "page_size": 36, "causal": 40, "scale": 44, "max_batch": 48, "max_q": 52, "max_kv": 56,
+                           "kv_dtype": 60}),
     "kf_parts_view": (32, {"ptr": 0, "strides": 8}),
     # 3 x 16 views of 32 bytes, 4 views, 4 lse pointers, then the scalars
-    "kf_parts_tensors": (1744, {"q": 0, "k": 512, "v": 1024, "o": 1536, "lse": 1664, "kv_len": 1696,
+    "kf_parts_tensors": (1776, {"q": 0, "k": 512, "v": 1024, "o": 1536, "lse": 1664, "kv_len": 1696,
                                 "kv_len_all": 1704, "block_table": 1712, "bt_stride": 1720, "batch": 1724,
-                                "q_len": 1728, "workspace": 1736}),
+                                "q_len": 1728, "workspace": 1736, "kv_scale": 1744}),
 }
 STRUCTS = {"kf_config": _lib.kf_config, "kf_attn_desc": _lib.kf_attn_desc,
            "kf_attn_tensors": _lib.kf_attn_tensors, "kf_kda_desc": _lib.kf_kda_desc,

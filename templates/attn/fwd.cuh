@@ -168,18 +168,7 @@ __device__ __forceinline__ void kf_cvt_kv8_rows(kf_u32 dst, kf_u32 src, int r0, 
 {
     for (int idx = t; idx < KF_KW * (KF_D / 16); idx += 32 * KF_WM) {
         const int r = r0 + idx / (KF_D / 16), c = idx % (KF_D / 16);
-        kf_u32 w0, w1, w2, w3;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
-                     : "r"(src + r * KF_D + c * 16));
-        kf_u32 o[8];
-        kf_e4m3x4(w0, o[0], o[1]);
-        kf_e4m3x4(w1, o[2], o[3]);
-        kf_e4m3x4(w2, o[4], o[5]);
-        kf_e4m3x4(w3, o[6], o[7]);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst + kf_swz(r, 2 * c) * 2), "r"(o[0]), "r"(o[1]),
-                     "r"(o[2]), "r"(o[3]) : "memory");
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst + kf_swz(r, 2 * c + 1) * 2), "r"(o[4]),
-                     "r"(o[5]), "r"(o[6]), "r"(o[7]) : "memory");
+        kf_e4m3x16_smem(src + r * KF_D + c * 16, dst + kf_swz(r, 2 * c) * 2, dst + kf_swz(r, 2 * c + 1) * 2);
     }
 #if KF_WN == 1
     __syncthreads();                                        /* one column: every warp reads every key */

@@ -43,6 +43,23 @@ __device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
 #endif
 }
 
+/* 16 e4m3 bytes at shared address src -> 16 16-bit values (kf_e4m3x4): the first 8 to the 16 bytes at dst_lo, the
+ * last 8 to dst_hi (the converted tiles of attn/fwd.cuh and parts/decode.cuh) */
+__device__ __forceinline__ void kf_e4m3x16_smem(kf_u32 src, kf_u32 dst_lo, kf_u32 dst_hi)
+{
+    kf_u32 w0, w1, w2, w3;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(src));
+    kf_u32 o[8];
+    kf_e4m3x4(w0, o[0], o[1]);
+    kf_e4m3x4(w1, o[2], o[3]);
+    kf_e4m3x4(w2, o[4], o[5]);
+    kf_e4m3x4(w3, o[6], o[7]);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst_lo), "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+                 : "memory");
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(dst_hi), "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7])
+                 : "memory");
+}
+
 /* One e4m3 byte -> its value / 256 as a float (exact): the same bits as one lane of kf_e4m3x4, for either dtype
  * (the fp16 -> bf16 step of kf_e4m3x4 is exact, so the value is the one the fast kernels' tiles hold). */
 __device__ __forceinline__ float kf_e4m3_f32(unsigned int b)

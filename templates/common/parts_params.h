@@ -26,6 +26,10 @@
  * n_kv = kv_len ? kv_len[b] : skv; causal: row i sees keys j <= i + n_kv - sq.
  * Split partials (splits > 1), layer l: rid = (b*sq + i)*hq + h,
  *   ws_o[l][(s*ws_rows*hq + rid)*dv + c], ws_lse[l][s*ws_rows*hq + rid] (as attn_params.h).
+ * FP8 latent cache (variants with KF_KV8: one layer, value aliased): every c[] holds e4m3 bytes, its strides in
+ * bytes; cs: the fp32 scale of each token (strides in elements, addressed as a cache: key j of sequence b, kv head
+ * kh at cs.p + b*cs.sb + j*cs.ss + kh*cs.sh, paged: the page's index for b); the key (and value) of token j is
+ * cs(j) * e4m3, every column of the row. Other variants: cs is 0 and unread.
  */
 typedef struct kf_parts_tensor {
     const void *p;
@@ -48,6 +52,7 @@ typedef struct kf_parts_params {
     int ws_rows;               /* b * sq */
     float scale;               /* softmax scale (given by the caller) */
     float scale_log2;          /* scale * log2(e) */
+    kf_parts_tensor cs;        /* FP8 latent cache: the per-token fp32 scales (above); else 0 */
 } kf_parts_params;
 
 #endif

@@ -33,6 +33,17 @@
  * visible key writes o = 0, lse = -inf.
  *
  * Shared memory: Q [L][TM][DQP] | STAGES x tile [BN][W] | P [L][TM][BN + 8] (WN > 1) | red [L][TM][WN] fp32.
+ *
+ * KF_KV8 (FP8 latent cache; the template allows it with KF_L 1 and an aliased value only): every cache holds e4m3
+ * bytes (strides in bytes) and the score and value of key j are those of c_j * e4m3, c_j = p.cs's fp32 scale of
+ * token j (one per token and kv head, addressed as the caches: page, row in page, head). Each stage holds the
+ * block's bytes [BN][W] (unswizzled) and its BN scales (cp.async, 4 bytes each; both zero-filled from kend on);
+ * after the block's barrier every thread converts its share of the bytes into one 16-bit tile laid out as the
+ * 16-bit path's (common/fp8.cuh: value / 256, exact), a second barrier, then the 16-bit path's Q K^T and P V
+ * unchanged. The scale and the 256 factor out of both products: S's column j is multiplied by 256 c_j before the
+ * mask and the max (score = scale * 256 c_j * (q . k_tile)), and P's column j by 256 c_j after the row sums and
+ * before P V (o = sum_j p_j 256 c_j v_tile,j / sum_j p_j). Shared memory: Q | tile [BN][W] | STAGES x (bytes
+ * [BN][W] | scales [BN]) | P | red. Mutation hook: KF_MUTANT_FP8SCALE (the scale of the neighbouring token).
  */
 #define KF_WM (KF_TM / 16)
 #define KF_THREADS (32 * KF_L * KF_WM * KF_WN)
@@ -43,7 +54,20 @@
 #define KF_Q_BYTES (KF_L * KF_TM * KF_DQP * 2)
 #define KF_TILE_BYTES (KF_BN * KF_W * 2)
 #define KF_PST (KF_BN + 8)
+#ifndef KF_KV8
+#define KF_KV8 0
+#endif
+#if KF_KV8
+#define KF_T8_BYTES (KF_BN * KF_W)                  /* one block's e4m3 bytes */
+#define KF_ST8_BYTES (KF_T8_BYTES + KF_BN * 4)      /* ... and its per-token scales: one stage */
+#define KF_ST8_OFF (KF_Q_BYTES + KF_TILE_BYTES)     /* the stages, after Q and the converted tile */
+#define KF_P_OFF (KF_ST8_OFF + KF_STAGES * KF_ST8_BYTES)
+#if KF_L != 1
+#error "kforge parts decode: the FP8 latent cache takes one layer"
+#endif
+#else
 #define KF_P_OFF (KF_Q_BYTES + KF_STAGES * KF_TILE_BYTES)
+#endif
 #define KF_P_BYTES ((KF_WN > 1) ? KF_L * KF_TM * KF_PST * 2 : 0)
 #define KF_RED_OFF (KF_P_OFF + KF_P_BYTES)
 
@@ -73,13 +97,23 @@ __device__ __forceinline__ void kf_prow(int row0, int r, int h, int &i, int &hh)
     hh = h + pr % KF_G;
 }
 
-/* cp.async of cache CI (DIM columns) for keys j0 .. j0+BN-1 into tile chunks OFF8 ..; zero-fill from kend on */
+/* cp.async of cache CI (DIM columns) for keys j0 .. j0+BN-1 into tile chunks OFF8 ..; zero-fill from kend on.
+ * KF_KV8: the e4m3 bytes, 16 columns a copy, into the stage's byte rows at stile (row r at r * W, unswizzled). */
+#if KF_KV8
+typedef unsigned char kf_pcache_t;
+#define KF_PC_COLS 16
+#define KF_PC_DST(r, c) (stile + (r) * KF_W + (OFF8 / 2 + (c)) * 16)
+#else
+typedef kf_u16 kf_pcache_t;
+#define KF_PC_COLS 8
+#define KF_PC_DST(r, c) (stile + kf_pswz((r), OFF8 + (c), KF_W) * 2)
+#endif
 template <int CI, int OFF8, int DIM>
 __device__ __forceinline__ void kf_load_cache(kf_u32 stile, const kf_parts_params &p, const int *bt, int pg, int b,
                                               int kvh, int j0, int kend, int tid)
 {
-    constexpr int C8 = DIM / 8, N = KF_BN * C8;
-    const kf_u16 *base = (const kf_u16 *)p.c[CI].p + (long long)kvh * p.c[CI].sh;
+    constexpr int C8 = DIM / KF_PC_COLS, N = KF_BN * C8;
+    const kf_pcache_t *base = (const kf_pcache_t *)p.c[CI].p + (long long)kvh * p.c[CI].sh;
     const long long sb = p.c[CI].sb, ss = p.c[CI].ss;
 #if !KF_PS
     base += (long long)b * sb;
@@ -93,16 +127,50 @@ __device__ __forceinline__ void kf_load_cache(kf_u32 stile, const kf_parts_param
             const bool ok = j < kend;
 #if KF_PS && KF_PS % KF_BN == 0
             /* the block lies in one page (blocks start at multiples of BN): its index was read once */
-            const kf_u16 *src = ok ? base + (long long)pg * sb + (long long)(j % KF_PS) * ss + c * 8 : base; // KF_MUTANT_PAGE
+            const kf_pcache_t *src = ok ? base + (long long)pg * sb + (long long)(j % KF_PS) * ss + c * KF_PC_COLS : base; // KF_MUTANT_PAGE
 #elif KF_PS
-            const kf_u16 *src = ok ? base + (long long)bt[j / KF_PS] * sb + (long long)(j % KF_PS) * ss + c * 8 : base; // KF_MUTANT_PAGE
+            const kf_pcache_t *src = ok ? base + (long long)bt[j / KF_PS] * sb + (long long)(j % KF_PS) * ss + c * KF_PC_COLS : base; // KF_MUTANT_PAGE
 #else
-            const kf_u16 *src = ok ? base + (long long)j * ss + c * 8 : base;
+            const kf_pcache_t *src = ok ? base + (long long)j * ss + c * KF_PC_COLS : base;
 #endif
-            kf_cp_async16(stile + kf_pswz(r, OFF8 + c, KF_W) * 2, src, ok);
+            kf_cp_async16(KF_PC_DST(r, c), src, ok);
         }
     }
 }
+#undef KF_PC_DST
+
+#if KF_KV8
+/* 4-byte global -> shared copy (a token's scale); pred false: nothing read, zero-filled */
+__device__ __forceinline__ void kf_cp_async4(kf_u32 dst, const void *src, bool pred)
+{
+    const int n = pred ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(dst), "l"(src), "r"(n) : "memory");
+}
+
+/* FP8: the block's per-token scales (keys j0 .. j0+BN-1, zero from kend on) into the stage's [BN] fp32 at ssc */
+__device__ __forceinline__ void kf_load_scales(kf_u32 ssc, const kf_parts_params &p, const int *bt, int pg, int b,
+                                               int kvh, int j0, int kend, int tid)
+{
+    const float *base = (const float *)p.cs.p + (long long)kvh * p.cs.sh;
+#if !KF_PS
+    base += (long long)b * p.cs.sb;
+#endif
+    for (int r = tid; r < KF_BN; r += KF_THREADS) {
+        const int j = j0 + r;
+        const bool ok = j < kend;
+        const int jt = j; // KF_MUTANT_FP8SCALE
+#if KF_PS && KF_PS % KF_BN == 0
+        const float *src = ok ? base + (long long)pg * p.cs.sb + (long long)(jt % KF_PS) * p.cs.ss : base;
+#elif KF_PS
+        const float *src = ok ? base + (long long)bt[j / KF_PS] * p.cs.sb + (long long)(jt % KF_PS) * p.cs.ss : base;
+#else
+        const float *src = ok ? base + (long long)jt * p.cs.ss : base;
+#endif
+        kf_cp_async4(ssc + r * 4, src, ok);
+    }
+}
+
+#endif
 
 __device__ __forceinline__ void kf_load_tile(kf_u32 stile, const kf_parts_params &p, const int *bt, int b, int kvh,
                                              int j0, int kend, int tid)
@@ -115,7 +183,28 @@ __device__ __forceinline__ void kf_load_tile(kf_u32 stile, const kf_parts_params
 #define KF_LOAD_ONE(CI, OFF8, DIM) kf_load_cache<CI, OFF8, DIM>(stile, p, bt, pg, b, kvh, j0, kend, tid);
     KF_FOR_CACHES(KF_LOAD_ONE)
 #undef KF_LOAD_ONE
+#if KF_KV8
+    kf_load_scales(stile + KF_T8_BYTES, p, bt, pg, b, kvh, j0, kend, tid);
+#endif
 }
+
+#if KF_KV8
+/* FP8: the block's bytes at s8 -> the 16-bit tile sT (value / 256, common/fp8.cuh), the key columns 0 .. DQ-1 in the
+ * 16-bit path's swizzled layout; every thread converts its share */
+__device__ __forceinline__ void kf_cvt_tile8(kf_u32 sT, kf_u32 s8, int tid)
+{
+    constexpr int C16 = KF_DQ / 16, N = KF_BN * C16;
+#pragma unroll 2
+    for (int idx = tid; idx < N; idx += KF_THREADS) {
+        const int r = idx / C16, c = idx % C16;
+        kf_e4m3x16_smem(s8 + r * KF_W + c * 16, sT + kf_pswz(r, 2 * c, KF_W) * 2, sT + kf_pswz(r, 2 * c + 1, KF_W) * 2);
+    }
+}
+
+#define KF_LOAD_STAGE(s, j0) kf_load_tile(sTa + KF_TILE_BYTES + (s) * KF_ST8_BYTES, p, bt, b, kvh, (j0), kend, tid)
+#else
+#define KF_LOAD_STAGE(s, j0) kf_load_tile(sTa + (s) * KF_TILE_BYTES, p, bt, b, kvh, (j0), kend, tid)
+#endif
 
 extern "C" __global__ void __launch_bounds__(KF_THREADS, 1)
 kf_parts_decode(const kf_parts_params p)
@@ -177,7 +266,7 @@ kf_parts_decode(const kf_parts_params p)
 #pragma unroll
     for (int s = 0; s < KF_STAGES - 1; ++s) {
         if (s < nblk)
-            kf_load_tile(sTa + s * KF_TILE_BYTES, p, bt, b, kvh, kbeg + s * KF_BN, kend, tid);
+            KF_LOAD_STAGE(s, kbeg + s * KF_BN);
         kf_cp_async_commit();
     }
 
@@ -206,10 +295,14 @@ kf_parts_decode(const kf_parts_params p)
 
     /* ---- key loop */
     for (int n = 0; n < nblk; ++n) {
+#if KF_KV8
+        const kf_u32 sT = sTa;                              /* the converted tile */
+#else
         const kf_u32 sT = sTa + (n % KF_STAGES) * KF_TILE_BYTES;
+#endif
         const int j0 = kbeg + n * KF_BN;
 #if KF_STAGES == 1
-        kf_load_tile(sT, p, bt, b, kvh, j0, kend, tid);
+        KF_LOAD_STAGE(0, j0);
         kf_cp_async_commit();
         kf_cp_async_wait<0>();
         __syncthreads();
@@ -219,8 +312,22 @@ kf_parts_decode(const kf_parts_params p)
         {
             const int jn = n + KF_STAGES - 1;
             if (jn < nblk)
-                kf_load_tile(sTa + (jn % KF_STAGES) * KF_TILE_BYTES, p, bt, b, kvh, kbeg + jn * KF_BN, kend, tid);
+                KF_LOAD_STAGE(jn % KF_STAGES, kbeg + jn * KF_BN);
             kf_cp_async_commit();
+        }
+#endif
+#if KF_KV8
+        /* the block's bytes -> the tile (the barrier above: every warp is done with the tile's block n-1), a barrier;
+         * this thread's score columns' factors 256 c_j (the stage's scales stay until block n + STAGES refills it,
+         * after the next iteration's first barrier) */
+        const unsigned char *const st8 = kf_smem + KF_ST8_OFF + (n % KF_STAGES) * KF_ST8_BYTES;
+        kf_cvt_tile8(sT, sTa + KF_TILE_BYTES + (n % KF_STAGES) * KF_ST8_BYTES, tid);
+        __syncthreads();
+        float2 cj[KF_NT];
+#pragma unroll
+        for (int nt = 0; nt < KF_NT; ++nt) {
+            const float2 c = *(const float2 *)(st8 + KF_T8_BYTES + (wn * KF_KW + nt * 8 + 2 * (lane & 3)) * 4);
+            cj[nt] = make_float2(c.x * 256.f, c.y * 256.f);
         }
 #endif
 
@@ -245,6 +352,13 @@ kf_parts_decode(const kf_parts_params p)
         }
         KF_FOR_KPARTS(KF_S_PART)
 #undef KF_S_PART
+#if KF_KV8
+#pragma unroll
+        for (int nt = 0; nt < KF_NT; ++nt) {   /* score column j times 256 c_j */
+            s[nt][0] *= cj[nt].x, s[nt][1] *= cj[nt].y;
+            s[nt][2] *= cj[nt].x, s[nt][3] *= cj[nt].y;
+        }
+#endif
 
         if (j0 + KF_BN > kmask) {
 #pragma unroll
@@ -304,6 +418,13 @@ kf_parts_decode(const kf_parts_params p)
                 acc[dt][2 * hf + 1] *= corr;
             }
         }
+#if KF_KV8
+#pragma unroll
+        for (int nt = 0; nt < KF_NT; ++nt) {   /* after the row sums: P column j times 256 c_j for P V */
+            s[nt][0] *= cj[nt].x, s[nt][1] *= cj[nt].y;
+            s[nt][2] *= cj[nt].x, s[nt][3] *= cj[nt].y;
+        }
+#endif
 
 #if KF_WN > 1
         {   /* P -> shared: every warp of the row group needs all BN keys */

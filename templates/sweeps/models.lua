@@ -13,6 +13,8 @@
 --   Gemma-2-9B: 16/8, D 256, softcap 50 and window 4096 (the local layers; prefill 8K, decode B 32 at 8K)
 --   gpt-oss-20B: 64/8, D 64, sinks and window 128 (the banded layers; prefill 8K, decode B 32 at 8K)
 --   Llama-3-70B decode with FP8 (e4m3) K/V: 64/8, D 128, B 32 at 32K keys (and the 32/8 row of the figure)
+--   DeepSeek-V3 MLA with the FP8 latent cache (kv_dtype e4m3: e4m3 rows with one fp32 scale per token, issue 18):
+--   Hq 16 and 128, Sq 1, B 128 at 4K keys, page 64 (the bf16 rows' issue figure)
 local shapes = {}
 local models = {
   { 32, 8 },    -- Llama-3 8B
@@ -50,6 +52,10 @@ for _, hq in ipairs({ 128, 16 }) do
     mla(128, sq, 4096, hq)
   end
 end
+for _, hq in ipairs({ 16, 128 }) do   -- the FP8 latent cache
+  mla(128, 1, 4096, hq)
+  shapes[#shapes].kv_dtype = "e4m3"
+end
 for _, n in ipairs({ 1, 32, 128 }) do
   shapes[#shapes + 1] = { family = "kda_decode", n = n, t = 1, h = 32, hv = 32, dk = 128, dv = 128 }
 end
@@ -70,6 +76,6 @@ feat("attn_decode", 64, 8, 64, 32, 1, 8192, { window = 128, sinks = 1 })
 feat("attn_decode", 64, 8, 128, 32, 1, 32768, { kv_dtype = "e4m3" })                 -- Llama-3-70B FP8 K/V
 feat("attn_decode", 32, 8, 128, 32, 1, 32768, { kv_dtype = "e4m3" })
 return {
-  doc = "model shapes: GQA 32/8, 64/8, 28/4, 96/8 D128 decode (B 1/32/128, 4K/32K), spec decode Sq 2-8, causal prefill 2K-32K; DeepSeek-V3 MLA Hq 128/16; Kimi-Linear KDA H32; Mistral-7B SWA, Gemma-2 softcap + window, gpt-oss sinks + window, FP8 K/V decode",
+  doc = "model shapes: GQA 32/8, 64/8, 28/4, 96/8 D128 decode (B 1/32/128, 4K/32K), spec decode Sq 2-8, causal prefill 2K-32K; DeepSeek-V3 MLA Hq 128/16 (and FP8 latent); Kimi-Linear KDA H32; Mistral-7B SWA, Gemma-2 softcap + window, gpt-oss sinks + window, FP8 K/V decode",
   shapes = shapes,
 }

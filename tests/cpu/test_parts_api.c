@@ -247,6 +247,21 @@ static void test_parts_api__paged_bt_stride_covers_max_kv(void **state)
     assert_non_null(strstr(msg.msg, "do not fit in 63 bits"));
 }
 
+/* A paged MLA call of 128 sequences of 4096 keys, Hq 16: q and cache rows of 576, the rope part `rope` bytes into
+ * the cache row (1024: bf16, 512: e4m3); no block table */
+static kf_parts_tensors mla_call(size_t rope)
+{
+    kf_parts_tensors t;
+    memset(&t, 0, sizeof t);
+    t.q[0][0] = (kf_parts_view){fake(1), {0, 16 * 576, 576}};
+    t.q[0][1] = (kf_parts_view){(char *)fake(1) + 1024, {0, 16 * 576, 576}};
+    t.k[0][0] = (kf_parts_view){fake(2), {64 * 576, 576, 576}};
+    t.k[0][1] = (kf_parts_view){(char *)fake(2) + rope, {64 * 576, 576, 576}};
+    t.o[0].ptr = fake(3);
+    t.batch = 128, t.q_len = 1, t.kv_len_all = 4096;
+    return t;
+}
+
 static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
 {
     (void)state;
@@ -259,14 +274,7 @@ static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
     assert_int_equal(rt_parts_check(&d, &dev, &info, &msg), KF_OK);
     kf_parts_params base, p;
     rt_parts_base_params(&info, &ch.vp, &base);
-    kf_parts_tensors t;
-    memset(&t, 0, sizeof t);
-    t.q[0][0] = (kf_parts_view){fake(1), {0, 16 * 576, 576}};
-    t.q[0][1] = (kf_parts_view){(char *)fake(1) + 1024, {0, 16 * 576, 576}};
-    t.k[0][0] = (kf_parts_view){fake(2), {64 * 576, 576, 576}};
-    t.k[0][1] = (kf_parts_view){(char *)fake(2) + 1024, {64 * 576, 576, 576}};
-    t.o[0].ptr = fake(3);
-    t.batch = 128, t.q_len = 1, t.kv_len_all = 4096;
+    kf_parts_tensors t = mla_call(1024);
     assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_ERR_ARG);
     assert_non_null(strstr(msg.msg, "block_table"));
     t.block_table = fake(4), t.bt_stride = 64;
@@ -278,6 +286,59 @@ static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
     unsigned g[3];
     assert_int_equal(rt_parts_grid(&ch.vp, &p, 0, g), 0);
     assert_int_equal(g[1], 1), assert_int_equal(g[2], 128);
+}
+
+/* The FP8 latent cache: refused outside the absorbed-MLA form, served by impl mma (also where the bf16 default is
+ * a wgmma kernel), its key distinct from the bf16 plan's; a call needs the scales, byte strides in 16s, and a
+ * 16-bit plan refuses scales */
+static void test_parts_api__fp8_latent_cache(void **state)
+{
+    (void)state;
+    kf_parts_desc d = base_delta(1);
+    d.kv_dtype = KF_KV_E4M3;
+    expect(d, KF_ERR_UNSUPPORTED, "value 'separate'");
+    d = mla(16), d.kv_dtype = (kf_kv_dtype)7;
+    expect(d, KF_ERR_ARG, "desc.kv_dtype must be KF_KV_SAME or KF_KV_E4M3, got 7");
+    rt_devinfo dev = api_h200();
+    rt_choice ch, c16;
+    core_err msg = CORE_ERR_INIT;
+    d = mla(128), d.kv_dtype = KF_KV_E4M3;
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg), KF_OK);
+    assert_string_equal(gen_kv_str(&ch.vp, "impl"), "mma");    /* bf16 Hq 128 on sm_90a: wgmma_ksl */
+    assert_string_equal(gen_kv_str(&ch.shape, "kv_dtype"), "e4m3");
+    kf_parts_desc d16 = mla(128);
+    assert_int_equal(rt_parts_select(&d16, &dev, NULL, api_jit_default, g_jit, &c16, &msg), KF_OK);
+    assert_string_equal(gen_kv_str(&c16.vp, "impl"), "wgmma_ksl");
+    assert_null(gen_kv_find(&c16.shape, "kv_dtype"));
+
+    d = mla(16), d.kv_dtype = KF_KV_E4M3;
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg), KF_OK);
+    rt_parts_info info;
+    assert_int_equal(rt_parts_check(&d, &dev, &info, &msg), KF_OK);
+    kf_parts_params base, p;
+    rt_parts_base_params(&info, &ch.vp, &base);
+    kf_parts_tensors t = mla_call(512);   /* cache strides in bytes */
+    t.block_table = fake(4), t.bt_stride = 64;
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.kv_scale.ptr is NULL"));
+    t.kv_scale = (kf_parts_view){(char *)fake(5) + 2, {0, 0, 0}};
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "not 4-byte aligned"));
+    t.kv_scale.ptr = fake(5);
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_OK);
+    assert_int_equal(p.cs.sb, 64), assert_int_equal(p.cs.ss, 1), assert_int_equal(p.cs.sh, 1);   /* [pages, 64, 1] */
+    assert_int_equal(p.c[1].sb, 64 * 576);
+    t.k[0][0].strides[1] = 584;   /* a multiple of 8 elements, not of 16 bytes */
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "multiple of 16 elements"));
+    t.k[0][0].strides[1] = 576;
+    /* a 16-bit plan refuses the scales */
+    d = mla(16);
+    assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg), KF_OK);
+    assert_int_equal(rt_parts_check(&d, &dev, &info, &msg), KF_OK);
+    rt_parts_base_params(&info, &ch.vp, &base);
+    assert_int_equal(rt_parts_bind(&info, &base, &ch.vp, 0, NULL, &t, &p, &msg), KF_ERR_ARG);
+    assert_non_null(strstr(msg.msg, "tensors.kv_scale is set"));
 }
 
 int main(void)
@@ -298,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_parts_api__paged_mla_call_needs_a_block_table),
         cmocka_unit_test(test_parts_api__workspace_cannot_overflow),
         cmocka_unit_test(test_parts_api__paged_bt_stride_covers_max_kv),
+        cmocka_unit_test(test_parts_api__fp8_latent_cache),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rt_jit_free(g_jit);

@@ -566,6 +566,64 @@ static void test_ref_parts__layers_paged_base(void **state)
     free(kb); free(vb); free(bt); group_free(&x);
 }
 
+/* ---- (e2) the FP8 latent cache: scale(token) * e4m3 -------------------------- */
+
+/* One [B, SKV, 1, 576] e4m3 cache (0x7f, NaN, past each length) with per-token scales 2^-(4..9) (NaN past each
+ * length), and the bf16 cache of its dequantised values (exact: an e4m3 value has 4 significant bits): the FP8
+ * reference equals the bf16 one on the second, and the scale of the neighbouring token does not. */
+static void test_ref_parts__mla_fp8_equals_bf16_of_dequantised(void **state)
+{
+    (void)state;
+    enum { B = 3, SQ = 2, SKV = 70, HQ = 16, D = 576 };
+    check_dtype t = CHECK_BF16;
+    static const int kv_len[B] = { 70, 0, 65 };
+    spec s = mla_spec(B, SQ, SKV, HQ, kv_len);
+    pprob p = pprob_make(t, &s, 1801);   /* the fields of the description */
+    size_t n = (size_t)B * SKV * D;
+    unsigned char *k8 = malloc(n);
+    float *sc = malloc(sizeof(float) * (B * SKV + 1));
+    void *kv = malloc(n * esz(t)), *q = malloc((size_t)B * SQ * HQ * D * esz(t));
+    check_fill_normal(t, q, (size_t)B * SQ * HQ * D, 1802, 1.0);
+    check_rng r;
+    check_rng_seed(&r, 1803);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < SKV; j++) {
+            size_t row = (size_t)b * SKV + j;
+            int live = j < kv_len[b];
+            sc[row] = live ? (float)ldexp(1.0, -4 - (int)(check_rng_next(&r) % 6)) : NAN;
+            for (int c = 0; c < D; c++) {
+                unsigned char v = (unsigned char)(check_rng_next(&r) & 0xff);
+                if ((v & 0x7f) == 0x7f)
+                    v ^= 1;                           /* no NaN among the live bytes */
+                if (c % 37 == 0)
+                    v = (v & 0x80) | 0x7e;            /* +-448, e4m3's largest */
+                k8[row * D + c] = live ? v : 0x7f;
+                check_store(t, kv, row * D + c, live ? sc[row] * ref_e4m3(v) : NAN);
+            }
+        }
+    sc[B * SKV] = 1.0f;
+    ref_parts_desc a = p.a;
+    a.kp[0].q = (ref_strided){ q, (long long)SQ * HQ * D, (long long)HQ * D, D };
+    a.kp[1].q = (ref_strided){ at(q, t, 512), (long long)SQ * HQ * D, (long long)HQ * D, D };
+    a.kp[0].k = (ref_strided){ kv, (long long)SKV * D, D, D };
+    a.kp[1].k = (ref_strided){ at(kv, t, 512), (long long)SKV * D, D, D };
+    ref_parts_desc f = a;
+    f.kp[0].k.p = k8, f.kp[1].k.p = k8 + 512;
+    f.kv_fp8 = 1;
+    f.kv_scale = (ref_strided){ sc, SKV, 1, 1 };
+    result x = run_parts(&f), e = run_parts(&a);
+    assert_same(&x, &e, 1e-12);
+    /* the mutant: token j's row with token j + 1's scale (the last live token of sequence 0 reads sequence 1's
+     * first, NaN; sequence 2's the NaN past its length): caught */
+    ref_parts_desc m = f;
+    m.kv_scale.p = sc + 1;
+    result xm = result_alloc(x.n, x.dv);
+    ref_parts(&m, xm.o, xm.lse);
+    assert_false(odiff(&xm, &e) <= 1e-3);
+    result_free(&x); result_free(&e); result_free(&xm);
+    free(k8); free(sc); free(kv); free(q); pprob_free(&p);
+}
+
 /* ---- (f) empty rows ------------------------------------------------------ */
 
 static void assert_empty_rows(const result *r, size_t from, size_t to)
@@ -614,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_ref_parts__base_delta_paged_equals_contiguous),
         cmocka_unit_test(test_ref_parts__layers_equal_each_layer_alone),
         cmocka_unit_test(test_ref_parts__layers_paged_base),
+        cmocka_unit_test(test_ref_parts__mla_fp8_equals_bf16_of_dequantised),
         cmocka_unit_test(test_ref_parts__empty_sequence_gives_zero_and_neg_inf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

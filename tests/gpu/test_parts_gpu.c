@@ -1,4 +1,5 @@
 /* tests/gpu/test_parts_gpu.c: split-score decode (attn_parts_decode: absorbed MLA, base + delta, joint layer scan, paged KV) on the GPU against tuner/ref_parts, plus its mutants */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,16 +33,21 @@
  * Hq 32/64/128, Sq 1 and 2 causal, the same lengths, pages, splits and tolerances; skipped with a line
  * on a GPU that is not sm_90a), and with impl=wgmma_ks (parts/decode_sm90_ks.cuh: Hq 16/24/32/40/64/128, Sq 1/2/4/16
  * causal, lengths up to 64K, splits up to more than the blocks), and the same again with impl=wgmma_ksl (the lagged
- * schedule). KFORGE_TEST_FILTER=<text> runs only the cases, timing rows and mutants whose params contain <text>
- * (e.g. "impl=wgmma_ksl"), and skips the bitwise and API cases. Mutants (value not aliased, delta not in the softmax, wrong in-page
+ * schedule). The FP8 latent cache (kv_dtype e4m3, impl mma): e4m3 rows (values up to +-448, some exactly there) with
+ * one fp32 scale per token (0.5 .. 1.25 / 160, neighbours differ), NaN bytes (0x7f) and NaN scales past each length
+ * and in unused pages, Hq 16/128, Sq 1 and 2 causal, lengths 0, 1, 63, 64, 65, 4097, pages 64/16 and contiguous,
+ * splits, stages 1..3, against the reference on the same dequantised values (scale * e4m3; q in the dtype), with the
+ * bf16 tolerances. KFORGE_TEST_FILTER=<text> runs only the cases, timing rows and mutants whose params contain <text>
+ * (e.g. "impl=wgmma_ksl"; "kv_dtype=e4m3" the FP8 cases and rows), and skips the bitwise and API cases. Mutants (value not aliased, delta not in the softmax, wrong in-page
  * offset; the first and last again on the wgmma and the wgmma_ks cases alone; for wgmma_ks also the exchanged P
- * read from the wrong slot and the causal bound +-1) are planted in the rendered source, each
+ * read from the wrong slot and the causal bound +-1; for FP8 the scale of the neighbouring token) are planted in the rendered source, each
  * in its own process: each must fail.
  */
 
 enum { MLA = 0, BD = 1 };
 enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16, M_KSVALUE = 32, M_KSPAGE = 64, M_KSP = 128,
-       M_KSCAUSAL = 256, M_KSLVALUE = 512, M_KSLPAGE = 1024, M_KSLP = 2048, M_KSLCAUSAL = 4096, M_KSLLAG = 8192 };
+       M_KSCAUSAL = 256, M_KSLVALUE = 512, M_KSLPAGE = 1024, M_KSLP = 2048, M_KSLCAUSAL = 4096, M_KSLLAG = 8192,
+       M_FP8SCALE = 16384 };
 /* mutants of sm_90a-only cases */
 #define M_SM90A (M_WVALUE | M_WPAGE | M_KSVALUE | M_KSPAGE | M_KSP | M_KSCAUSAL | M_KSLVALUE | M_KSLPAGE | M_KSLP \
                  | M_KSLCAUSAL | M_KSLLAG)
@@ -60,6 +66,7 @@ typedef struct pcase {
     int kv_len[8];             /* b entries */
     const char *params;        /* overrides of the template default, or NULL */
     int muts;                  /* mutants the case takes part in */
+    int kv8;                   /* 1: the FP8 latent cache (kv_dtype e4m3, per-token scales; MLA only) */
 } pcase;
 
 static const pcase cases[] = {
@@ -132,6 +139,17 @@ static const pcase cases[] = {
     {MLA, "fp16", 2, 1, 128, 1, 1, 64, 0, {200, 17}, KSL(2), M_KSLPAGE},
     {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {4097, 1}, KSL(128), 0},
     {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, KSL(1), 0},
+    /* the FP8 latent cache (kv_dtype e4m3, impl mma): the template default, then tiles, stages, pages, splits */
+    {MLA, "bf16", 4, 1, 16, 1, 1, 64, 0, {1, 63, 64, 65}, NULL, M_FP8SCALE | M_PAGE, 1},
+    {MLA, "bf16", 3, 1, 16, 1, 1, 64, 0, {4097, 0, 130}, "sp=4", M_FP8SCALE, 1},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 65}, NULL, M_FP8SCALE, 1},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {1000, 65}, "impl=mma,tm=32,wn=4,bn=64,stages=3,sp=2", 0, 1},
+    {MLA, "bf16", 2, 2, 16, 1, 1, 64, 1, {4097, 63}, "sp=2", 0, 1},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, "impl=mma,tm=32,wn=4,bn=64,stages=2", M_FP8SCALE, 1},
+    {MLA, "bf16", 3, 1, 16, 1, 1, 64, 0, {4097, 65, 1}, "impl=mma,tm=32,wn=4,bn=64,stages=1,sp=2", 0, 1},
+    {MLA, "bf16", 2, 1, 16, 1, 1, 0, 0, {4097, 63}, NULL, M_FP8SCALE, 1},
+    {MLA, "fp16", 2, 1, 16, 1, 1, 16, 0, {200, 17}, "impl=mma,tm=16,wn=4,bn=64,stages=3,sp=1", M_PAGE | M_FP8SCALE, 1},
+    {MLA, "fp16", 2, 2, 128, 1, 1, 0, 1, {64, 0}, "impl=mma,tm=16,wn=4,bn=64,stages=2,sp=1", 0, 1},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -149,6 +167,8 @@ static const pcase api_cases[] = {
     {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 300}, NULL, 0},
     {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 65}, NULL, 0},
     {BD, "bf16", 3, 1, 8, 2, 4, 0, 0, {65, 2048, 0}, NULL, 0},
+    {MLA, "bf16", 4, 1, 16, 1, 1, 64, 0, {1, 63, 4097, 0}, NULL, 0, 1},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 300}, NULL, 0, 1},
 };
 #define N_API (int)(sizeof api_cases / sizeof api_cases[0])
 
@@ -183,6 +203,8 @@ static const struct tshape {
     {MLA_SHAPE(1, 64, 0), KSL(1)},
     {MLA_SHAPE(1, 16, 0), KSL(1)},
     {MLA_SHAPE(2, 128, 1), KSL(1)},
+    {MLA_SHAPE(1, 16, 0) ",kv_dtype=e4m3", NULL},   /* the FP8 latent cache (issue 18: >= 1.8x the bf16 row) */
+    {MLA_SHAPE(1, 128, 0) ",kv_dtype=e4m3", NULL},
 };
 #define N_TIME (int)(sizeof time_shapes / sizeof time_shapes[0])
 
@@ -210,6 +232,7 @@ static const mutant mutants[] = {
     {M_KSLCAUSAL, "wgmma_ksl: causal bound -1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j >= i + coff"},
     {M_KSLLAG, "wgmma_ksl: P_0 not brought to the pair's common max", "KF_MUTANT_KSLAG", "kf_ks_pack(sc, s0, s1, pa)",
      "kf_ks_pack(sc, 1.f, 1.f, pa)"},
+    {M_FP8SCALE, "FP8: the scale of the neighbouring token", "KF_MUTANT_FP8SCALE", "jt = j;", "jt = j ^ 1;"},
 };
 #define N_MUT (int)(sizeof mutants / sizeof mutants[0])
 
@@ -224,6 +247,12 @@ static const char *g_filter;   /* KFORGE_TEST_FILTER: only cases, timing rows an
 static int selected(const char *params)
 {
     return !g_filter || (params && strstr(params, g_filter));
+}
+
+/* 1 when case c runs under the filter: its params, or "kv_dtype=e4m3" for an FP8 case */
+static int case_selected(const pcase *c)
+{
+    return selected(c->params) || (c->kv8 && strstr("kv_dtype=e4m3", g_filter));
 }
 
 /* 1 when some selected case takes part in the mutant's bit */
@@ -262,6 +291,8 @@ static void case_shape(const pcase *c, int layers, gen_kvset *s)
     gen_kv_set_int(s, "layers", layers);
     gen_kv_set_int(s, "page_size", c->ps);
     gen_kv_set_int(s, "causal", c->causal);
+    if (c->kv8)
+        gen_kv_set_str(s, "kv_dtype", "e4m3");
 }
 
 /* Plants mutant g_mutant into j's source; -1 when no line takes it. */
@@ -350,6 +381,12 @@ typedef struct prob {
     CUdeviceptr lse_d[4], bt_d, len_d, ws_d;
     size_t ws_bytes;
     double scale;
+    /* FP8 latent cache (c->kv8): the 576-wide e4m3 rows (instead of kc[0]) and the per-token scales [rows, hkv],
+     * laid out as kc[0] would be (csb, css per byte) */
+    unsigned char *k8;
+    float *sc;
+    size_t n8, nsc;
+    CUdeviceptr k8_d, sc_d;
 } prob;
 
 #define CU(call) do { CUresult r_ = (call); if (r_) { char b_[128]; rt_cuda_errstr(r_, b_, sizeof b_); \
@@ -394,6 +431,42 @@ static void cache_fill(prob *pb, buf *x, int cols, uint64_t seed)
     pb->csb = c->ps ? (long long)c->ps * row : (long long)(skv ? skv : 1) * row;
 }
 
+/* The FP8 latent cache of an MLA case: e4m3 bytes of N(0, 1) * 160 (|x| > 2.8 saturates at +-448, and every 29th
+ * value is +-448 itself), one scale per token, 0x7f (NaN) bytes and NaN scales past each length and in unused pages;
+ * strides as cache_fill's. */
+static void cache_fill8(prob *pb, uint64_t seed)
+{
+    const pcase *c = pb->c;
+    int skv = 0;
+    for (int i = 0; i < c->b; i++)
+        skv = c->kv_len[i] > skv ? c->kv_len[i] : skv;
+    size_t row = (size_t)c->hkv * 576, rows = c->ps ? (size_t)pb->npages * c->ps : (size_t)c->b * (skv ? skv : 1);
+    pb->n8 = rows * row, pb->nsc = rows * c->hkv;
+    pb->k8 = malloc(pb->n8 + 16);
+    pb->sc = malloc(pb->nsc * 4 + 16 + 8 * (size_t)c->hkv);   /* + slack: the mutant reads token j ^ 1 */
+    memset(pb->k8, 0x7f, pb->n8);
+    for (size_t i = 0; i < pb->nsc + 2 * (size_t)c->hkv; i++)
+        pb->sc[i] = NAN;
+    check_rng r;
+    for (int b = 0; b < c->b; b++)
+        for (int j = 0; j < c->kv_len[b]; j++) {
+            size_t at = c->ps ? (size_t)pb->bt[b * pb->max_pages + j / c->ps] * c->ps + j % c->ps
+                              : (size_t)b * (skv ? skv : 1) + j;
+            check_rng_seed(&r, seed ^ ((uint64_t)b << 40) ^ ((uint64_t)j << 8));
+            for (size_t x = 0; x < row; x++) {
+                double v = check_rng_normal(&r) * TUNE_KV8_AMP_K;
+                if ((j + x) % 29 == 0)
+                    v = v < 0 ? -448.0 : 448.0;
+                unsigned char q8 = tune_e4m3_encode(v);
+                pb->k8[at * row + x] = (q8 & 0x7f) ? q8 : (unsigned char)(q8 | 1);
+            }
+            for (int kh = 0; kh < c->hkv; kh++)
+                pb->sc[at * c->hkv + kh] = (float)((0.5 + 0.75 * (check_rng_uniform(&r) * 0.5 + 0.5)) / TUNE_KV8_AMP_K);
+        }
+    pb->css = (long long)row;
+    pb->csb = c->ps ? (long long)c->ps * row : (long long)(skv ? skv : 1) * row;
+}
+
 static void prob_make(prob *pb, const pcase *c, uint64_t seed)
 {
     memset(pb, 0, sizeof *pb);
@@ -432,7 +505,10 @@ static void prob_make(prob *pb, const pcase *c, uint64_t seed)
     if (c->kind == MLA) {
         buf_make(&pb->q[0][0], qrows * 576);
         check_fill_normal(pb->dt, pb->q[0][0].h, qrows * 576, seed ^ 1, 1.0);
-        cache_fill(pb, &pb->kc[0], 576, seed ^ 2);
+        if (c->kv8)
+            cache_fill8(pb, seed ^ 2);
+        else
+            cache_fill(pb, &pb->kc[0], 576, seed ^ 2);
         pb->kdim[0] = 576;
         nc = 1;
     } else {
@@ -477,11 +553,13 @@ static void prob_free(prob *pb)
         if (pb->kc[i].d)
             cu->MemFree(pb->kc[i].d);
     }
-    CUdeviceptr x[] = {pb->bt_d, pb->len_d, pb->ws_d};
-    for (int i = 0; i < 3; i++)
+    CUdeviceptr x[] = {pb->bt_d, pb->len_d, pb->ws_d, pb->k8_d, pb->sc_d};
+    for (int i = 0; i < 5; i++)
         if (x[i])
             cu->MemFree(x[i]);
     free(pb->bt);
+    free(pb->k8);
+    free(pb->sc);
 }
 
 static ref_strided rs(const void *p, long long sb, long long ss, long long sh)
@@ -511,6 +589,11 @@ static void reference(const prob *pb, double *o, double *lse)
         d.nk = 2, d.nv = 1;
         d.kp[0] = (ref_kpart){rs(k, pb->csb, pb->css, 576), rs(q, qs_b, qs_s, qs_h), 512, 1, c->ps > 0};
         d.kp[1] = (ref_kpart){rs(k + 512, pb->csb, pb->css, 576), rs(q + 512, qs_b, qs_s, qs_h), 64, 1, c->ps > 0};
+        if (c->kv8) {   /* the same strides over bytes; the scales [rows, hkv] */
+            d.kp[0].k.p = pb->k8, d.kp[1].k.p = pb->k8 + 512;
+            d.kv_fp8 = 1;
+            d.kv_scale = rs(pb->sc, pb->csb / 576, pb->css / 576, 1);
+        }
         d.vp[0].alias = 0, d.vp[0].dim = 512;
         ref_parts(&d, o, lse);
         return;
@@ -563,6 +646,12 @@ static void params_of(prob *pb, const variant *v, int layer_only, kf_parts_param
         for (int i = 0; i < 10; i++)
             if (pb->kc[i].h)
                 buf_up(&pb->kc[i]);
+        if (pb->k8) {
+            CU(cu->MemAlloc(&pb->k8_d, pb->n8 + 16));
+            CU(cu->MemcpyHtoD(pb->k8_d, pb->k8, pb->n8));
+            CU(cu->MemAlloc(&pb->sc_d, pb->nsc * 4 + 16 + 8 * (size_t)c->hkv));
+            CU(cu->MemcpyHtoD(pb->sc_d, pb->sc, pb->nsc * 4 + 8 * (size_t)c->hkv));
+        }
         for (int l = 0; l < pb->L; l++) {
             CU(cu->MemAlloc(&pb->o[l].d, pb->o[l].n * 2 + 16));
             CU(cu->MemAlloc(&pb->lse_d[l], (size_t)c->b * c->sq * c->hq * 4 + 16));
@@ -582,6 +671,11 @@ static void params_of(prob *pb, const variant *v, int layer_only, kf_parts_param
         p->c[0] = k0;
         p->c[1] = k0;
         p->c[1].p = (const uint16_t *)(uintptr_t)pb->kc[0].d + 512;
+        if (c->kv8) {   /* the same strides, in bytes; the scales [rows, hkv] */
+            p->c[0].p = (const void *)(uintptr_t)pb->k8_d;
+            p->c[1].p = (const unsigned char *)(uintptr_t)pb->k8_d + 512;
+            p->cs = (kf_parts_tensor){(const void *)(uintptr_t)pb->sc_d, rows * c->hkv, c->hkv, 1};
+        }
         kf_parts_tensor q = {(void *)pb->q[0][0].d, (long long)c->sq * c->hq * 576, (long long)c->hq * 576, 576};
         p->q[0][0] = q;
         p->q[0][1] = q;
@@ -806,6 +900,7 @@ static int run_api_case(const pcase *c, const char *dbp)
     d.dv = pb.dv, d.hq = c->hq, d.hkv = c->hkv, d.layers = c->layers, d.page_size = c->ps, d.causal = c->causal;
     d.scale = (float)pb.scale;
     d.max_batch = c->b, d.max_q = c->sq, d.max_kv = skv;
+    d.kv_dtype = c->kv8 ? KF_KV_E4M3 : KF_KV_SAME;
     kf_plan *plan = NULL;
     int ok = 1;
     if (kf_parts_plan(ctx, &d, &plan) != KF_OK) {
@@ -822,6 +917,8 @@ static int run_api_case(const pcase *c, const char *dbp)
         t.q[0][1] = (kf_parts_view){kp.q[0][1].p, {kp.q[0][1].sb, kp.q[0][1].ss, kp.q[0][1].sh}};
         t.k[0][0] = (kf_parts_view){kp.c[0].p, {kp.c[0].sb, kp.c[0].ss, kp.c[0].sh}};
         t.k[0][1] = (kf_parts_view){kp.c[1].p, {kp.c[1].sb, kp.c[1].ss, kp.c[1].sh}};
+        if (c->kv8)
+            t.kv_scale = (kf_parts_view){kp.cs.p, {kp.cs.sb, kp.cs.ss, kp.cs.sh}};
     } else {
         int L = c->layers;
         t.k[0][0] = (kf_parts_view){kp.c[0].p, {0, 0, 0}};
@@ -959,7 +1056,7 @@ static int run_timings(void)
         gen_kvset shape;
         gen_job j;
         tune_compiled v;
-        if (!selected(time_shapes[i].params))
+        if (!selected(time_shapes[i].params) && !strstr(time_shapes[i].shape, g_filter))
             continue;
         if (needs_sm90a(time_shapes[i].params)) {
             printf("  skipped: %s %s needs sm_90a, this GPU is %s\n", time_shapes[i].shape, time_shapes[i].params, tg.arch);
@@ -1023,7 +1120,7 @@ static int mutant_child(int m)
     g_mutant = m;
     int ran = 0, failed = 0;
     for (int i = 0; i < N_CASES; i++) {
-        if (!(cases[i].muts & mutants[m].bit) || !selected(cases[i].params))
+        if (!(cases[i].muts & mutants[m].bit) || !case_selected(&cases[i]))
             continue;
         ran++;
         failed += !run_case(&cases[i], 1);
@@ -1034,7 +1131,7 @@ static int mutant_child(int m)
 static int mutant_selected(int bit)
 {
     for (int i = 0; i < N_CASES; i++)
-        if ((cases[i].muts & bit) && selected(cases[i].params))
+        if ((cases[i].muts & bit) && case_selected(&cases[i]))
             return 1;
     return 0;
 }
@@ -1157,7 +1254,7 @@ int main(void)
                "the bitwise and API cases skipped\n", g_filter);
     printf("== attn_parts_decode vs CPU fp64 (tuner/ref_parts)\n");
     for (int i = 0; i < N_CASES; i++)
-        fails += selected(cases[i].params) ? !run_case(&cases[i], 0) : 0;
+        fails += case_selected(&cases[i]) ? !run_case(&cases[i], 0) : 0;
     printf("== joint layer scan vs one layer at a time (fp16, bitwise)\n");
     for (int i = 0; !g_filter && i < N_BIT; i++)
         fails += !run_bitwise(&bit_cases[i]);

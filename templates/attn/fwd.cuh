@@ -133,6 +133,17 @@ __device__ __forceinline__ void kf_load_kv(kf_u32 sdst, const kf_u16 *base, long
 
 #if KF_KV8
 #define KF_CH8 (KF_D / 16)   /* 16-byte chunks of an fp8 row */
+/* Byte offset of 16-byte chunk c of row r of an fp8 stage block: the chunks XOR-swizzled so that the eight rows an
+ * ldmatrix reads at one chunk fall in distinct banks (D 64: rows of 64 bytes, two a 128-byte line) */
+__device__ __forceinline__ int kf_swz8(int r, int c)
+{
+    return r * KF_D + ((c ^ (KF_D >= 128 ? (r & 7) : ((r >> 1) & 3))) << 4);
+}
+/* Two 8x8 b16 matrices (lanes 0-15 give the rows); here each b16 element is a pair of e4m3 bytes */
+__device__ __forceinline__ void kf_ldsm_x2(kf_u32 (&r)[2], kf_u32 addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
 /* kf_kv_pages for the fp8 loads' mapping (16-byte chunks of D bytes) */
 __device__ __forceinline__ kf_pagerow kf_kv8_pages(const int *bt, int ps, int j0, int kend, int tid)
 {
@@ -154,7 +165,7 @@ __device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *ba
         const int r = rr + it * STEP, j = j0 + r;
         const bool ok = j < kend;
         const long long off = bt ? kf_page_off(x, it, (tid % 32) / CH8, RW, sb, ss) : (long long)j * ss;
-        kf_cp_async16(sdst + r * KF_D + c * 16, ok ? base + off + c * 16 : base, ok);
+        kf_cp_async16(sdst + kf_swz8(r, c), ok ? base + off + c * 16 : base, ok);
     }
 }
 
@@ -168,7 +179,7 @@ __device__ __forceinline__ void kf_cvt_kv8_rows(kf_u32 dst, kf_u32 src, int r0, 
 {
     for (int idx = t; idx < KF_KW * (KF_D / 16); idx += 32 * KF_WM) {
         const int r = r0 + idx / (KF_D / 16), c = idx % (KF_D / 16);
-        kf_e4m3x16_smem(src + r * KF_D + c * 16, dst + kf_swz(r, 2 * c) * 2, dst + kf_swz(r, 2 * c + 1) * 2);
+        kf_e4m3x16_smem(src + kf_swz8(r, c), dst + kf_swz(r, 2 * c) * 2, dst + kf_swz(r, 2 * c + 1) * 2);
     }
 #if KF_WN == 1
     __syncthreads();                                        /* one column: every warp reads every key */
@@ -307,6 +318,22 @@ KF_FWD_NAME(const kf_attn_params p)
 
     kf_cp_async_wait<2 * (KF_STAGES - 1)>();                 /* Q has landed */
     __syncthreads();
+#if KF_KV8
+    /* FP8 K fragments come from the fp8 stage by ldmatrix on byte pairs (below), which puts d 4t, 4t+1 in a lane's
+     * k slots 2t, 2t+1 and d 4t+2, 4t+3 in slots 2t+8, 2t+9 (t = lane % 4) of each 16-column step. Q's columns take
+     * the same order once here: in every 16 columns, 32-bit pair p moves to where slot pair p is read, pairs
+     * (0 1 2 3 | 4 5 6 7) <- (0 2 4 6 | 1 3 5 7). The products are the same; only their order inside the MMA changes. */
+    for (int idx = tid; idx < KF_TM * KF_DK; idx += KF_THREADS) {
+        const int r = idx / KF_DK, kk = idx % KF_DK;
+        const kf_u32 lo = sQa + kf_swz(r, 2 * kk) * 2, hi = sQa + kf_swz(r, 2 * kk + 1) * 2;
+        kf_u32 a0, a1, a2, a3, b0, b1, b2, b3;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(lo));
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(hi));
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(lo), "r"(a0), "r"(a2), "r"(b0), "r"(b2) : "memory");
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(hi), "r"(a1), "r"(a3), "r"(b1), "r"(b3) : "memory");
+    }
+    __syncthreads();
+#endif
 #if KF_QREG
     kf_u32 qf[KF_MT][KF_DK][4];
 #pragma unroll
@@ -345,11 +372,12 @@ KF_FWD_NAME(const kf_attn_params p)
     for (int n = 0; n < nblk; ++n) {
 #if KF_KV8
         const kf_u32 sK8 = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV8 = sK8 + KF_KV8_BYTES;
-        /* one 16-bit tile for K and then V: V is converted after the barrier that follows every warp's Q K^T, K of
-         * the next block after the one that follows every warp's P V. Half the tiles' shared memory: at stages 2,
-         * D 128, two CTAs a multiprocessor keep twice the bytes in flight (a decode CTA's prefetch of one
-         * 32 KB block alone leaves the memory system idle half the time). */
-        const kf_u32 sK = sKVa + KF_CVT_OFF, sV = sK;
+        /* K's fragments come straight from its fp8 stage (Q K^T below); V is converted into one 16-bit tile after
+         * the stages, after the barrier that follows every warp's Q K^T. At stages 2, D 128, two CTAs a
+         * multiprocessor keep twice the bytes in flight (a decode CTA's prefetch of one 32 KB block alone leaves
+         * the memory system idle half the time). */
+        const kf_u32 sV = sKVa + KF_CVT_OFF;
+        (void)k_row, (void)k_chk;
 #else
         const kf_u32 sK = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV = sK + KF_KV_BYTES;
 #endif
@@ -380,9 +408,6 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_cp_async_commit();
         }
 #endif
-#if KF_KV8
-        KF_CVT_ROWS(sK, sK8);                               /* this warp column's keys */
-#endif
 
         /* S = Q K^T over this warp's KW keys */
         float s[KF_MT][KF_NT][4];
@@ -409,7 +434,16 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
             for (int nt2 = 0; nt2 < KF_NT / 2; ++nt2) {
                 kf_u32 kb[4];
+#if KF_KV8
+                /* two n tiles of 8 keys x 16 fp8 columns (chunk kk of the swizzled stage), converted in registers:
+                 * no 16-bit K tile, no barrier for it */
+                kf_u32 w8[2];
+                kf_ldsm_x2(w8, sK8 + kf_swz8(wn * KF_KW + nt2 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), kk));
+                kf_e4m3x4(w8[0], kb[0], kb[1]);
+                kf_e4m3x4(w8[1], kb[2], kb[3]);
+#else
                 kf_ldsm_x4(kb, sK + ((k_row + nt2 * 16) * KF_D + (((2 * kk + k_chk) ^ sw) << 3)) * 2);
+#endif
 #pragma unroll
                 for (int mt = 0; mt < KF_MT; ++mt) {
                     kf_mma16816(s[mt][2 * nt2], KF_QA(mt), kb[0], kb[1]);

@@ -15,6 +15,18 @@ local function scratch_floats(f, c, un)
   local tv = c * cp + c * un
   return 3 * c * kp + 2 * c * cp + c + math.max(qk, tv)
 end
+-- prep 1 (kda/prep_tc.cuh): bytes of its shared memory, mirrors KF_PF_TC_*; a chunk whose gates the bf16
+-- factors cannot hold falls back to the fp32 preparation in the same memory, so the block gets the larger of both
+local function tc_bytes(f, c, un)
+  local k, ldk, ldc = f.dk, f.dk + 8, c + 8
+  return 8 * c * k + 12 * c + 4 * (c // 16) * k + 4 * c * ldk + 64 * ldk + 4 * c * (c + 1) + 6 * c * ldc
+    + 48 * c + 2 * c * c + 2 * c * (un + 8)
+end
+local function prep_bytes(f, p, un)
+  local fp32 = 4 * scratch_floats(f, p.chunk, un)
+  if (p.prep or 0) == 1 then return math.max(fp32, tc_bytes(f, p.chunk, un)) end
+  return fp32
+end
 local function state_bytes(f, p)
   local ldk, ldc = f.dk + 8, p.chunk + 8
   local nbuf = p.fused == 1 and 1 or 2     -- the split path double-buffers the chunk it reads
@@ -27,21 +39,24 @@ local function f_tiles(dk, vs) return dk * vs // 128 end
 local function smem_of(p, f)
   local st = state_bytes(f, p)
   if p.fused == 1 then
-    return { state = (st + 15) // 16 * 16 + 4 * scratch_floats(f, p.chunk, p.vs), prep = 0 }
+    return { state = (st + 15) // 16 * 16 + prep_bytes(f, p, p.vs), prep = 0 }
   end
-  return { state = st, prep = 4 * scratch_floats(f, p.chunk, f.dv) }
+  return { state = st, prep = prep_bytes(f, p, f.dv) }
 end
 
 return {
   family   = "kda_prefill",
   doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync), or one fused kernel",
-  includes = { "common/kda_params.h", "common/types.cuh", "common/mma.cuh", "kda/common.cuh", "kda/prefill.cuh" },
+  includes = { "common/kda_params.h", "common/types.cuh", "common/mma.cuh", "kda/common.cuh", "kda/prefill.cuh",
+               "kda/prep_tc.cuh" },
   shape    = { n = "int", t = "int", h = "int", hv = "int", dk = "int", dv = "int" },
   -- chunk: tokens per chunk; vs: value columns per state block; w: warps of the state block;
   -- tr: state held transposed [vs, K]; fused: one kernel (small batches); mma: 0 = CUDA-core fragments (debug)
   -- seg: segments per sequence run in parallel (split path; the chunk update is affine in the state)
+  -- prep: the chunk preparation, 0 fp32 on CUDA cores, 1 on tensor cores (kda/prep_tc.cuh; mma 0 runs its
+  -- fragments on CUDA cores too)
   params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 },
-               seg = { 1, 4 } },
+               seg = { 1, 4 }, prep = { 0, 1 } },
   fixed    = function(shape) return { dk = shape.dk, dv = shape.dv } end,
   valid    = function(p, f, dev)
     if f.dk ~= 64 and f.dk ~= 128 then return false, "dk must be 64 or 128, got " .. f.dk end
@@ -78,12 +93,14 @@ return {
     -- won all three shapes it reached over the vs 16 / 64, w 8 defaults: T 8192 H16 with seg 4, 1.0365 ms (x1.070);
     -- T 8192 H64 2.758 ms (x1.016); 8 x 2048 H16 1.390 ms (x1.024). With vs 32 the segments pay where N HV < 32.
     -- The small packed calls (tokens x HV <= 4096) were not reached: they keep vs 32, w 8.
+    -- prep 1 (the preparation on tensor cores, written without a GPU) is unmeasured: prep 0 stays the default
+    -- until the GPU suite passes it and the tuner times it (bench/NOTES.md "KDA preparation on tensor cores").
     local tokens = shape.n * shape.t
     if tokens * shape.hv <= 4096 then
-      return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1 }
+      return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 0 }
     end
     local seg = (shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
-    return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg }
+    return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 0 }
   end,
   render   = function(p, f)
     local hdr = subst([[
@@ -97,9 +114,13 @@ return {
 #define KF_PF_MMA ${mma}
 #define KF_PF_FUSED ${fused}
 #define KF_PF_SEG ${seg}
-]], { dk = f.dk, dv = f.dv, c = p.chunk, vs = p.vs, w = p.w, tr = p.tr, mma = p.mma, fused = p.fused, seg = p.seg or 1 })
-    return hdr .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
+#define KF_PF_PREP ${prep}
+]], { dk = f.dk, dv = f.dv, c = p.chunk, vs = p.vs, w = p.w, tr = p.tr, mma = p.mma, fused = p.fused, seg = p.seg or 1,
+      prep = p.prep or 0 })
+    local src = hdr .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
       .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/prefill.cuh")
+    if (p.prep or 0) == 1 then src = src .. "\n" .. fragment("kda/prep_tc.cuh") end
+    return src
   end,
   kernels  = function(p, f, dev)
     local s = smem_of(p, f)

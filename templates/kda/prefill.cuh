@@ -10,6 +10,7 @@
  *   KF_PF_TR     1: the state is held transposed, [VS, K] (M = VS rows, N = K), else [K, VS]
  *   KF_PF_MMA    1: mma.sync bf16 tensor cores; 0: the same fragments computed on CUDA cores
  *   KF_PF_FUSED  1: one kernel prepares each chunk in shared memory (small batches, one launch)
+ *   KF_PF_PREP   1: the chunk preparation on tensor cores (kda/prep_tc.cuh, rendered after this file); 0: fp32
  *   KF_PF_SEG    segments per sequence (split path): > 1 adds kf_kda_segop (each segment's affine map
  *                S -> M S + c, all segments in parallel) and kf_kda_segcomb (start states by composing
  *                the maps); kf_kda_state then runs every segment in parallel from its start state
@@ -259,6 +260,14 @@ __device__ __forceinline__ void kf_pf_prepare(const kf_kda_params &p, int n, int
     __syncthreads();
 }
 
+#if KF_PF_PREP
+/* kda/prep_tc.cuh: the same preparation with the products on tensor cores; STAGE: the sink is global (W, U, A
+ * staged in shared memory, stored as 16-byte vectors), else shared. sc: KF_PF_TC_BYTES(un) bytes, 16-aligned. */
+template <bool STAGE>
+__device__ void kf_pf_prepare_tc(const kf_kda_params &p, int n, int hv, long long t0, int cc, char *sc,
+                                 const kf_pf_sink &s);
+#endif
+
 #if !KF_PF_FUSED
 extern "C" __global__ void __launch_bounds__(256)
 kf_kda_prep(const kf_kda_params p)
@@ -292,7 +301,11 @@ kf_kda_prep(const kf_kda_params p)
     s.gl = (float *)(slot + KF_PF_OFF_GL);
     s.u0 = 0;
     s.un = KF_PF_V;
+#if KF_PF_PREP
+    kf_pf_prepare_tc<true>(p, n, hv, bos + c * KF_PF_C, cc, (char *)pf_smem, s);
+#else
     kf_pf_prepare(p, n, hv, bos + c * KF_PF_C, cc, pf_smem, s);
+#endif
 }
 #endif
 
@@ -491,7 +504,11 @@ __device__ __forceinline__ void kf_pf_state_body(const kf_kda_params &p, char *s
             s.gl = gl;
             s.u0 = v0;
             s.un = KF_PF_VS;
+#if KF_PF_PREP
+            kf_pf_prepare_tc<false>(p, n, hv, bos + ch * KF_PF_C, cc, st_smem + KF_PF_SM_SCRATCH, s);
+#else
             kf_pf_prepare(p, n, hv, bos + ch * KF_PF_C, cc, (float *)(st_smem + KF_PF_SM_SCRATCH), s);
+#endif
         }
 #else
         /* the next chunk's copy goes into the other buffer, whose readers passed the last barrier */

@@ -55,12 +55,14 @@ typedef struct kda_mutant {
 static const kda_mutant kda_mutants[] = {
     { "drop the state decay", "KF_MUTANT_NO_DECAY", { "*= dec[r]", "s0 * e;", "s0 * e[j];" }, { "*= 1.f", "s0;", "s0;" } },
     { "decay after the correction", "KF_MUTANT_DECAY_ORDER", { "DECAY_FIRST 1", NULL }, { "DECAY_FIRST 0", NULL } },
-    { "beta twice", "KF_MUTANT_BETA_TWICE", { "? kf_to_float(v[", "beta * (vsm" },
-      { "? beta[i] * kf_to_float(v[", "beta * beta * (vsm" } },
+    { "beta twice", "KF_MUTANT_BETA_TWICE", { "? kf_to_float(v[", "beta * (vsm", "* bc);" },
+      { "? beta[i] * kf_to_float(v[", "beta * beta * (vsm", "* bc * bc);" } },
     { "wrong chunk boundary", "KF_MUTANT_CHUNK_BOUNDARY", { "vb + ch + 1;", NULL }, { "vb + ch + 2;", NULL } },
     { "state at the wrong segment boundary", "KF_MUTANT_SEG_BOUNDARY", { "sr = sg;", NULL }, { "sr = sg > 0 ? sg - 1 : 0;", NULL } },
     { "K/V index transposition (K-first initial state read as [V, K])", "KF_MUTANT_KV_SWAP",
       { ": (long long)kk * p.h0_sr + vv", NULL }, { ": (long long)vv * p.h0_sr + kk", NULL } },
+    /* prep 1 (kda/prep_tc.cuh): T's off-diagonal blocks from L_ac instead of P_ac = D_a L_ac (chunk >= 32) */
+    { "T's off-diagonal blocks without the diagonal inverse", "KF_MUTANT_TINV", { "(acc, P,", NULL }, { "(acc, Lb,", NULL } },
 };
 #define N_MUTANTS ((int)(sizeof kda_mutants / sizeof kda_mutants[0]))
 
@@ -461,6 +463,9 @@ static void every_variant(const char *family, int d, int all)
     ref_kda_case cs[8];
     int nc = small_cases(cs, d);
     cs[nc] = kcase(6, LMIX, 0, 2, 4, d); cs[nc].h0 = 2; cs[nc].ht = 1; nc++;
+    if (!strcmp(family, "kda_prefill")) {      /* log gates down to -16: prep 1 takes its fp32 fallback */
+        cs[nc] = kcase(3, L636465, 0, 1, 2, d); cs[nc].gate = 0; cs[nc].log_gate_max = 16; nc++;
+    }
     gen_kvset sh;
     shape_of(&sh, 6, 64, 2, 4, d, d);
     plist *l = malloc(sizeof *l);
@@ -564,10 +569,12 @@ static void long_case(const char *what, ref_kda_case *c, int cpu_heads)
     rt_module_unload(&v.m);
     /* every knob named: a knob left out keeps the default's value (seg 4 of the long calls, say) */
     static const char *alts[] = {
-        "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
-        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=1",
-        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-        "chunk=16,vs=16,w=8,tr=1,fused=0,mma=1,seg=4"
+        "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1,prep=0", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,prep=0",
+        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1,prep=0", "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,prep=0",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4,prep=0", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,prep=0",
+        "chunk=16,vs=16,w=8,tr=1,fused=0,mma=1,seg=4,prep=0",
+        "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1", "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,prep=1",
+        "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1,prep=1", "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1,prep=1"
     };
     for (size_t i = 0; i < sizeof alts / sizeof alts[0]; ++i) {
         gen_kvset pp;
@@ -682,24 +689,27 @@ static void test_kda_gpu__prefill_timings(void **state)
         "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=1", "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
         "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4",
         "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-        "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=4"
+        "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=4",
+        "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,prep=1", "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,prep=1",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,prep=1", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1"
     };
     ref_kda_case c = kcase(1, NULL, 8192, 16, 16, 128);
-    time_prefill("T8192 H16 (target 0.25)", &c, alts, 10);
+    time_prefill("T8192 H16 (target 0.25)", &c, alts, (int)(sizeof alts / sizeof alts[0]));
     static const char *alts64[] = {
         "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
         "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4"
+        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1"
     };
     c = kcase(1, NULL, 8192, 64, 64, 128);
-    time_prefill("T8192 H64 (target 0.9)", &c, alts64, 5);
+    time_prefill("T8192 H64 (target 0.9)", &c, alts64, (int)(sizeof alts64 / sizeof alts64[0]));
     static const char *small[] = {
         "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1", "chunk=16,vs=16,w=4,tr=1,fused=1,mma=1,seg=1",
         "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1,seg=1", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1",
-        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1", "chunk=32,vs=64,w=8,tr=1,fused=1,mma=1,seg=1"
+        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1", "chunk=32,vs=64,w=8,tr=1,fused=1,mma=1,seg=1",
+        "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,prep=1", "chunk=16,vs=32,w=8,tr=1,fused=0,mma=1,seg=1,prep=1"
     };
     c = kcase(3, L3, 0, 2, 2, 128);
-    time_prefill("[17,0,16] H2 (target 0.015)", &c, small, 6);
+    time_prefill("[17,0,16] H2 (target 0.015)", &c, small, (int)(sizeof small / sizeof small[0]));
 }
 
 static void test_kda_gpu__decode_timings(void **state)
@@ -736,11 +746,13 @@ static void test_kda_gpu__decode_timings(void **state)
 /* ---- mutant suite and precompile ----------------------------------------------------------- */
 
 /* The variants the mutant suite runs (shape of every_variant): the default and both paths,
- * both state layouts, every chunk size; decode default and a sliced one. */
+ * both state layouts, every chunk size, both preparations (prep 1 at chunk 32: T has an off-diagonal
+ * block); decode default and a sliced one. */
 static const char *const mut_prefill[] = {
     NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1,seg=1",
     "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1,seg=1",
-    "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4" };
+    "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1",
+    "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,prep=1" };
 static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1,ws=0", "vsplit=2,w=4,ipc=4,ws=0",
                                           "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1" };
 #define N_MUT_PREFILL ((int)(sizeof mut_prefill / sizeof mut_prefill[0]))

@@ -18,7 +18,8 @@
 
 /*
  * The mutants live in tests/gpu/test_kda_gpu.c (kda_mutants: drop the state decay, apply the decay
- * after the correction, use beta twice, read the wrong chunk boundary in the serial pass); each is
+ * after the correction, use beta twice, read the wrong chunk boundary in the serial pass, build the
+ * tensor-core preparation's off-diagonal blocks of T without the diagonal inverse, ...); each is
  * planted by textual replacement in the lines of the rendered source marked // KF_MUTANT_*. This
  * driver runs `test_kda_gpu` (next to this binary) with KF_KDA_MUTANT=m in its own process per
  * mutant (a planted bug may fault and leave its CUDA context unusable; a crash counts as killed).

@@ -4,6 +4,11 @@
 -- fused 1: k0 kf_kda_state alone, no workspace. seg > 1 (split): k0 prep, k1 kf_kda_segop grid (dv/vs + dk/vs, hv,
 -- nseq*seg), k2 kf_kda_segcomb grid (dv/vs, hv, nseq), k3 kf_kda_state grid (dv/vs, hv, nseq*seg); workspace adds
 -- nseq*hv*seg*(2*dk*dv + dk*dk) fp32 after the slots (rounded up to 256 bytes).
+-- impl "mma" (the default): the state pass of kda/prefill.cuh (mma.sync, the state in fragments of w warps, written to
+-- shared memory as bf16 every chunk). impl "wgmma" (sm_90a; kda/prefill_sm90.cuh): the same kernels, grids and
+-- workspace, the state pass as a producer warpgroup streaming the chunk slots and vs/64 consumer warpgroups holding
+-- S^T as a wgmma accumulator (block 128 + 2 vs threads; w 8, the segment combine's warps). Written without a GPU:
+-- unmeasured and not yet run by the GPU suite, so never the default.
 local function slot_bytes(f, c)
   return 2 * (3 * c * f.dk + c * c + c * f.dv) + 4 * f.dk
 end
@@ -36,7 +41,22 @@ end
 -- state tiles (16 x 8) of a dk x vs state block
 local function f_tiles(dk, vs) return dk * vs // 128 end
 
+-- impl wgmma: one ring stage (W, Qg in K/64 swizzled panels of C rows, KdT one panel of K rows, A one panel of C rows,
+-- U [C][vs + 8], gl [K] fp32; 1024-aligned), and as many stages as fit (2..8: the producer runs ahead); mirrors
+-- KF_PW_* of kda/prefill_sm90.cuh. The stage count is a fact of the sm_90a target (232448 bytes opt-in), so render
+-- needs no device.
+local WG_SMEM = 232448
+local function wg_stage(f, p)
+  local c = p.chunk
+  return (4 * c * f.dk + 128 * f.dk + 128 * c + 2 * c * (p.vs + 8) + 4 * f.dk + 1023) // 1024 * 1024
+end
+local function wg_stages(f, p) return math.min(8, (WG_SMEM - 1024 - 128) // wg_stage(f, p)) end
+
 local function smem_of(p, f)
+  if p.impl == "wgmma" then   -- alignment slack, the stages, full and empty mbarriers
+    local n = wg_stages(f, p)
+    return { state = 1024 + n * wg_stage(f, p) + 16 * n, prep = prep_bytes(f, p, f.dv) }
+  end
   local st = state_bytes(f, p)
   if p.fused == 1 then
     return { state = (st + 15) // 16 * 16 + prep_bytes(f, p, p.vs), prep = 0 }
@@ -44,19 +64,53 @@ local function smem_of(p, f)
   return { state = st, prep = prep_bytes(f, p, f.dv) }
 end
 
+-- impl wgmma's scope: the split path with the state transposed, one consumer warpgroup per 64 value columns.
+local function valid_wgmma(p, f, dev)
+  if dev.arch ~= "sm_90a" then return false, "impl wgmma needs the sm_90a target, got " .. tostring(dev.arch) end
+  if p.tr ~= 1 or p.fused ~= 0 or p.mma ~= 1 then
+    return false, "impl wgmma takes tr 1, fused 0, mma 1 (the split path, state transposed), got tr " .. p.tr .. " fused "
+      .. p.fused .. " mma " .. p.mma
+  end
+  if p.vs ~= 64 and p.vs ~= 128 then
+    return false, "impl wgmma takes vs 64 or 128 (a consumer warpgroup per 64), got " .. p.vs
+  end
+  -- w is only kf_kda_segcomb's (4 warps spill 336 B at vs 64 there); the state pass has 128 + 2 vs threads
+  if p.w ~= 8 then return false, "impl wgmma takes w 8 (the segment combine's warps), got " .. p.w end
+  if (p.seg or 1) > 1 and p.vs > f.dk then
+    return false, "impl wgmma with seg > 1 needs vs <= dk (identity columns), got vs " .. p.vs
+  end
+  if wg_stages(f, p) < 2 then return false, "impl wgmma: fewer than 2 ring stages fit" end
+  local s = smem_of(p, f)
+  if s.state > dev.smem_optin then return false, "state block shared memory " .. s.state .. " > " .. dev.smem_optin end
+  if s.prep > dev.smem_optin then return false, "prep shared memory " .. s.prep .. " > " .. dev.smem_optin end
+  return true
+end
+
+-- The parts of kda/prefill.cuh that impl wgmma shares, cut at its section comments, so that impl mma renders the
+-- fragment whole and byte for byte as before the knob: the preparation (everything before the serial state pass)
+-- and kf_kda_segcomb (from its comment to the end: the #endif of its KF_PF_SEG > 1 block and of the guard).
+local function prefill_shared()
+  local src = fragment("kda/prefill.cuh")
+  local a = src:find("/* ---- the serial state pass", 1, true)
+  local b = src:find("/* grid (V / VS, hv_heads, nseq), KF_PF_THREADS threads", 1, true)
+  if not a or not b or b < a then error("kda/prefill.cuh: the state pass or kf_kda_segcomb section comment moved") end
+  return src:sub(1, a - 1), "#if KF_PF_SEG > 1\n" .. src:sub(b)
+end
+
 return {
   family   = "kda_prefill",
-  doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync), or one fused kernel",
+  doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync, or wgmma on sm_90a), or one fused kernel",
   includes = { "common/kda_params.h", "common/types.cuh", "common/mma.cuh", "kda/common.cuh", "kda/prefill.cuh",
-               "kda/prep_tc.cuh" },
+               "kda/prep_tc.cuh", "common/wgmma.cuh", "kda/prefill_sm90.cuh" },
   shape    = { n = "int", t = "int", h = "int", hv = "int", dk = "int", dv = "int" },
   -- chunk: tokens per chunk; vs: value columns per state block; w: warps of the state block;
   -- tr: state held transposed [vs, K]; fused: one kernel (small batches); mma: 0 = CUDA-core fragments (debug)
   -- seg: segments per sequence run in parallel (split path; the chunk update is affine in the state)
   -- prep: the chunk preparation, 0 fp32 on CUDA cores, 1 on tensor cores (kda/prep_tc.cuh; mma 0 runs its
   -- fragments on CUDA cores too)
-  params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 },
-               seg = { 1, 4 }, prep = { 0, 1 } },
+  -- impl: the state pass on mma.sync, or on wgmma (sm_90a; vs 128 only there)
+  params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64, 128 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 },
+               seg = { 1, 4 }, prep = { 0, 1 }, impl = { "mma", "wgmma" } },
   fixed    = function(shape) return { dk = shape.dk, dv = shape.dv } end,
   valid    = function(p, f, dev)
     if f.dk ~= 64 and f.dk ~= 128 then return false, "dk must be 64 or 128, got " .. f.dk end
@@ -67,6 +121,8 @@ return {
       return false, "seg " .. seg .. " only on the split tensor-core path with tr 1"
     end
     if seg > 1 and 4 * (f.dk * f.dk + f.dk * p.vs) > dev.smem_optin then return false, "segment combine shared memory" end
+    if p.impl == "wgmma" then return valid_wgmma(p, f, dev) end
+    if p.vs > 64 then return false, "vs " .. p.vs .. " only with impl wgmma" end
     -- mma 0 (the same fragments on CUDA cores) exists to debug the tensor-core path: one geometry is enough
     if p.mma == 0 and (p.vs ~= 16 or p.w ~= 4) then return false, "mma 0 (debug) only with vs 16, w 4" end
     local ns = f.dk * p.vs // 128
@@ -97,10 +153,11 @@ return {
     -- until the GPU suite passes it and the tuner times it (bench/NOTES.md "KDA preparation on tensor cores").
     local tokens = shape.n * shape.t
     if tokens * shape.hv <= 4096 then
-      return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 0 }
+      return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 0, impl = "mma" }
     end
     local seg = (shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
-    return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 0 }
+    -- impl wgmma (sm_90a) is unmeasured: not the default until the GPU suite and a timing say so
+    return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 0, impl = "mma" }
   end,
   render   = function(p, f)
     local hdr = subst([[
@@ -117,23 +174,33 @@ return {
 #define KF_PF_PREP ${prep}
 ]], { dk = f.dk, dv = f.dv, c = p.chunk, vs = p.vs, w = p.w, tr = p.tr, mma = p.mma, fused = p.fused, seg = p.seg or 1,
       prep = p.prep or 0 })
+    local tc = (p.prep or 0) == 1 and "\n" .. fragment("kda/prep_tc.cuh") or ""
+    if p.impl == "wgmma" then   -- only then: impl mma's sources stay byte for byte those of before the knob
+      local prep, segcomb = prefill_shared()
+      local wg = subst("#define KF_PF_WG_NST ${n}\n#define KF_PF_WG_SMEM ${b}\n",
+                       { n = wg_stages(f, p), b = smem_of(p, f).state })
+      return hdr .. wg .. fragment("common/kda_params.h") .. "\n"
+        .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n" .. fragment("common/wgmma.cuh") .. "\n"
+        .. fragment("kda/common.cuh") .. "\n" .. prep .. fragment("kda/prefill_sm90.cuh") .. "\n" .. segcomb .. tc
+    end
     local src = hdr .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
       .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/prefill.cuh")
-    if (p.prep or 0) == 1 then src = src .. "\n" .. fragment("kda/prep_tc.cuh") end
-    return src
+    return src .. tc
   end,
   kernels  = function(p, f, dev)
     local s = smem_of(p, f)
+    -- impl wgmma: the state and segment passes run a producer warpgroup beside vs / 64 consumer warpgroups
+    local st_threads = p.impl == "wgmma" and 128 + 2 * p.vs or 32 * p.w
     if p.fused == 1 then
       return { { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
     end
     if (p.seg or 1) > 1 then
       return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
-               { name = "kf_kda_segop", threads = 32 * p.w, smem = s.state },
+               { name = "kf_kda_segop", threads = st_threads, smem = s.state },
                { name = "kf_kda_segcomb", threads = 32 * p.w, smem = 4 * (f.dk * f.dk + f.dk * p.vs) },
-               { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
+               { name = "kf_kda_state", threads = st_threads, smem = s.state } }
     end
     return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
-             { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
+             { name = "kf_kda_state", threads = st_threads, smem = s.state } }
   end,
 }

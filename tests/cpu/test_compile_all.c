@@ -175,7 +175,8 @@ static void compile_arch(const char *arch, const char *family)
 }
 
 
-/* Every valid variant of a KDA family for K = V = 128 (and 64), sm_90a. */
+/* Every valid variant of a KDA family for K = V = 128 (and 64), sm_90a; kda_prefill's with no spill (its state
+ * passes hold the state in registers, impl wgmma as a wgmma accumulator of up to 64 fp32 a thread). */
 static void compile_kda(const char *family)
 {
     gen_host *h = gen_host_new(NULL);
@@ -198,7 +199,7 @@ static void compile_kda(const char *family)
         }
     char what[64];
     snprintf(what, sizeof what, "%s sm_90a", family);
-    build_and_check(h, &l, &tg, what, 0);
+    build_and_check(h, &l, &tg, what, !strcmp(family, "kda_prefill"));
 }
 
 /* attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, D 64 and 128 with stages 2 and 3, D 256 with 64-key

@@ -1004,6 +1004,74 @@ static void test_embedded__build_refuses_an_invalid_merged_variant(void **state)
     gen_host_free(h);
 }
 
+/* kda_prefill impl wgmma (the sm_90a state pass): valid only on sm_90a, on the split path with the state transposed,
+ * vs 64 or 128 and w 8, each refusal naming its reason; vs 128 only with it; its render replaces the mma state pass
+ * (kf_pf_state_body) and keeps the preparation and kf_kda_segcomb (cut from kda/prefill.cuh by the template);
+ * impl mma renders no wgmma. */
+static const char *kda_valid(gen_tmpl *t, const char *shape, const char *params, const char *arch, char *why,
+                             size_t n)
+{
+    gen_device dev;
+    gen_device_for_arch(&dev, arch);
+    gen_kvset sh = shape_of(shape), fixed, p = shape_of(params);
+    assert_int_equal(gen_tmpl_fixed(t, &sh, &fixed), 0);
+    why[0] = 0;
+    return gen_tmpl_valid(t, &fixed, &p, &dev, why, n) == 1 ? NULL : why;
+}
+
+static void test_embedded__kda_wgmma_scope_and_render(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "kda_prefill");
+    assert_non_null(t);
+    const char *d128 = "n=1,t=8192,h=16,hv=16,dk=128,dv=128", *d64 = "n=1,t=8192,h=16,hv=16,dk=64,dv=64";
+    char why[256];
+    const char *ok[] = {"chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma",
+                        "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma"};
+    for (int i = 0; i < 2; ++i)
+        if (kda_valid(t, d128, ok[i], "sm_90a", why, sizeof why))
+            fail_msg("%s refused on sm_90a: %s", ok[i], why);
+    if (kda_valid(t, d64, "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma", "sm_90a", why, sizeof why))
+        fail_msg("dk 64 chunk 64 vs 64 seg 4 refused on sm_90a: %s", why);
+    static const struct { int d64; const char *params, *arch, *why; } no[] = {
+        {0, "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "sm_80", "needs the sm_90a target"},
+        {0, "chunk=16,vs=64,w=8,tr=0,fused=0,mma=1,seg=1,impl=wgmma", "sm_90a", "takes tr 1, fused 0"},
+        {0, "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1,impl=wgmma", "sm_90a", "takes tr 1, fused 0"},
+        {0, "chunk=16,vs=32,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "sm_90a", "vs 64 or 128"},
+        {0, "chunk=16,vs=64,w=4,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "sm_90a", "takes w 8"},
+        {0, "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=mma", "sm_90a", "only with impl wgmma"},
+        {1, "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "sm_90a", "vs 128 > dv 64"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; ++i) {
+        const char *w = kda_valid(t, no[i].d64 ? d64 : d128, no[i].params, no[i].arch, why, sizeof why);
+        if (!w || !strstr(w, no[i].why))
+            fail_msg("%s on %s: '%s', expected a refusal naming '%s'", no[i].params, no[i].arch, w ? w : "valid",
+                     no[i].why);
+    }
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    static const struct { const char *params; int wgmma; } r[] = {
+        {"chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma", 1},
+        {"chunk=32,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", 1},
+        {"chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma", 0},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; ++i) {
+        gen_job j = {0};
+        j.tmpl = t;
+        gen_kvset sh = shape_of(d128);
+        assert_int_equal(gen_tmpl_fixed(t, &sh, &j.fixed), 0);
+        j.params = shape_of(r[i].params);
+        assert_int_equal(gen_build_prepare(&j, &tg), 0);
+        assert_int_equal(strstr(j.src, "kf_pw_state_body<0>") != NULL, r[i].wgmma);
+        assert_int_equal(strstr(j.src, "kf_pf_state_body<0>") != NULL, !r[i].wgmma);
+        assert_non_null(strstr(j.src, "kf_kda_prep(const kf_kda_params p)"));
+        assert_non_null(strstr(j.src, "kf_kda_segcomb(const kf_kda_params p)"));   /* (compiled where seg > 1) */
+        assert_int_equal(strstr(j.src, "wgmma.mma_async") != NULL, r[i].wgmma);
+        gen_job_free(&j);
+    }
+    gen_host_free(h);
+}
+
 /* attn_combine (no sweep has it): its default is valid for every dv it accepts (dv 72 once gave rows 7) */
 static void test_embedded__combine_default_is_valid_for_every_dv(void **state)
 {
@@ -1101,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_embedded__every_sweep_default_is_valid),
         cmocka_unit_test(test_embedded__combine_default_is_valid_for_every_dv),
         cmocka_unit_test(test_embedded__build_refuses_an_invalid_merged_variant),
+        cmocka_unit_test(test_embedded__kda_wgmma_scope_and_render),
         cmocka_unit_test(test_kernels__list_is_parsed_back),
         cmocka_unit_test(test_json__escapes_quotes_backslashes_and_controls),
         cmocka_unit_test(test_json__truncates_whole_escapes_and_keeps_the_quote),

@@ -309,7 +309,7 @@ kf_kda_prep(const kf_kda_params p)
 }
 #endif
 
-/* ---- the serial state pass ------------------------------------------------------------- */
+/* ---- mma.sync fragments (the state pass, and prep 1's preparation: kda/prep_tc.cuh) ------ */
 
 /* Two 8x8 b16 matrices; lanes 0-15 give the row addresses (matrix l/8, row l%8). */
 __device__ __forceinline__ void kf_pf_ldsm_x2(kf_u32 r[2], kf_u32 addr)
@@ -345,6 +345,8 @@ __device__ __forceinline__ void kf_pf_mma(float d[4], const kf_u16 *A, int lda, 
     }
 #endif
 }
+
+/* ---- the serial state pass ------------------------------------------------------------- */
 
 /* state tiles: tr 0: [K][VS] as (K/16) x (VS/8) tiles; tr 1: [VS][K] as (VS/16) x (K/8) */
 #define KF_PF_NS (KF_PF_K * KF_PF_VS / 128)

@@ -968,6 +968,16 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     tune_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS);   /* each slot in its variant's own steady state */
     for (int k = 0; k < n_slots && rc == M_OK; k++) {
         int c = who[k], vi = c < 0 ? p->sp.idefault : cand[c];
+        /* a whole round done (whichever of its slots ran), rounds left: candidates clearly slower than the
+         * default are timed no more */
+        int done_rounds = k / per_round;
+        if (nc > 0 && k > 0 && k % per_round == 0 && done_rounds >= TUNE_ILV_DROP_AFTER && done_rounds < rounds) {
+            int nd = tune_ilv_drop(who, (const double *const *)sp, ns, k, nc, floor, dropped);
+            if (nd > n_dropped) {
+                w->units_done += nd - n_dropped;     /* they will not reach the last round */
+                n_dropped = nd;
+            }
+        }
         if ((c >= 0 && failed[c]) || tune_ilv_skip(who, n_slots, k, dropped))
             continue;
         if (stopped(w)) {
@@ -1010,15 +1020,6 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         sp[k] = tt[k].samples_ms;
         if (c >= 0 && k / per_round == rounds - 1)
             w->units_done++;
-        /* a whole round done, rounds left: candidates clearly slower than the default are timed no more */
-        int done_rounds = (k + 1) / per_round;
-        if (nc > 0 && (k + 1) % per_round == 0 && done_rounds >= TUNE_ILV_DROP_AFTER && done_rounds < rounds) {
-            int nd = tune_ilv_drop(who, (const double *const *)sp, ns, k + 1, nc, floor, dropped);
-            if (nd > n_dropped) {
-                w->units_done += nd - n_dropped;     /* they will not reach the last round */
-                n_dropped = nd;
-            }
-        }
         char note[64];
         snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, rounds);
         progress(w, pi, l, c < 0 ? 0 : c + 1, nc, 0, note);

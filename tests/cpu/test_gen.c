@@ -528,16 +528,23 @@ static void test_render__is_pure_and_has_a_banner(void **state)
     gen_host_free(h);
 }
 
+/* A job of template t for shape: its fixed values set, no params yet. */
+static gen_job job_of(gen_tmpl *t, const gen_kvset *shape)
+{
+    gen_job j = {0};
+    j.tmpl = t;
+    assert_int_equal(gen_tmpl_fixed(t, shape, &j.fixed), 0);
+    return j;
+}
+
 static void test_nvrtc__compiles_and_reports_resources(void **state)
 {
     gen_host *h = gen_host_new(g_dir);
     gen_tmpl *t = gen_tmpl_load(h, "toy");
     gen_target tg;
     assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
-    gen_job j = {0};
-    j.tmpl = t;
     gen_kvset shape = shape_of("n=1,dtype=bf16");
-    assert_int_equal(gen_tmpl_fixed(t, &shape, &j.fixed), 0);
+    gen_job j = job_of(t, &shape);
     j.params = shape_of("w=2,bn=32,sp=1");
     assert_int_equal(gen_build_prepare(&j, &tg), 0);
     char err[256];
@@ -987,10 +994,8 @@ static void test_embedded__build_refuses_an_invalid_merged_variant(void **state)
     assert_non_null(t);
     gen_target tg;
     assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
-    gen_job j = {0};
-    j.tmpl = t;
     gen_kvset shape = shape_of("n=1,t=16384,h=1,hv=4,dk=128,dv=128");
-    assert_int_equal(gen_tmpl_fixed(t, &shape, &j.fixed), 0);
+    gen_job j = job_of(t, &shape);
     assert_int_equal(gen_tmpl_default(t, &shape, &tg.dev, &j.params), 0);
     assert_int_equal(gen_kv_int(&j.params, "seg", 0), 4);
     assert_int_equal(gen_build_prepare(&j, &tg), 0);            /* the default itself builds */

@@ -5,12 +5,11 @@
 # chunked peer, every contender checked against the fp64 oracle first. Installs the fla wheels from .whl/
 # when present (no network). Logs gather in one folder, packed into $OUT/logs.tgz after each stage (the
 # device tool brings back at most 8 files); $OUT/summary.txt is the short story.
-# usage: KF_BUILD=.devbuild BUDGET_S=360 bash tests/device_kda.sh
+# usage: KF_BUILD=.devbuild BUDGET_S=360 [SHAPES=id,id] bash tests/device_kda.sh   (SHAPES: the harness rows, as --shapes)
 KF_LOGS=kda; KF_BUDGET_DEFAULT=360; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
 result() { grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|comparison\(s\) failed|skipped' "$OUT/$1.log" | tail -n 4 | tr '\n' ' '; }
 # the tests' binary caches, when the build brought them compressed (tests/devbuild.sh)
-for x in "$B"/tests/*.db.xz; do [ -f "$x" ] && [ ! -f "${x%.xz}" ] && xz -dkc "$x" > "${x%.xz}"; done
 # 0. fla (the KDA peer), installed from the wheels beside the tree, if any
 if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$ROOT"/.whl/*.whl > "$OUT/pip.log" 2>&1
@@ -32,7 +31,7 @@ grep -hE "^mutant [0-9]+ |KDA mutants killed" "$OUT/test_kda_mutants.log" | tee 
 # 2. the harness KDA rows, sustained: kforge default against fla and the torch peers
 if [ "$(left 20)" -gt 40 ]; then
   ( cd "$ROOT" && KFORGE_DB=/tmp/kf_kda_bench.db PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} \
-      timeout "$(left 15)" python3 -m bench run --set kda \
+      timeout "$(left 15)" python3 -m bench run --set kda ${SHAPES:+--shapes "$SHAPES"} \
       --contenders kforge-default,kforge-default#2,fla-chunk,fla-recurrent,torch-chunked-graph \
       --rounds 3 --samples 6 --timing sustained --time-budget "$(left 25)" --out "$OUT/bench" --no-append \
       --no-plots > "$OUT/bench.log" 2>&1 )

@@ -4,7 +4,6 @@
 # usage: KF_BUILD=.devbuild BUDGET_S=400 bash tests/device_long.sh
 KF_LOGS=long; KF_BUDGET_DEFAULT=400; . "$(dirname "$0")/device_lib.sh"
 cd "$B/tests"
-for z in "$B"/tests/*.db.xz; do [ -f "$z" ] && [ ! -f "${z%.xz}" ] && python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "${z%.xz}"; done
 for t in test_parts_gpu test_kda_gpu; do ( timeout "$(left 20)" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
 wait
 for t in test_parts_gpu test_kda_gpu; do say "$t: exit $(cat $OUT/$t.rc); $(grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed' $OUT/$t.log | tail -n 4 | tr '\n' ' ')"; done

@@ -5,9 +5,6 @@
 # four rows, interleaved (default, tma, default, tma). Logs tarred under $OUT, summary.txt beside them. <= ~4 minutes.
 # usage: KF_BUILD=.devbuild bash tests/device_pre.sh      (BUDGET_S=230 by default; ROUNDS=2)
 KF_LOGS=pre; KF_BUDGET_DEFAULT=230; . "$(dirname "$0")/device_lib.sh"
-for z in "$B"/tests/*.db.xz; do       # test caches travel xz-compressed (tests/devbuild.sh)
-  [ -f "$z" ] && [ ! -f "${z%.xz}" ] && python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "${z%.xz}"
-done
 cd "$B/tests"
 DB=$B/tests/test_gpu.db; [ -f "$DB" ] || DB=/tmp/kf_pre.db
 # 1. correctness: the wgmma_tma group (every wgmma case with the impl swapped, the features' sm90 cases, and

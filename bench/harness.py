@@ -923,10 +923,27 @@ def _check_contenders(contenders, case, entry, fields, verdict, cfg):
     return ok
 
 
+def _probe(ok):
+    """Before the timed rounds: each contender's callables (every input set) run once and synchronised, one
+    contender after the other, so that an illegal address is named by the contender that made it (the error is
+    sticky: every contender timed after it would report it as its own)."""
+    for c, fn, rec in ok:
+        if rec["status"] != "ok":
+            continue
+        try:
+            for f in getattr(fn, "rotation", None) or [fn]:
+                f()
+            sync()
+        except Exception as e:
+            rec["status"], rec["message"] = "error", f"before timing (each input set once): {type(e).__name__}: {e}"
+            return
+
+
 def _timed_rounds(shape, ok, timer, cfg):
     """The timed rounds of the contenders that passed the check: interleaved, in a freshly
     shuffled order each round. Sustained: each contender's samples read (one synchronisation)
     before the next contender's, with the SM clock, power and temperature during them."""
+    _probe(ok)
     rng = random.Random(cfg["seed"] * 7919 + len(shape.id))
     sampler = getattr(timer, "sampler", None)
     for r in range(cfg["rounds"]):

@@ -47,7 +47,7 @@ const char *kf_errmsg(const kf_ctx *ctx) { return ctx ? ctx->err.msg : "out of m
 /* A winner row (shape key "b1.causal0.d128.dtype-bf16...", params "name=value,...")
  * as the selection table holds it. */
 static int winner_of(const char *family, const char *shape_key, const char *params, const char *variant,
-                     const char *cache_key, int from_bundle, rt_winner *r)
+                     const char *cache_key, double speedup, int from_bundle, rt_winner *r)
 {
     char err[256];
     memset(r, 0, sizeof *r);
@@ -59,6 +59,7 @@ static int winner_of(const char *family, const char *shape_key, const char *para
     snprintf(r->variant, sizeof r->variant, "%s", variant);
     snprintf(r->cache_key, sizeof r->cache_key, "%s", cache_key ? cache_key : "");
     r->from_bundle = from_bundle;
+    r->kept_default = speedup > 0 && speedup <= 1.0;   /* 1.0: kept; NULL (read 0) or NaN: the default not measured */
     return 0;
 }
 
@@ -71,7 +72,7 @@ static int winner_cb(const db_winner *w, void *arg)
 {
     struct load_ctx *l = arg;
     rt_winner r;
-    if (winner_of(w->family, w->shape_key, w->params, w->variant_key, w->cache_key, 0, &r) ||
+    if (winner_of(w->family, w->shape_key, w->params, w->variant_key, w->cache_key, w->speedup, 0, &r) ||
         rt_table_add(&l->c->table, &r))
         l->bad++;
     return 0;
@@ -101,7 +102,7 @@ static kf_status serve_bundle(kf_ctx *c, const char *path, db_bundle *b)
     for (int i = 0; i < db_bundle_n_winners(b); i++) {
         const db_bundle_winner *w = db_bundle_winner_at(b, i);
         rt_winner r;
-        if (winner_of(w->family, w->shape_key, w->params, w->variant_key, w->cache_key, 1, &r) ||
+        if (winner_of(w->family, w->shape_key, w->params, w->variant_key, w->cache_key, w->speedup, 1, &r) ||
             rt_table_add(&c->table, &r))
             return rt_ctx_err(c, KF_ERR_BUNDLE, "cannot load bundle '%s': winner '%s' is malformed", path,
                               w->variant_key);

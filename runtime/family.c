@@ -17,7 +17,12 @@ static const char *const gqa_class[] = {"family", "dtype", "hq", "hkv", "d", "ca
                                          "window", "softcap", "sinks", "kv_dtype", "page_size",
                                          NULL};   /* features and paged K/V: optional */
 static const char *const gqa_dist[] = {"b", "sq", "skv", NULL};
-static const char *const parts_class[] = {"family", "dtype", "hq", "hkv", "parts", "value", "dv",
+/* decode: Sq (x Hq / Hkv: the rows of a KV head's tile) decides the row tile, so a winner never crosses Sq (a Sq 4
+ * winner's 16-row tile ran a Sq 8 shape 1.13-1.20x slower than its default, H200 2026-12-01) */
+static const char *const gqa_decode_class[] = {"family", "dtype", "hq", "hkv", "d", "causal", "sq",
+                                                "window", "softcap", "sinks", "kv_dtype", "page_size", NULL};
+static const char *const decode_dist[] = {"b", "skv", NULL};
+static const char *const parts_class[] = {"family", "dtype", "hq", "hkv", "parts", "value", "dv", "sq",
                                           "layers", "page_size", "causal", "kv_dtype", NULL};   /* kv_dtype: optional */
 static const char *const kda_class[] = {"family", "h", "hv", "dk", "dv", NULL};
 static const char *const kda_dist[] = {"n", "t", NULL};
@@ -39,13 +44,13 @@ const rt_family rt_families[RT_FAM_COUNT] = {
     {RT_FAM_ATTN_PREFILL, "attn_prefill", "GQA attention prefill (packed or padded q, causal bottom-right)",
      RT_API_ATTN, 1, &rt_shape_gqa, rt_attn_desc_shape, gqa_class, gqa_dist, attn_launch, attn_grid},
     {RT_FAM_ATTN_DECODE, "attn_decode", "GQA attention decode (packed G x Sq tiles, split-KV with a combine)",
-     RT_API_ATTN, 1, &rt_shape_gqa_decode, rt_attn_desc_shape, gqa_class, gqa_dist, attn_launch, attn_grid},
+     RT_API_ATTN, 1, &rt_shape_gqa_decode, rt_attn_desc_shape, gqa_decode_class, decode_dist, attn_launch, attn_grid},
     {RT_FAM_ATTN_NAIVE, "attn_naive", "GQA attention reference kernel (fp32 math) of the tuner's gates",
      RT_API_NONE, 0, &rt_shape_gqa_naive, NULL, NULL, NULL, attn_launch, attn_grid},
     {RT_FAM_ATTN_COMBINE, "attn_combine", "split-KV combine of normalised partials and their LSE",
      RT_API_NONE, 0, &rt_shape_combine, NULL, NULL, NULL, combine_launch, combine_grid},
     {RT_FAM_PARTS_DECODE, "attn_parts_decode", "split-score decode (absorbed MLA, base + per-layer delta caches)",
-     RT_API_PARTS, 1, &rt_shape_parts, rt_parts_desc_shape, parts_class, gqa_dist, parts_launch, parts_grid},
+     RT_API_PARTS, 1, &rt_shape_parts, rt_parts_desc_shape, parts_class, decode_dist, parts_launch, parts_grid},
     {RT_FAM_KDA_PREFILL, "kda_prefill", "Kimi Delta Attention, chunked prefill", RT_API_KDA, 1, &rt_shape_kda,
      rt_kda_desc_shape, kda_class, kda_dist, kda_launch, kda_grid},
     {RT_FAM_KDA_DECODE, "kda_decode", "Kimi Delta Attention, one token per sequence", RT_API_KDA, 1, &rt_shape_kda,

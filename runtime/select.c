@@ -142,6 +142,10 @@ kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char
                             core_err *e)
 {
     const rt_winner *best = rt_select_nearest(t, &out->shape, class_keys, dist_keys);
+    /* A kept default says only that its own shape's default is best there: a shape near it takes its own
+     * default, not the other's parameters. Without a default (JIT off) the tuned binary still serves. */
+    if (best && best->kept_default && dflt && log_dist(&best->shape, &out->shape, dist_keys) > 0)
+        best = NULL;
     if (best) {
         out->winner = best;
         out->vp = best->vp;

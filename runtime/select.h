@@ -16,6 +16,7 @@ typedef struct rt_winner {
     char variant[512];
     char cache_key[600];
     int from_bundle;
+    int kept_default;         /* the tuner kept its shape's default (speedup 1): no advice for another shape */
 } rt_winner;
 
 typedef struct rt_table {

@@ -140,6 +140,26 @@ static void test_api__selection_is_pure_and_prefers_winners(void **state)
     assert_int_equal(rt_select(&d, &dev, &t, NULL, NULL, &a, &msg), KF_OK);
     assert_non_null(a.winner);
     assert_string_equal(a.winner->variant, "near");
+    /* a kept default near the shape: this shape's own default, not the other's parameters; without a
+     * default (JIT off) the tuned binary serves; on its own shape it is the winner */
+    t.v[1].kept_default = 1;
+    assert_int_equal(rt_select(&d, &dev, &t, fake_default, NULL, &a, &msg), KF_OK);
+    assert_null(a.winner);
+    assert_memory_equal(&a.vp, &b.vp, sizeof a.vp);
+    assert_int_equal(rt_select(&d, &dev, &t, NULL, NULL, &a, &msg), KF_OK);
+    assert_string_equal(a.winner->variant, "near");
+    gen_kv_parse(&t.v[1].shape, "family=attn_decode,dtype=bf16,b=4,sq=1,skv=4096,hq=32,hkv=8,d=128,causal=0", err,
+                 sizeof err);
+    assert_int_equal(rt_select(&d, &dev, &t, fake_default, NULL, &a, &msg), KF_OK);
+    assert_non_null(a.winner);
+    assert_string_equal(a.winner->variant, "near");
+    /* decode winners never cross Sq (it decides the row tile): a Sq 4 winner at the very lengths is passed over */
+    gen_kv_parse(&t.v[1].shape, "family=attn_decode,dtype=bf16,b=4,sq=4,skv=4096,hq=32,hkv=8,d=128,causal=0", err,
+                 sizeof err);
+    t.v[1].kept_default = 0;
+    assert_int_equal(rt_select(&d, &dev, &t, fake_default, NULL, &a, &msg), KF_OK);
+    assert_non_null(a.winner);
+    assert_string_equal(a.winner->variant, "far");
     rt_table_free(&t);
 }
 

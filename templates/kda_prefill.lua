@@ -4,11 +4,11 @@
 -- fused 1: k0 kf_kda_state alone, no workspace. seg > 1 (split): k0 prep, k1 kf_kda_segop grid (dv/vs + dk/vs, hv,
 -- nseq*seg), k2 kf_kda_segcomb grid (dv/vs, hv, nseq), k3 kf_kda_state grid (dv/vs, hv, nseq*seg); workspace adds
 -- nseq*hv*seg*(2*dk*dv + dk*dk) fp32 after the slots (rounded up to 256 bytes).
--- impl "mma" (the default): the state pass of kda/prefill.cuh (mma.sync, the state in fragments of w warps, written to
+-- impl "mma" (the default off sm_90a): the state pass of kda/prefill.cuh (mma.sync, the state in fragments of w warps, written to
 -- shared memory as bf16 every chunk). impl "wgmma" (sm_90a; kda/prefill_sm90.cuh): the same kernels, grids and
 -- workspace, the state pass as a producer warpgroup streaming the chunk slots and vs/64 consumer warpgroups holding
--- S^T as a wgmma accumulator (block 128 + 2 vs threads; w 8, the segment combine's warps). Written without a GPU:
--- unmeasured and not yet run by the GPU suite, so never the default.
+-- S^T as a wgmma accumulator (block 128 + 2 vs threads; w 8, the segment combine's warps); the sm_90a default since
+-- session 9 (the GPU suite passed it, and it timed fastest).
 local function slot_bytes(f, c)
   return 2 * (3 * c * f.dk + c * c + c * f.dv) + 4 * f.dk
 end
@@ -149,15 +149,20 @@ return {
     -- won all three shapes it reached over the vs 16 / 64, w 8 defaults: T 8192 H16 with seg 4, 1.0365 ms (x1.070);
     -- T 8192 H64 2.758 ms (x1.016); 8 x 2048 H16 1.390 ms (x1.024). With vs 32 the segments pay where N HV < 32.
     -- The small packed calls (tokens x HV <= 4096) were not reached: they keep vs 32, w 8.
-    -- prep 1 (the preparation on tensor cores, written without a GPU) is unmeasured: prep 0 stays the default
-    -- until the GPU suite passes it and the tuner times it (bench/NOTES.md "KDA preparation on tensor cores").
+    -- Session 9 (H200, 2026-12-01, test_kda_gpu's prefill timings, T 8192): prep 1 (the preparation on tensor cores)
+    -- takes k0 0.611 -> 0.377 ms at H16 and 2.42 -> 1.46 ms at H64; impl wgmma (sm_90a) takes the state pass
+    -- 0.65 -> 0.38 ms (seg 1, vs 64) and, with seg 4, 0.78 ms in all at H16 (impl mma prep 0: 1.17); at H64 wgmma
+    -- prep 1 2.03 ms (mma prep 1: 2.35). The small packed calls: prep 1, vs 32, w 8 24.8 us (prep 0: 34.1).
+    -- This default at T 8192 H16, kforge run sustained (1980 MHz, 418 W): 0.635 ms.
     local tokens = shape.n * shape.t
     if tokens * shape.hv <= 4096 then
-      return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 0, impl = "mma" }
+      return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 1, impl = "mma" }
     end
     local seg = (shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
-    -- impl wgmma (sm_90a) is unmeasured: not the default until the GPU suite and a timing say so
-    return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 0, impl = "mma" }
+    if dev.arch == "sm_90a" then   -- vs 64 <= dk, dv always (both 64 or 128)
+      return { chunk = 16, vs = 64, w = 8, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "wgmma" }
+    end
+    return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "mma" }
   end,
   render   = function(p, f)
     local hdr = subst([[

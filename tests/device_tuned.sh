@@ -2,12 +2,13 @@
 # tests/device_tuned.sh: issue 15's harness row: the default and prefill sweeps tuned (exhaustive, sustained) into one
 # database, then the harness's table rows with `kforge tuned` (that database), `kforge default` and its control in one
 # run, sustained: tuned >= default beyond the band on every row, and the tuner's >= 3% winners confirmed there.
-# usage: KF_BUILD=.devbuild BUDGET_S=480 bash tests/device_tuned.sh      (logs under $OUT, packed; summary.txt last)
+# usage: KF_BUILD=.devbuild BUDGET_S=480 [SWEEPS="default prefill"] [HARNESS_S=200] bash tests/device_tuned.sh
+#   (logs under $OUT, packed; summary.txt last; HARNESS_S: the seconds kept for the harness after the sweeps)
 KF_LOGS=tuned; KF_BUDGET_DEFAULT=480; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
 DB=/tmp/kf_tuned.db; rm -f "$DB"*
-for s in default prefill; do
-  t=$(date +%s); l=$(left 200); [ "$l" -gt 150 ] && l=150
+for s in ${SWEEPS:-default prefill}; do
+  t=$(date +%s); l=$(left "${HARNESS_S:-200}"); [ "$l" -gt 150 ] && l=150
   timeout "$l" "$K" tune --sweep $s --db "$DB" --json > "$OUT/tune_$s.jsonl" 2> "$OUT/tune_$s.err"
   say "tune --sweep $s: exit $? after $(( $(date +%s) - t )) s"
   python3 "$ROOT/tests/tune_summary.py" "$OUT/tune_$s.jsonl" > "$OUT/summary_$s.txt" 2>&1

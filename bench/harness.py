@@ -483,6 +483,10 @@ class KdaFlaContender(Contender):
         s = case.shape
         if self.impl == "recurrent" and s.max_len > KDA_NAIVE_MAX_STEPS:
             raise Skipped(f"{s.max_len} serial token steps > {KDA_NAIVE_MAX_STEPS}: fla serves prefill with chunk_kda")
+        # fla memoises index tensors of cu_seqlens by argument identity in a queue of FLA_TENSOR_CACHE_SIZE (4)
+        # entries: a CUDA graph of one input set reads tensors freed once four more sets have run (an illegal
+        # address on the H200 with 64 rotation sets, session 9). Read when fla is first imported.
+        os.environ.setdefault("FLA_TENSOR_CACHE_SIZE", "100000")
         try:
             import fla
             from fla.ops.kda import chunk_kda, fused_recurrent_kda

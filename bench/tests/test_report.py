@@ -65,6 +65,20 @@ class TestFixture(unittest.TestCase):
         self.assertEqual(r["kforge-tuned"]["verdict"], "loss")
         self.assertEqual(shapes[3]["error"], "OutOfMemoryError: synthetic")
 
+    def test_band_counts_every_row_of_the_controls_variant(self):
+        res = report.load(FIXTURE)
+        e = json.loads(json.dumps(res["shapes"][2]))          # tuned, default and control: one variant
+        for c in e["contenders"]:
+            if c["name"] == "kforge-tuned":
+                c["rounds"] = [[4.62, 4.62], [4.62, 4.62]]     # 5% slower than the default, the same variant
+        a = report.analyze_shape(e, report.ceilings(res))
+        dflt = {r["name"]: r for r in a["rows"]}["kforge-default"]["median_ms"]
+        self.assertAlmostEqual(a["band"], 4.62 / dflt - 1)
+        for c in e["contenders"]:
+            if c["name"] == "kforge-tuned":
+                c["variant"] = "attn_prefill.other"            # another variant: not a control
+        self.assertAlmostEqual(report.analyze_shape(e, report.ceilings(res))["band"], 0.01)
+
     def test_markdown(self):
         md = report.markdown(report.load(FIXTURE), json_path="bench/tests/fixtures/synthetic_run.json")
         self.assertTrue(md.startswith("## 2000-01-01 00:00 UTC · Synthetic GPU · driver 0.0.0-synthetic · "

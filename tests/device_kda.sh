@@ -5,7 +5,8 @@
 # chunked peer, every contender checked against the fp64 oracle first. Installs the fla wheels from .whl/
 # when present (no network). Logs gather in one folder, packed into $OUT/logs.tgz after each stage (the
 # device tool brings back at most 8 files); $OUT/summary.txt is the short story.
-# usage: KF_BUILD=.devbuild BUDGET_S=360 [SHAPES=id,id] bash tests/device_kda.sh   (SHAPES: the harness rows, as --shapes)
+# usage: KF_BUILD=.devbuild BUDGET_S=360 [SHAPES=id,id] bash tests/device_kda.sh   (SHAPES: the harness rows, as --shapes;
+#   the Triton cache a call brings back, copied to .triton/cache.tgz and carried, saves the next call fla's compiles)
 KF_LOGS=kda; KF_BUDGET_DEFAULT=360; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
 result() { grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|comparison\(s\) failed|skipped' "$OUT/$1.log" | tail -n 4 | tr '\n' ' '; }
@@ -18,6 +19,12 @@ if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
 else
   say "fla wheels: none under .whl/ (the fla rows will say unsupported)"
 fi
+# Triton's compile cache (fla's kernels compile for ~110 s on a fresh machine): restored from .triton/cache.tgz
+# when the tree carries one (the device tool's carry: [".triton"]), and brought back as $OUT/triton_cache.tgz
+export TRITON_CACHE_DIR=/tmp/kf_triton; mkdir -p "$TRITON_CACHE_DIR"
+[ -f "$ROOT/.triton/cache.tgz" ] && tar xzf "$ROOT/.triton/cache.tgz" -C "$TRITON_CACHE_DIR" 2> /dev/null
+save_triton() { tar czf "$RET/triton_cache.tgz" -C "$TRITON_CACHE_DIR" . 2> /dev/null
+  [ "$(stat -c %s "$RET/triton_cache.tgz" 2> /dev/null || echo 0)" -gt 15000000 ] && rm -f "$RET/triton_cache.tgz"; }
 # 1. correctness, side by side (the mutants driver runs test_kda_gpu once per planted slip)
 cd "$B/tests"
 par="${TESTS:-test_kda_gpu test_kda_api_gpu test_kda_mutants}"
@@ -36,9 +43,11 @@ if [ "$(left 20)" -gt 40 ]; then
       --rounds 3 --samples 6 --timing sustained --time-budget "$(left 25)" --out "$OUT/bench" --no-append \
       --no-plots > "$OUT/bench.log" 2>&1 )
   say "harness (set kda, sustained): exit $?"
+  save_triton
   grep -E "^\| KDA|^\|  \| " "$OUT/bench/results.md" 2>/dev/null | head -n 60 | cut -c1-260 | tee -a "$SUM"
 else
   say "harness: skipped (no time left)"
 fi
-say "done"
+save_triton
+say "done; Triton cache: $(du -sh "$TRITON_CACHE_DIR" 2> /dev/null | cut -f1) ($( [ -f "$RET/triton_cache.tgz" ] && echo "brought back" || echo "over 15 MB, left"))"
 pack

@@ -27,7 +27,7 @@ kf_status rt_parts_check(const kf_parts_desc *d, const rt_devinfo *dev, rt_parts
 
 /* The split-score selection: rt_parts_check, then the exact winner for the shape {family
  * attn_parts_decode, dtype, b, sq, skv, hq, hkv, parts, value, dv, layers, page_size, causal}, else the
- * nearest winner with every field but b, sq, skv equal, else the default (dflt NULL:
+ * nearest winner with every field but b, skv equal (not one that kept its own default), else the default (dflt NULL:
  * KF_ERR_NOT_TUNED). out->workspace covers the maxima. Same inputs, same answer. */
 kf_status rt_parts_select(const kf_parts_desc *d, const rt_devinfo *dev, const struct rt_table *t,
                           int (*dflt)(void *, const gen_kvset *, gen_kvset *, core_err *), void *arg,

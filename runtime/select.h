@@ -36,8 +36,9 @@ typedef struct rt_choice {
 
 /* Checks d (KF_ERR_ARG / KF_ERR_UNSUPPORTED with a message), then picks the variant:
  * the exact winner for the shape, else the nearest winner with the same dtype, heads,
- * head dim and causal flag (log distance in batch and lengths), else the default
- * (dflt NULL: KF_ERR_NOT_TUNED naming the shape). Same inputs, same answer. */
+ * head dim and causal flag (and, for decode, Sq; log distance in batch and lengths) unless that
+ * winner only kept its own shape's default, else the default (dflt NULL: KF_ERR_NOT_TUNED naming
+ * the shape). Same inputs, same answer. */
 kf_status rt_select(const kf_attn_desc *d, const rt_devinfo *dev, const rt_table *t,
                     rt_default_fn dflt, void *arg, rt_choice *out, core_err *e);
 
@@ -56,9 +57,9 @@ void rt_attn_base_params(const kf_attn_desc *d, const gen_kvset *vp, void *param
 const rt_winner *rt_select_nearest(const rt_table *t, const gen_kvset *shape, const char *const *class_keys,
                                    const char *const *dist_keys);
 
-/* The variant for out->shape (already set): the nearest winner, else dflt's default (its failure is
- * KF_ERR_UNSUPPORTED), else (dflt NULL) KF_ERR_NOT_TUNED naming the shape and device. Sets out->vp
- * and out->winner. */
+/* The variant for out->shape (already set): the nearest winner (one that kept its own shape's default
+ * only on that very shape, or when dflt is NULL), else dflt's default (its failure is KF_ERR_UNSUPPORTED),
+ * else (dflt NULL) KF_ERR_NOT_TUNED naming the shape and device. Sets out->vp and out->winner. */
 kf_status rt_select_variant(const rt_devinfo *dev, const rt_table *t, const char *const *class_keys,
                             const char *const *dist_keys, rt_default_fn dflt, void *arg, rt_choice *out,
                             core_err *e);

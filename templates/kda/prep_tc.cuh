@@ -108,25 +108,63 @@ __device__ __forceinline__ void kf_pf_tc_copy(void *dst, const void *src, int by
         ((uint4 *)dst)[e] = ((const uint4 *)src)[e];
 }
 
+/* E contiguous b16 from global x (aligned to 2 E bytes) as one load: E = 2, 4 or 8 (32-, 64-, 128-bit) */
+template <int E>
+__device__ __forceinline__ void kf_pf_tc_ldg(const kf_u16 *x, kf_u16 o[E])
+{
+    if (E == 8) {
+        const uint4 u = *(const uint4 *)x;
+        const kf_u32 w[4] = { u.x, u.y, u.z, u.w };
+#pragma unroll
+        for (int r = 0; r < 4; ++r) { o[2 * r] = (kf_u16)(w[r] & 0xffffu); o[2 * r + 1] = (kf_u16)(w[r] >> 16); }
+    } else if (E == 4) {
+        const uint2 u = *(const uint2 *)x;
+        o[0] = (kf_u16)(u.x & 0xffffu); o[1] = (kf_u16)(u.x >> 16);
+        o[2 % E] = (kf_u16)(u.y & 0xffffu); o[3 % E] = (kf_u16)(u.y >> 16);
+    } else if (E == 2) {
+        const kf_u32 u = *(const kf_u32 *)x;
+        o[0] = (kf_u16)(u & 0xffffu); o[1 % E] = (kf_u16)(u >> 16);
+    } else {
+#pragma unroll
+        for (int r = 0; r < E; ++r)
+            o[r] = x[r];
+    }
+}
+
 /* One warp: row tok of q and k (head h) as loaded into qs, ks (zeros when !live) and, from lane 0, their scales:
- * q counts as q * nq, k as k * nk, with the norms of kf_kda_load_qk_warp. */
+ * q counts as q * nq, k as k * nk, with the norms of kf_kda_load_qk_warp. Lane l takes the E = K / 32 contiguous
+ * elements from E l, one 4- or 8-byte load each where the row allows (the API guarantees no alignment of q, k
+ * rows: checked per row, a warp-uniform branch), else E 2-byte loads. The norm sums the same squares in another
+ * order (fp32 rounding only; the bf16 values stored are those loaded). */
 __device__ __forceinline__ void kf_pf_tc_load_qk(const kf_kda_params &p, int n, long long tok, int h, bool live,
                                                  kf_u16 *qs, kf_u16 *ks, float *nq, float *nk)
 {
+    constexpr int E = KF_PF_K / 32;
     const int lane = threadIdx.x & 31;
-    const kf_u16 *q = (const kf_u16 *)p.q + (p.cu_seqlens ? 0 : (long long)n * p.q_sb) + tok * p.q_st + (long long)h * p.q_sh;
-    const kf_u16 *k = (const kf_u16 *)p.k + (p.cu_seqlens ? 0 : (long long)n * p.k_sb) + tok * p.k_st + (long long)h * p.k_sh;
-    kf_u16 qv[KF_PF_K / 32], kv[KF_PF_K / 32];
+    const kf_u16 *q = (const kf_u16 *)p.q + (p.cu_seqlens ? 0 : (long long)n * p.q_sb) + tok * p.q_st + (long long)h * p.q_sh + E * lane;
+    const kf_u16 *k = (const kf_u16 *)p.k + (p.cu_seqlens ? 0 : (long long)n * p.k_sb) + tok * p.k_st + (long long)h * p.k_sh + E * lane;
+    kf_u16 qv[E], kv[E];
+    const bool vec = KF_PF_K % 32 == 0 && (E == 2 || E == 4 || E == 8)
+                     && ((((unsigned long long)q | (unsigned long long)k) & (2 * E - 1)) == 0);
+    if (!live) {
 #pragma unroll
-    for (int j = 0; j < KF_PF_K / 32; ++j) {
-        qv[j] = live ? q[lane + 32 * j] : (kf_u16)0;
-        kv[j] = live ? k[lane + 32 * j] : (kf_u16)0;
+        for (int j = 0; j < E; ++j)
+            qv[j] = kv[j] = 0;
+    } else if (__all_sync(0xffffffffu, vec)) {
+        kf_pf_tc_ldg<E>(q, qv);
+        kf_pf_tc_ldg<E>(k, kv);
+    } else {
+#pragma unroll
+        for (int j = 0; j < E; ++j) {
+            qv[j] = q[j];
+            kv[j] = k[j];
+        }
     }
     float sq = 0.f, sk = 0.f;
 #pragma unroll
-    for (int j = 0; j < KF_PF_K / 32; ++j) {
-        qs[lane + 32 * j] = qv[j];
-        ks[lane + 32 * j] = kv[j];
+    for (int j = 0; j < E; ++j) {
+        qs[E * lane + j] = qv[j];
+        ks[E * lane + j] = kv[j];
         const float x = kf_to_float(qv[j]), y = kf_to_float(kv[j]);
         sq += x * x;
         sk += y * y;
@@ -190,15 +228,46 @@ __device__ void kf_pf_prepare_tc(const kf_kda_params &p, int n, int hv, long lon
         }
     }
     for (int i = warp; i < KF_PF_C; i += nw) {
+        const float b = lane == 0 && i < cc ? kf_kda_beta(p, n, t0 + i, hv) : 0.f;  /* issued with q, k: one trip */
         kf_pf_tc_load_qk(p, n, t0 + i, h, i < cc, Qr + i * KF_PF_K, Kr + i * KF_PF_K, nq + i, nk + i);
         if (lane == 0)
-            beta[i] = i < cc ? kf_kda_beta(p, n, t0 + i, hv) : 0.f;
+            beta[i] = b;
     }
     {
-        const kf_u16 *v = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + (long long)hv * p.v_sh + s.u0;
-        for (int e = tid; e < KF_PF_C * un; e += nt) {
-            const int i = e / un, c = e % un;
-            V[i * ldv + c] = i < cc ? v[(t0 + i) * p.v_st + c] : (kf_u16)0;
+        /* v rows: 16-byte loads where every row of the chunk is 16-byte aligned (block-uniform test), else 2-byte;
+         * 4 loads a thread in flight before the stores (one round trip at C 16: 256 vectors, 256 threads) */
+        const kf_u16 *v = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + (long long)hv * p.v_sh + s.u0 + t0 * p.v_st;
+        const int nv = un / 8, ne = KF_PF_C * nv;
+        if ((((unsigned long long)v & 15) | (p.v_st & 7)) == 0) {
+            for (int e0 = tid; e0 < ne; e0 += 4 * nt) {
+                uint4 x[4];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int e = e0 + r * nt, i = e / nv, c = e % nv * 8;
+                    x[r] = e < ne && i < cc ? *(const uint4 *)(v + i * p.v_st + c) : make_uint4(0u, 0u, 0u, 0u);
+                }
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int e = e0 + r * nt;
+                    if (e < ne)
+                        *(uint4 *)(V + e / nv * ldv + e % nv * 8) = x[r];
+                }
+            }
+        } else {
+            for (int e0 = tid; e0 < KF_PF_C * un; e0 += 4 * nt) {
+                kf_u16 x[4];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int e = e0 + r * nt, i = e / un;
+                    x[r] = e < KF_PF_C * un && i < cc ? v[i * p.v_st + e % un] : (kf_u16)0;
+                }
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int e = e0 + r * nt;
+                    if (e < KF_PF_C * un)
+                        V[e / un * ldv + e % un] = x[r];
+                }
+            }
         }
     }
     if (__syncthreads_or(bad)) {                  /* a gate span the bf16 factors cannot hold: fp32, exactly */

@@ -6,7 +6,7 @@ local function shape_of(p, f)
   local wn = p.w // wm
   local qreg = (f.d <= 128) and 1 or 0
   local kv = p.stages * 2 * p.bn * f.d * 2
-  if f.kv then kv = p.stages * 2 * p.bn * f.d + p.bn * f.d * 2 end   -- fp8 stages + one 16-bit tile (K, then V)
+  if f.kv then kv = p.stages * 2 * p.bn * f.d end   -- fp8 stages only: K and V fragments straight from them
   local merge = (wn > 1) and (p.tm * (f.d + 8) * 4 + 2 * wn * p.tm * 4) or 0
   local smem = p.tm * f.d * 2 + math.max(kv, merge)
   return { wm = wm, wn = wn, kw = p.bn // wn, qreg = qreg, smem = smem, threads = 32 * p.w }

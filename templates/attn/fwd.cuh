@@ -48,6 +48,10 @@
  *           block in use is converted into one 16-bit tile after the stages, K then V (value / 256,
  *           exact: the 256 and k_scale are folded into the score scale, v_scale into the epilogue), each warp
  *           column converting the keys it reads and waiting for its own warps only. Needs KF_STAGES >= 2.
+ *           Decode (KF_V8FRAG): no 16-bit tile at all. V's B fragments of P V come from the fp8 stage by
+ *           ldmatrix.trans on byte pairs and byte permutes, converted to fp16 in registers; P V runs on the fp16
+ *           MMA (P packed to fp16, finer than bf16 on [0, 1]) whatever the dtype, with the head-dim columns of
+ *           each 16 split even / odd between two n tiles (undone in the epilogue's stores).
  * Mutation-test hooks of the features: KF_MUTANT_WINDOW, KF_MUTANT_CAPORDER, KF_MUTANT_SINK, KF_MUTANT_FP8HEAD.
  */
 #define KF_CAP_BEFORE_MAX 1 // KF_MUTANT_CAPORDER
@@ -68,6 +72,7 @@
 #if KF_STAGES < 2
 #error "kforge attn fwd: FP8 K/V needs 2 or more stages"
 #endif
+#define KF_V8FRAG KF_DECODE                         /* decode: V's fragments straight from the fp8 stage, no tile */
 #else
 #define KF_STAGE_BYTES (2 * KF_KV_BYTES)
 #endif
@@ -170,6 +175,41 @@ __device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *ba
 }
 
 /* kf_e4m3x4 (4 e4m3 bytes -> 4 16-bit values / 256): common/fp8.cuh, rendered before this file with KF_KV8 */
+
+#if KF_V8FRAG
+/* Two e4m3 bytes at bits 8..15 and 24..31 of t (the rest zero) -> fp16x2, each value / 256 (exact; kf_e4m3x4's
+ * fp16 rule): sign to bit 15, exponent and mantissa to bits 13..7 */
+__device__ __forceinline__ kf_u32 kf_e4m3x2_h(kf_u32 t) { return (t & 0x80008000u) | ((t >> 1) & 0x3f803f80u); }
+/* Two floats -> fp16x2 (round to nearest even), whatever KF_BF16: P of the FP8 P V */
+__device__ __forceinline__ kf_u32 kf_pack2_h(float lo, float hi)
+{
+    kf_u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+/* d += a * b on the fp16 MMA (fp32 accumulators), whatever KF_BF16 */
+__device__ __forceinline__ void kf_mma16816_h(float d[4], const kf_u32 a[4], kf_u32 b0, kf_u32 b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* V's B fragments of one k16 step (keys 2t, 2t+1 | 2t+8, 2t+9, t = lane % 4) for the 16 fp8 columns of one chunk,
+ * from ldmatrix.trans's words on byte pairs: lo (keys 0-7) holds bytes V[2t][2g], V[2t][2g+1], V[2t+1][2g],
+ * V[2t+1][2g+1] (g = lane / 4), hi the same 8 keys on. Even columns 2g -> (e0, e1), odd 2g+1 -> (o0, o1). */
+__device__ __forceinline__ void kf_v8_frag(kf_u32 lo, kf_u32 hi, kf_u32 &e0, kf_u32 &e1, kf_u32 &o0, kf_u32 &o1)
+{
+    kf_u32 a, b, c, d;
+    asm("prmt.b32 %0, %1, 0, 0x2404;" : "=r"(a) : "r"(lo));   /* bytes 0, 2 -> bits 8..15, 24..31 */
+    asm("prmt.b32 %0, %1, 0, 0x2404;" : "=r"(b) : "r"(hi));
+    asm("prmt.b32 %0, %1, 0, 0x3414;" : "=r"(c) : "r"(lo));   /* bytes 1, 3 */
+    asm("prmt.b32 %0, %1, 0, 0x3414;" : "=r"(d) : "r"(hi));
+    e0 = kf_e4m3x2_h(a);
+    e1 = kf_e4m3x2_h(b);
+    o0 = kf_e4m3x2_h(c);
+    o1 = kf_e4m3x2_h(d);
+}
+#endif
 
 /* The K or V rows of the block that the warps of column wn read (keys wn KW .. wn KW + KW - 1), converted by those
  * KF_WM warps alone (t: the thread's index among them), then a barrier of those warps only: no warp waits for the
@@ -372,11 +412,13 @@ KF_FWD_NAME(const kf_attn_params p)
     for (int n = 0; n < nblk; ++n) {
 #if KF_KV8
         const kf_u32 sK8 = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV8 = sK8 + KF_KV8_BYTES;
-        /* K's fragments come straight from its fp8 stage (Q K^T below); V is converted into one 16-bit tile after
-         * the stages, after the barrier that follows every warp's Q K^T. At stages 2, D 128, two CTAs a
+        /* K's fragments come straight from its fp8 stage (Q K^T below); V's too in decode (P V below), else V is
+         * converted into one 16-bit tile after the stages, after the barrier that follows every warp's Q K^T. At stages 2, D 128, two CTAs a
          * multiprocessor keep twice the bytes in flight (a decode CTA's prefetch of one 32 KB block alone leaves
          * the memory system idle half the time). */
+#if !KF_V8FRAG
         const kf_u32 sV = sKVa + KF_CVT_OFF;
+#endif
         (void)k_row, (void)k_chk;
 #else
         const kf_u32 sK = sKVa + (n % KF_STAGES) * KF_STAGE_BYTES, sV = sK + KF_KV_BYTES;
@@ -525,7 +567,7 @@ KF_FWD_NAME(const kf_attn_params p)
 
         kf_cp_async_wait<2 * KF_STAGES - 2>();               /* V of block n */
         __syncthreads();
-#if KF_KV8
+#if KF_KV8 && !KF_V8FRAG
         KF_CVT_ROWS(sV, sV8);
 #endif
 
@@ -533,6 +575,29 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
         for (int kk = 0; kk < KF_KW / 16; ++kk) {
             kf_u32 pa[KF_MT][4];
+#if KF_KV8 && KF_V8FRAG
+#pragma unroll
+            for (int mt = 0; mt < KF_MT; ++mt) {
+                pa[mt][0] = kf_pack2_h(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = kf_pack2_h(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = kf_pack2_h(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = kf_pack2_h(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+            /* 16 keys x 32 fp8 columns a ldmatrix.x4.trans (matrices: keys 0-7 | 8-15 of chunk 2 dt2, then of chunk
+             * 2 dt2 + 1); n tiles 2c / 2c + 1 hold chunk c's even / odd columns */
+#pragma unroll
+            for (int dt2 = 0; dt2 < KF_DT / 4; ++dt2) {
+                kf_u32 w8[4], vb[8];
+                kf_ldsm_x4_t(w8, sV8 + kf_swz8(v_row + kk * 16, 2 * dt2 + v_chk));
+                kf_v8_frag(w8[0], w8[1], vb[0], vb[1], vb[2], vb[3]);
+                kf_v8_frag(w8[2], w8[3], vb[4], vb[5], vb[6], vb[7]);
+#pragma unroll
+                for (int mt = 0; mt < KF_MT; ++mt)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q)
+                        kf_mma16816_h(acc[mt][4 * dt2 + q], pa[mt], vb[2 * q], vb[2 * q + 1]);
+            }
+#else
 #pragma unroll
             for (int mt = 0; mt < KF_MT; ++mt) {
                 pa[mt][0] = kf_pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
@@ -550,6 +615,7 @@ KF_FWD_NAME(const kf_attn_params p)
                     kf_mma16816(acc[mt][2 * dt2 + 1], pa[mt], vb[2], vb[3]);
                 }
             }
+#endif
         }
 #if KF_STAGES == 1
         __syncthreads();                                    /* stage 0 may be refilled */
@@ -673,18 +739,37 @@ KF_FWD_NAME(const kf_attn_params p)
             if (nsplit == 1) {
                 kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
                             + (long long)hh * p.o_sh + 2 * (lane & 3);
+#if KF_KV8 && KF_V8FRAG
+                /* n tiles 2c / 2c + 1: chunk c's even / odd columns; this lane's are 16c + 4t .. 16c + 4t + 3 */
+#pragma unroll
+                for (int c = 0; c < KF_DT / 2; ++c) {
+                    kf_u32 *oc = (kf_u32 *)(o + c * 16 + 2 * (lane & 3));
+                    oc[0] = kf_pack2(acc[mt][2 * c][2 * hf] * inv, acc[mt][2 * c + 1][2 * hf] * inv);
+                    oc[1] = kf_pack2(acc[mt][2 * c][2 * hf + 1] * inv, acc[mt][2 * c + 1][2 * hf + 1] * inv);
+                }
+#else
 #pragma unroll
                 for (int dt = 0; dt < KF_DT; ++dt)
                     *(kf_u32 *)(o + dt * 8) = kf_pack2(acc[mt][dt][2 * hf] * inv, acc[mt][dt][2 * hf + 1] * inv);
+#endif
                 if (p.lse && (lane & 3) == 0)
                     p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)hh * p.lse_sh + r0 + i] = lse;
             } else {
                 const long long rid = ((p.cu_seqlens_q ? 0 : (long long)b * p.sq) + r0 + i) * (long long)p.hq + hh;
                 const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
                 float *wo = p.ws_o + wrow * KF_D + 2 * (lane & 3);
+#if KF_KV8 && KF_V8FRAG
+#pragma unroll
+                for (int c = 0; c < KF_DT / 2; ++c) {
+                    float2 *wc = (float2 *)(wo + c * 16 + 2 * (lane & 3));
+                    wc[0] = make_float2(acc[mt][2 * c][2 * hf] * inv, acc[mt][2 * c + 1][2 * hf] * inv);
+                    wc[1] = make_float2(acc[mt][2 * c][2 * hf + 1] * inv, acc[mt][2 * c + 1][2 * hf + 1] * inv);
+                }
+#else
 #pragma unroll
                 for (int dt = 0; dt < KF_DT; ++dt)
                     *(float2 *)(wo + dt * 8) = make_float2(acc[mt][dt][2 * hf] * inv, acc[mt][dt][2 * hf + 1] * inv);
+#endif
                 if ((lane & 3) == 0)
                     p.ws_lse[wrow] = lse;
             }

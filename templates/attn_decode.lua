@@ -29,6 +29,9 @@ return {
     ok, why = A.check_features(f, true)
     if not ok then return false, why end
     if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
+    if f.kv and (p.bn * f.d // 16) % (32 * p.w) ~= 0 then   -- attn/fwd.cuh kf_load_kv8: whole rounds of copies
+      return false, "FP8 K/V: a block's 16-byte chunks (bn " .. p.bn .. " x d " .. f.d .. " / 16) must fill the " .. 32 * p.w .. " threads evenly"
+    end
     local s = shape_of(p, f)
     if s.kw < 16 or s.kw % 16 ~= 0 then return false, "keys per warp bn/" .. s.wn .. " must be a multiple of 16" end
     local mt = p.tm // (16 * s.wm)

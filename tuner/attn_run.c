@@ -169,6 +169,7 @@ typedef struct geom {
     double softcap;
     float *sinks;               /* [hq] host, or NULL */
     int kv_fp8;                 /* K/V e4m3 bytes, scales below */
+    double q_amp;               /* tune_attn_case.q_amp (the gates' draws only) */
     size_t kv_esz;              /* bytes of a K/V element */
     float *k_scale, *v_scale;   /* [hkv] host (as run: an expanded head has its logical head's), or NULL */
     int page_size;              /* > 0: paged K/V, the k view a pool [n_pages, page_size, hkv, d] */
@@ -275,6 +276,7 @@ static int geom_init(geom *g, const tune_attn_case *c, const tune_compiled *v, u
         g->k = make_view(c->layout, pad, g->packed_kv, c->b, g->kv_rows, g->hkv, c->d);
     }
     g->kv_fp8 = c->kv_fp8;
+    g->q_amp = c->q_amp;
     g->kv_esz = c->kv_fp8 ? 1 : check_dtype_size(c->dtype);
     if (c->kv_fp8) {
         int rep = g->hkv / g->hkv_logical;
@@ -394,7 +396,8 @@ static void fill_val_part(void *arg, int part, int parts)
     check_dtype dt = F->dt;
     check_rng r;
     long long lo, hi;
-    /* q ~ N(0,1): two draws a value */
+    /* q ~ N(0,1) (times q_amp where set): two draws a value */
+    const double qa = g->q_amp > 0 ? g->q_amp : 1.0;
     par_range((long long)g->cu_q[g->B] * g->hq, part, parts, &lo, &hi);
     check_rng_seed(&r, F->seed ^ 0x9e3779b97f4a7c15ull);
     check_rng_skip(&r, (uint64_t)lo * (uint64_t)g->d * 2);
@@ -411,9 +414,9 @@ static void fill_val_part(void *arg, int part, int parts)
             continue;
         }
         for (int c = 0; c < g->d; c++) {
-            check_store(dt, F->h->q, (size_t)(off + c), rnd_val(&r, 1));
+            check_store(dt, F->h->q, (size_t)(off + c), rnd_val(&r, 1) * qa);
             if (check_load(dt, F->h->q, (size_t)(off + c)) == 0.0)
-                check_store(dt, F->h->q, (size_t)(off + c), 0.25);
+                check_store(dt, F->h->q, (size_t)(off + c), 0.25 * qa);
         }
     }
     /* k ~ N(0,1), v ~ N(0,1) or U[-1,1): generated for the logical kv heads, stored to every head that

@@ -72,6 +72,7 @@ typedef struct tune_attn_case {
     int page_size;                 /* > 0: K/V in a pool of page_size-row pages through a block table [b, bt_sb]: the
                                     * pages shuffled (a permutation drawn from the seed), a spare column and pages
                                     * never referenced, every unused page NaN; not with packed_kv */
+    double q_amp;                  /* appended; 0 or 1: q ~ N(0,1); else N(0,1) * q_amp (the range of a scaled Q) */
 } tune_attn_case;
 
 /* The per-head dequantisation scale of FP8 K (is_v 0) or V (1), logical kv head kh: distinct for neighbouring

@@ -52,6 +52,10 @@
  *           ldmatrix.trans on byte pairs and byte permutes, converted to fp16 in registers; P V runs on the fp16
  *           MMA (P packed to fp16, finer than bf16 on [0, 1]) whatever the dtype, with the head-dim columns of
  *           each 16 split even / odd between two n tiles (undone in the epilogue's stores).
+ *           K16 (bf16 decode): Q K^T on the fp16 MMA too, so K's bytes take the fp16 rule (a shift and a mask
+ *           per pair, no multiply) instead of the bf16 one. Q is scaled by 2^e into fp16 once (e from the CTA's
+ *           largest finite |q|, so that it lands in [2^14, 2^15): no overflow, bf16's 8 bits kept down to
+ *           2^-28 of that largest value) and 2^-e joins k_scale in the score scale.
  * Mutation-test hooks of the features: KF_MUTANT_WINDOW, KF_MUTANT_CAPORDER, KF_MUTANT_SINK, KF_MUTANT_FP8HEAD.
  */
 #define KF_CAP_BEFORE_MAX 1 // KF_MUTANT_CAPORDER
@@ -73,6 +77,7 @@
 #error "kforge attn fwd: FP8 K/V needs 2 or more stages"
 #endif
 #define KF_V8FRAG KF_DECODE                         /* decode: V's fragments straight from the fp8 stage, no tile */
+#define KF_K16 (KF_V8FRAG && KF_BF16)               /* bf16 decode: Q scaled into fp16, Q K^T on the fp16 MMA */
 #else
 #define KF_STAGE_BYTES (2 * KF_KV_BYTES)
 #endif
@@ -356,8 +361,38 @@ KF_FWD_NAME(const kf_attn_params p)
             qi[mt][hf] = i;
         }
 
+#if KF_K16
+    __shared__ unsigned kf_qmax_s;                          /* the CTA's largest finite |q| (bf16 bits) */
+    if (tid == 0)
+        kf_qmax_s = 0;
+#endif
     kf_cp_async_wait<2 * (KF_STAGES - 1)>();                 /* Q has landed */
     __syncthreads();
+#if KF_K16
+    {   /* |q| as bf16 bits compares as an unsigned integer; Inf and NaN (>= 0x7f80) are left out */
+        unsigned m = 0;
+        for (int idx = tid; idx < KF_TM * KF_CH; idx += KF_THREADS) {
+            kf_u32 w[4];
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                         : "r"(sQa + kf_swz(idx / KF_CH, idx % KF_CH) * 2));
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const unsigned lo = w[j] & 0x7fffu, hi = (w[j] >> 16) & 0x7fffu;
+                m = max(m, lo < 0x7f80u ? lo : 0u);
+                m = max(m, hi < 0x7f80u ? hi : 0u);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0)
+            atomicMax(&kf_qmax_s, m);
+    }
+    __syncthreads();
+    /* largest |q| < 2^(E+1), E its exponent (subnormals and 0 as -126): e = 14 - E puts it in [2^14, 2^15) */
+    const int qe = min(126, 14 - max(-126, (int)(kf_qmax_s >> 7) - 127));
+    const float qsc = __uint_as_float((kf_u32)(qe + 127) << 23), qinv = __uint_as_float((kf_u32)(127 - qe) << 23);
+#endif
 #if KF_KV8
     /* FP8 K fragments come from the fp8 stage by ldmatrix on byte pairs (below), which puts d 4t, 4t+1 in a lane's
      * k slots 2t, 2t+1 and d 4t+2, 4t+3 in slots 2t+8, 2t+9 (t = lane % 4) of each 16-column step. Q's columns take
@@ -369,6 +404,12 @@ KF_FWD_NAME(const kf_attn_params p)
         kf_u32 a0, a1, a2, a3, b0, b1, b2, b3;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(lo));
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(hi));
+#if KF_K16   /* bf16 pairs -> fp16 pairs of q * 2^e (round to nearest; exact where q * 2^e is an fp16 normal) */
+#define KF_Q16(x) kf_pack2_h(__uint_as_float((x) << 16) * qsc, __uint_as_float((x) & 0xffff0000u) * qsc)
+        a0 = KF_Q16(a0), a1 = KF_Q16(a1), a2 = KF_Q16(a2), a3 = KF_Q16(a3);
+        b0 = KF_Q16(b0), b1 = KF_Q16(b1), b2 = KF_Q16(b2), b3 = KF_Q16(b3);
+#undef KF_Q16
+#endif
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(lo), "r"(a0), "r"(a2), "r"(b0), "r"(b2) : "memory");
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(hi), "r"(a1), "r"(a3), "r"(b1), "r"(b3) : "memory");
     }
@@ -395,7 +436,11 @@ KF_FWD_NAME(const kf_attn_params p)
     }
 #if KF_KV8
     const int sh8 = kvh; // KF_MUTANT_FP8HEAD
+#if KF_K16
+    const float kq = p.k_scale[sh8] * 256.f * qinv, vq = p.v_scale[sh8] * 256.f;   /* q = tile * 2^-e */ // KF_MUTANT_QSCALE
+#else
     const float kq = p.k_scale[sh8] * 256.f, vq = p.v_scale[sh8] * 256.f;   /* e4m3 = tile value * 256 */
+#endif
 #else
     const float kq = 1.f;
 #endif
@@ -481,15 +526,25 @@ KF_FWD_NAME(const kf_attn_params p)
                  * no 16-bit K tile, no barrier for it */
                 kf_u32 w8[2];
                 kf_ldsm_x2(w8, sK8 + kf_swz8(wn * KF_KW + nt2 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), kk));
+#if KF_K16
+                kf_e4m3x4_h(w8[0], kb[0], kb[1]);
+                kf_e4m3x4_h(w8[1], kb[2], kb[3]);
+#else
                 kf_e4m3x4(w8[0], kb[0], kb[1]);
                 kf_e4m3x4(w8[1], kb[2], kb[3]);
+#endif
 #else
                 kf_ldsm_x4(kb, sK + ((k_row + nt2 * 16) * KF_D + (((2 * kk + k_chk) ^ sw) << 3)) * 2);
 #endif
 #pragma unroll
                 for (int mt = 0; mt < KF_MT; ++mt) {
+#if KF_K16
+                    kf_mma16816_h(s[mt][2 * nt2], KF_QA(mt), kb[0], kb[1]);
+                    kf_mma16816_h(s[mt][2 * nt2 + 1], KF_QA(mt), kb[2], kb[3]);
+#else
                     kf_mma16816(s[mt][2 * nt2], KF_QA(mt), kb[0], kb[1]);
                     kf_mma16816(s[mt][2 * nt2 + 1], KF_QA(mt), kb[2], kb[3]);
+#endif
                 }
             }
 #undef KF_QA

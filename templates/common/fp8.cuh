@@ -20,6 +20,7 @@
  * the bf16, taken by one byte permute per pair. No conversion instruction: the earlier route (fp16 bits, then
  * cvt.f32.f16 and cvt.rn.bf16x2.f32, 6 conversions a word) ran on the quarter-rate conversion pipe, the FP8
  * decode's bottleneck (bench/NOTES.md, session 6). Checked here for every byte in every lane (not on a GPU yet). */
+__device__ __forceinline__ void kf_e4m3x4_h(kf_u32 w, kf_u32 &lo, kf_u32 &hi);
 __device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
 {
 #if KF_BF16
@@ -35,12 +36,18 @@ __device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
     asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(lo) : "r"(r0), "r"(r1));   /* the high halves: element 0 low */
     asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(hi) : "r"(r2), "r"(r3));
 #else
+    kf_e4m3x4_h(w, lo, hi);
+#endif
+}
+
+/* 4 e4m3 bytes -> 4 fp16 values / 256 whatever the dtype (kf_e4m3x4's fp16 rule; the bf16 decode's K16 path) */
+__device__ __forceinline__ void kf_e4m3x4_h(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
+{
     kf_u32 t0, t1;
     asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(w));
     asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(w));
     lo = (t0 & 0x80008000u) | ((t0 >> 1) & 0x3f803f80u);
     hi = (t1 & 0x80008000u) | ((t1 >> 1) & 0x3f803f80u);
-#endif
 }
 
 /* 16 e4m3 bytes at shared address src -> 16 16-bit values (kf_e4m3x4): the first 8 to the 16 bytes at dst_lo, the

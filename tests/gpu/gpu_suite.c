@@ -257,6 +257,11 @@ const suite_case suite_kv8[] = {
     {DEC, "bf16", 2, 8, 500, 8, 2, 128, 1, KV(500, 77), E4M3, .params = "tm=64,w=4,bn=64,stages=3,sp=2"},
     {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .page_size = 64, .params = "sp=4", .mut = MUT_YES},
     {DEC, "bf16", 2, 1, 800, 8, 2, 128, 1, KV(800, 5), WIN(128), .sinks = 1, E4M3, .params = "sp=4"},
+    /* bf16 decode scales Q into fp16 by the CTA's largest |q| (attn/fwd.cuh, K16): q past fp16's range, and tiny
+     * q near bf16's subnormals, the softmax scale keeping the logits O(1) */
+    {DEC, "bf16", 2, 1, 700, 8, 2, 128, 0, KV(700, 5), E4M3, .q_amp = 1e5, .scale = 8.838834764831845e-07,
+     .params = "sp=2", .mut = MUT_YES},
+    {DEC, "bf16", 2, 4, 600, 8, 4, 64, 1, KV(600, 1), E4M3, .q_amp = 1e-30, .scale = 1.25e29, .params = "sp=1"},
     {PRE, "bf16", 2, 130, 300, 8, 2, 128, 1, KV(300, 64), E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=2",
      .mut = MUT_YES},
     {PRE, "fp16", 1, 200, 200, 8, 4, 64, 0, E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=3"},
@@ -379,6 +384,8 @@ const suite_mutant suite_mutants[] = {
     {"sink in the numerator too", "KF_MUTANT_SINK", "expf(lse0 - lse)", "1.f"},
     /* FP8 K/V: the next kv head's scales (only in the sources built with kv_dtype=e4m3: suite_kv8) */
     {"fp8 scale of the next head", "KF_MUTANT_FP8HEAD", "sh8 = kvh;", "sh8 = (kvh + 1) % p.hkv;"},
+    /* bf16 FP8 decode's Q scale (K16): 2^-e not undone in the score scale */
+    {"q scale not undone", "KF_MUTANT_QSCALE", "256.f * qinv", "256.f"},
     /* paged K/V: the block-table row of the next sequence. The marker is the line's own text, the same in
      * attn/fwd.cuh and attn/fwd_sm90.cuh: a marker comment there would re-key every binary (and fwd_sm90.cuh is not
      * this change's to edit); it reaches every GQA source, and only the paged cases (suite_paged*) can see it */
@@ -629,6 +636,7 @@ void suite_attn_case(const suite_case *c, tune_attn_case *tc)
     tc->window = c->window, tc->window_left = c->window_left, tc->softcap = c->softcap, tc->sinks = c->sinks;
     tc->scale = c->scale;
     tc->kv_fp8 = c->kv_fp8;
+    tc->q_amp = c->q_amp;
     tc->page_size = c->page_size;
 }
 

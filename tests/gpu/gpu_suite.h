@@ -30,6 +30,7 @@ typedef struct suite_case {
     int sinks;
     double scale;              /* 0: 1/sqrt(d); large: large logits */
     int kv_fp8;                /* 1: K/V as e4m3 bytes with per-head scales (tune_attn_case.kv_fp8), kv_dtype=e4m3 */
+    double q_amp;              /* 0 or 1: q ~ N(0,1); else scaled by it (tune_attn_case.q_amp) */
     int page_size;             /* > 0: K/V through a shuffled block table of pages of that many rows */
 } suite_case;
 

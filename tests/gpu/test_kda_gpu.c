@@ -706,37 +706,56 @@ static void test_kda_gpu__prefill_timings(void **state)
 {
     (void)state;
     printf("  device %s, %d SMs\n", dinfo.name, dinfo.sms);
+    /* each alternative names impl and prep: the rest of its parameters come from the shape's default */
     static const char *alts[] = {
-        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
-        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1",
-        "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=1", "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
-        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4",
-        "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-        "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=4",
-        "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,prep=1", "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,prep=1",
-        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,prep=1", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1",
+        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma,prep=0",
+        "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma,prep=0",
+        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma,prep=0",
+        "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma,prep=0",
+        "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,prep=1,impl=mma",
+        "chunk=16,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,prep=1,impl=mma",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,prep=1,impl=mma",
+        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1,impl=mma",
         /* impl wgmma (the state pass on sm_90a; unmeasured when written), alone and with prep 1 */
-        "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma",
-        "chunk=32,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma",
-        "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma", "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma",
+        "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma,prep=0",
+        "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma,prep=0",
+        "chunk=32,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma,prep=0",
+        "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma,prep=0",
+        "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma,prep=0",
+        "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma,prep=0",
         "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,prep=1,impl=wgmma"
     };
     ref_kda_case c = kcase(1, NULL, 8192, 16, 16, 128);
     time_prefill("T8192 H16 (target 0.25)", &c, alts, (int)(sizeof alts / sizeof alts[0]));
     static const char *alts64[] = {
-        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=1",
-        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4",
-        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1",
-        "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma",
+        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=64,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=32,vs=16,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma,prep=0",
+        "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma,prep=0",
+        "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1,impl=mma",
+        "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma,prep=0",
+        "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma,prep=0",
         "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,prep=1,impl=wgmma"
     };
     c = kcase(1, NULL, 8192, 64, 64, 128);
     time_prefill("T8192 H64 (target 0.9)", &c, alts64, (int)(sizeof alts64 / sizeof alts64[0]));
     static const char *small[] = {
-        "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1", "chunk=16,vs=16,w=4,tr=1,fused=1,mma=1,seg=1",
-        "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1,seg=1", "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1",
-        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1", "chunk=32,vs=64,w=8,tr=1,fused=1,mma=1,seg=1",
-        "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,prep=1", "chunk=16,vs=32,w=8,tr=1,fused=0,mma=1,seg=1,prep=1"
+        "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=16,vs=16,w=4,tr=1,fused=1,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=32,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=32,vs=64,w=8,tr=1,fused=1,mma=1,seg=1,impl=mma,prep=0",
+        "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,prep=1,impl=mma",
+        "chunk=16,vs=32,w=8,tr=1,fused=0,mma=1,seg=1,prep=1,impl=mma"
     };
     c = kcase(3, L3, 0, 2, 2, 128);
     time_prefill("[17,0,16] H2 (target 0.015)", &c, small, (int)(sizeof small / sizeof small[0]));

@@ -246,3 +246,12 @@ int tune_ilv_skip(const int *who, int n_slots, int k, const int *dropped)
         return dropped[who[k]] != 0;
     return k + 1 < n_slots && who[k + 1] >= 0 && dropped[who[k + 1]];
 }
+
+int tune_ilv_more_rounds(int rounds, double band, double target, double floor)
+{
+    if (rounds < 1 || !(band > target) || !(target > 0) || !(floor < target))
+        return rounds;
+    double want = ceil(rounds * (band / target) * (band / target) - 1e-9);
+    int cap = rounds * TUNE_ILV_MORE;
+    return want >= cap ? cap : (int)want;
+}

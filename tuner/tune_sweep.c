@@ -950,28 +950,31 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     }
     if (nc == 0)
         slot_n = o->samples;                  /* the default alone: one slot of a full timing */
+    /* room for the most rounds (TUNE_ILV_MORE x the planned ones); the planned rounds are a prefix of that order */
+    const int cap_slots = tune_ilv_order(nc, rounds * TUNE_ILV_MORE, NULL, 0);
     n_slots = tune_ilv_order(nc, rounds, NULL, 0);
-    who = malloc(sizeof(int) * (size_t)n_slots);
-    ns = calloc((size_t)n_slots, sizeof(int));
+    who = malloc(sizeof(int) * (size_t)cap_slots);
+    ns = calloc((size_t)cap_slots, sizeof(int));
     failed = calloc((size_t)nc + 1, sizeof(int));
-    tt = calloc((size_t)n_slots, sizeof *tt);
-    sp = calloc((size_t)n_slots, sizeof *sp);
+    tt = calloc((size_t)cap_slots, sizeof *tt);
+    sp = calloc((size_t)cap_slots, sizeof *sp);
     cr = calloc((size_t)nc + 1, sizeof *cr);
     dropped = calloc((size_t)nc + 1, sizeof(int));
     if (!who || !ns || !failed || !tt || !sp || !cr || !dropped) {
         rc = M_DBERR;
         goto out;
     }
-    tune_ilv_order(nc, rounds, who, n_slots);
-    int per_round = 2 * nc > 0 ? 2 * nc : 1, n_dropped = 0;
+    tune_ilv_order(nc, rounds * TUNE_ILV_MORE, who, cap_slots);
+    int per_round = 2 * nc > 0 ? 2 * nc : 1, n_dropped = 0, all_rounds = rounds, k0 = 0;
     double floor = o->band_floor > 0 ? o->band_floor : TUNE_BAND_FLOOR;
     tune_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS);   /* each slot in its variant's own steady state */
-    for (int k = 0; k < n_slots && rc == M_OK; k++) {
+more_rounds:
+    for (int k = k0; k < n_slots && rc == M_OK; k++) {
         int c = who[k], vi = c < 0 ? p->sp.idefault : cand[c];
         /* a whole round done (whichever of its slots ran), rounds left: candidates clearly slower than the
          * default are timed no more */
         int done_rounds = k / per_round;
-        if (nc > 0 && k > 0 && k % per_round == 0 && done_rounds >= TUNE_ILV_DROP_AFTER && done_rounds < rounds) {
+        if (nc > 0 && k > 0 && k % per_round == 0 && done_rounds >= TUNE_ILV_DROP_AFTER && done_rounds < all_rounds) {
             int nd = tune_ilv_drop(who, (const double *const *)sp, ns, k, nc, floor, dropped);
             if (nd > n_dropped) {
                 w->units_done += nd - n_dropped;     /* they will not reach the last round */
@@ -1021,8 +1024,23 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         if (c >= 0 && k / per_round == rounds - 1)
             w->units_done++;
         char note[64];
-        snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, rounds);
+        snprintf(note, sizeof note, "interleaved round %d/%d", k / per_round + 1, all_rounds);
         progress(w, pi, l, c < 0 ? 0 : c + 1, nc, 0, note);
+    }
+    if (rc == M_OK && dflt && nc > 0 && all_rounds == rounds && n_dropped < nc) {
+        /* the band after the planned rounds wider than the target: more rounds, once (tune_ilv_more_rounds) */
+        tune_ilv_result pre;
+        int live = 0;
+        for (int c = 0; c < nc; c++)
+            live += !failed[c] && !dropped[c];
+        tune_ilv_decide(who, sp, ns, n_slots, nc, floor, cr, &pre);
+        int more = live ? tune_ilv_more_rounds(rounds, pre.band, TUNE_ILV_BAND_TARGET, floor) : rounds;
+        if (more > rounds) {
+            all_rounds = more;
+            k0 = n_slots;
+            n_slots = tune_ilv_order(nc, more, NULL, 0);
+            goto more_rounds;
+        }
     }
     tune_set_rewarm(w->ctx, 0);
     if (rc == M_OK && !dflt)                  /* the default failed in the rounds */
@@ -1099,6 +1117,11 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
         size_t at = strlen(tail);
         snprintf(tail + at, sizeof tail - at, "; %d of %d finalists dropped early (slower by over %.0fx their band)",
                  n_dropped, nc, TUNE_ILV_DROP_BANDS);
+    }
+    if (all_rounds > rounds) {
+        size_t at = strlen(tail);
+        snprintf(tail + at, sizeof tail - at, "; %d rounds, %d more than planned for a band within %.0f%%",
+                 all_rounds, all_rounds - rounds, 100 * TUNE_ILV_BAND_TARGET);
     }
     phase_tail(p, tail, sizeof tail);
     /* the final line names the winner */

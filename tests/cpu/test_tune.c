@@ -1187,6 +1187,30 @@ static void test_tune__ilv_order_alternates_with_the_default(void **state)
     assert_true(r == 2 && k == 3);
 }
 
+/* More rounds for a band wider than the target (tune_ilv_more_rounds): the band falls as 1 / sqrt(rounds), the
+ * planned rounds are a prefix of the longer order, at most TUNE_ILV_MORE x as many */
+static void test_tune__ilv_more_rounds_for_a_wide_band(void **state)
+{
+    (void)state;
+    assert_int_equal(tune_ilv_more_rounds(10, 0.0211, 0.02, 0.01), 12);     /* 10 x 1.055^2 = 11.13 */
+    assert_int_equal(tune_ilv_more_rounds(10, 0.02, 0.02, 0.01), 10);       /* within the target */
+    assert_int_equal(tune_ilv_more_rounds(10, 0.015, 0.02, 0.01), 10);
+    assert_int_equal(tune_ilv_more_rounds(10, 0.04, 0.02, 0.01), 10 * TUNE_ILV_MORE);   /* 40 wanted: the cap */
+    assert_int_equal(tune_ilv_more_rounds(7, 0.025, 0.02, 0.01), 11);       /* 7 x 1.5625 = 10.9 */
+    assert_int_equal(tune_ilv_more_rounds(10, NAN, 0.02, 0.01), 10);
+    assert_int_equal(tune_ilv_more_rounds(10, 0.03, 0.02, 0.02), 10);       /* the floor is the target: no use */
+    assert_int_equal(tune_ilv_more_rounds(0, 0.03, 0.02, 0.01), 0);
+    /* after the band shrinks as predicted, the longer plan's band is within the target */
+    int r = tune_ilv_more_rounds(10, 0.0211, 0.02, 0.01);
+    assert_true(0.0211 * sqrt(10.0 / r) <= 0.02);
+    /* the planned order is a prefix of the longer one (tune_sweep.c continues it) */
+    int a[64], b[64];
+    int na = tune_ilv_order(3, 4, a, 64), nb = tune_ilv_order(3, 8, b, 64);
+    assert_true(na == 25 && nb == 49);
+    for (int i = 0; i < na; i++)
+        assert_int_equal(a[i], b[i]);
+}
+
 static void test_tune__rotate_sets_exceed_twice_l2(void **state)
 {
     (void)state;
@@ -1723,6 +1747,7 @@ int main(void)
         cmocka_unit_test(test_tune__timing_option_is_checked),
         cmocka_unit_test_setup_teardown(test_tune__report_shows_timing_and_clocks, setup, teardown),
         cmocka_unit_test(test_tune__ilv_order_alternates_with_the_default),
+        cmocka_unit_test(test_tune__ilv_more_rounds_for_a_wide_band),
         cmocka_unit_test(test_tune__rotate_sets_exceed_twice_l2),
         cmocka_unit_test(test_tune__burst_calls),
         cmocka_unit_test(test_tune__ilv_faster_inside_drift_wins),

@@ -631,13 +631,19 @@ KF_FWD_NAME(const kf_attn_params p)
         for (int kk = 0; kk < KF_KW / 16; ++kk) {
             kf_u32 pa[KF_MT][4];
 #if KF_KV8 && KF_V8FRAG
+#define KF_PACK_P kf_pack2_h                                 /* P V on the fp16 MMA */
+#else
+#define KF_PACK_P kf_pack2
+#endif
 #pragma unroll
             for (int mt = 0; mt < KF_MT; ++mt) {
-                pa[mt][0] = kf_pack2_h(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][1] = kf_pack2_h(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][2] = kf_pack2_h(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][3] = kf_pack2_h(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                pa[mt][0] = KF_PACK_P(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = KF_PACK_P(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = KF_PACK_P(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = KF_PACK_P(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
             }
+#undef KF_PACK_P
+#if KF_KV8 && KF_V8FRAG
             /* 16 keys x 32 fp8 columns a ldmatrix.x4.trans (matrices: keys 0-7 | 8-15 of chunk 2 dt2, then of chunk
              * 2 dt2 + 1); n tiles 2c / 2c + 1 hold chunk c's even / odd columns */
 #pragma unroll
@@ -653,13 +659,6 @@ KF_FWD_NAME(const kf_attn_params p)
                         kf_mma16816_h(acc[mt][4 * dt2 + q], pa[mt], vb[2 * q], vb[2 * q + 1]);
             }
 #else
-#pragma unroll
-            for (int mt = 0; mt < KF_MT; ++mt) {
-                pa[mt][0] = kf_pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][1] = kf_pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][2] = kf_pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][3] = kf_pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
 #pragma unroll
             for (int dt2 = 0; dt2 < KF_DT / 2; ++dt2) {
                 kf_u32 vb[4];

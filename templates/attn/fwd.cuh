@@ -182,9 +182,6 @@ __device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *ba
 /* kf_e4m3x4 (4 e4m3 bytes -> 4 16-bit values / 256): common/fp8.cuh, rendered before this file with KF_KV8 */
 
 #if KF_V8FRAG
-/* Two e4m3 bytes at bits 8..15 and 24..31 of t (the rest zero) -> fp16x2, each value / 256 (exact; kf_e4m3x4's
- * fp16 rule): sign to bit 15, exponent and mantissa to bits 13..7 */
-__device__ __forceinline__ kf_u32 kf_e4m3x2_h(kf_u32 t) { return (t & 0x80008000u) | ((t >> 1) & 0x3f803f80u); }
 /* Two floats -> fp16x2 (round to nearest even), whatever KF_BF16: P of the FP8 P V */
 __device__ __forceinline__ kf_u32 kf_pack2_h(float lo, float hi)
 {

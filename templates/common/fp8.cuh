@@ -12,6 +12,20 @@
  * per-head scale into its own factors: value = scale[kv head] * 256 * decoded.
  */
 
+/* Two e4m3 bytes at bits 8..15 and 24..31 of t (the rest zero) -> fp16x2, each value / 256 (exact): the fp16 rule,
+ * sign to bit 15, exponent and mantissa to bits 13..7 */
+__device__ __forceinline__ kf_u32 kf_e4m3x2_h(kf_u32 t) { return (t & 0x80008000u) | ((t >> 1) & 0x3f803f80u); }
+
+/* 4 e4m3 bytes -> 4 fp16 values / 256 whatever the dtype (the fp16 rule; the bf16 decode's K16 path) */
+__device__ __forceinline__ void kf_e4m3x4_h(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
+{
+    kf_u32 t0, t1;
+    asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(w));
+    asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(w));
+    lo = kf_e4m3x2_h(t0);
+    hi = kf_e4m3x2_h(t1);
+}
+
 /* 4 e4m3 bytes -> 4 16-bit values of the dtype, each e4m3 value / 256 (exact, subnormals included).
  * fp16: the byte's sign to bit 15, its exponent and mantissa to bits 13..7 (bias 15 against e4m3's 7).
  * bf16: the byte's exponent and mantissa to bits 26..20 of an fp32 and its sign to bit 31 make the value *
@@ -20,7 +34,6 @@
  * the bf16, taken by one byte permute per pair. No conversion instruction: the earlier route (fp16 bits, then
  * cvt.f32.f16 and cvt.rn.bf16x2.f32, 6 conversions a word) ran on the quarter-rate conversion pipe, the FP8
  * decode's bottleneck (bench/NOTES.md, session 6). Checked here for every byte in every lane (not on a GPU yet). */
-__device__ __forceinline__ void kf_e4m3x4_h(kf_u32 w, kf_u32 &lo, kf_u32 &hi);
 __device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
 {
 #if KF_BF16
@@ -40,15 +53,6 @@ __device__ __forceinline__ void kf_e4m3x4(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
 #endif
 }
 
-/* 4 e4m3 bytes -> 4 fp16 values / 256 whatever the dtype (kf_e4m3x4's fp16 rule; the bf16 decode's K16 path) */
-__device__ __forceinline__ void kf_e4m3x4_h(kf_u32 w, kf_u32 &lo, kf_u32 &hi)
-{
-    kf_u32 t0, t1;
-    asm("prmt.b32 %0, %1, 0, 0x1404;" : "=r"(t0) : "r"(w));
-    asm("prmt.b32 %0, %1, 0, 0x3424;" : "=r"(t1) : "r"(w));
-    lo = (t0 & 0x80008000u) | ((t0 >> 1) & 0x3f803f80u);
-    hi = (t1 & 0x80008000u) | ((t1 >> 1) & 0x3f803f80u);
-}
 
 /* 16 e4m3 bytes at shared address src -> 16 16-bit values (kf_e4m3x4): the first 8 to the 16 bytes at dst_lo, the
  * last 8 to dst_hi (the converted tiles of attn/fwd.cuh and parts/decode.cuh) */

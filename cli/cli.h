@@ -32,6 +32,7 @@ typedef struct cli_opts {
     int samples;              /* --samples N (tune; 0: the tuner's default) */
     unsigned long long seed;  /* --seed N (tune) */
     double band_floor;        /* --band-floor F (tune; 0: the tuner's default) */
+    double rewarm_ms;         /* --rewarm MS (tune; 0: the tuner's default) */
     int retry_errors;         /* --retry-errors (tune) */
     int markdown, csv;        /* --markdown (report), --csv (report, compile, db ls) */
     int json, quiet, ptx, all, measure, help;

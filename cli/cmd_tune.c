@@ -125,6 +125,7 @@ static int worker(cli_opts *cli, const int *devs, int nd, int w, gen_kvset *shap
     o.strategy = cli->strategy ? tune_strategy_parse(cli->strategy) : TUNE_STRAT_RANDOM;
     o.seed = cli->seed;
     o.band_floor = cli->band_floor;
+    o.rewarm_ms = cli->rewarm_ms;
     o.timing = cli->timing ? tune_timing_parse(cli->timing) : TUNE_TIMING_SUSTAINED;
     o.retry_errors = cli->retry_errors;
     o.quiet = cli->quiet;

@@ -18,7 +18,7 @@ enum {
     OPT_MEASURE = 1 << 10, OPT_GPU = 1 << 11, OPT_FAMILY = 1 << 12, OPT_JOBS = 1 << 13, OPT_OUTPUT = 1 << 14,
     OPT_DEVICES = 1 << 15, OPT_SHARD = 1 << 16, OPT_BUDGET = 1 << 17, OPT_STRATEGY = 1 << 18,
     OPT_SEED = 1 << 19, OPT_SAMPLES = 1 << 20, OPT_BAND = 1 << 21, OPT_RETRY = 1 << 22, OPT_MD = 1 << 23,
-    OPT_CSV = 1 << 24, OPT_TIMING = 1 << 25, OPT_PAGE = 1 << 26,
+    OPT_CSV = 1 << 24, OPT_TIMING = 1 << 25, OPT_PAGE = 1 << 26, OPT_REWARM = 1 << 27,
     OPT_PASS = 1u << 31,  /* the command's arguments go to it as they are (bench); only --help is read */
 };
 
@@ -58,6 +58,7 @@ static const struct cli_opt {
     {OPT_MD, "markdown", no_argument, 278, NULL},
     {OPT_TIMING, "timing", required_argument, 279, NULL},
     {OPT_PAGE, "page-size", required_argument, 280, NULL},
+    {OPT_REWARM, "rewarm", required_argument, 281, NULL},
     {OPT_JOBS, "jobs", required_argument, 'j', "  -j N               compile threads (default: the number of cores)\n"},
     {OPT_OUTPUT, "output", required_argument, 'o', NULL},
 };
@@ -131,11 +132,11 @@ static const struct cli_cmd commands[] = {
      "             bf16 GEMM).\n"},
     {"tune", cmd_tune,
      OPT_DB | OPT_ARCH | OPT_TEMPLATES | OPT_SHAPE | OPT_SWEEP | OPT_DEVICES | OPT_SHARD | OPT_BUDGET | OPT_STRATEGY |
-         OPT_SEED | OPT_SAMPLES | OPT_BAND | OPT_TIMING | OPT_RETRY | OPT_JOBS | OPT_JSON | OPT_QUIET, "time the variants of a sweep and keep the winners",
+         OPT_SEED | OPT_SAMPLES | OPT_BAND | OPT_REWARM | OPT_TIMING | OPT_RETRY | OPT_JOBS | OPT_JSON | OPT_QUIET, "time the variants of a sweep and keep the winners",
      "usage: kforge tune [FAMILY] [--sweep NAME | --shape S] [--db PATH] [--devices 0,1]\n"
      "                   [--shard i/n] [--budget N [--strategy random|halving] [--seed N]]\n"
-     "                   [--samples N] [--band-floor F] [--timing sustained|burst] [--retry-errors]\n"
-     "                   [-j N] [--quiet] [--json]\n"
+     "                   [--samples N] [--band-floor F] [--rewarm MS] [--timing sustained|burst]\n"
+     "                   [--retry-errors] [-j N] [--quiet] [--json]\n"
      "  Times every valid variant of each shape of the sweep (default: 'default', GQA decode\n"
      "  and prefill; 'kda' holds the KDA rows) on the GPU and keeps the winner per (GPU model,\n"
      "  family, shape). Families: attn_decode, attn_prefill, attn_parts_decode (sweeps\n"
@@ -147,7 +148,8 @@ static const struct cli_cmd commands[] = {
      "  (>= 200 ms back to back, until the SM clock and power settle); each sample a burst of\n"
      "  back-to-back calls over rotating input sets larger than the L2, timed with CUDA events;\n"
      "  the default and the candidates in alternating rounds (D A D B ...; --samples, default 30,\n"
-     "  at least 20, in rounds of 3, each slot after 50 ms (at most 100 calls) of its own variant;\n"
+     "  at least 20, in rounds of 3, each slot after 50 ms (at most 100 calls) of its own variant,\n"
+     "  or --rewarm MS (1 to 5000) whatever a call takes;\n"
      "  a shape of more than 6 candidates screens each first with 5 samples and takes the 6\n"
      "  fastest to the rounds); a candidate replaces the default only when, over the rounds, it\n"
      "  is faster than the default slots next to it by more than the band (two standard errors\n"
@@ -330,6 +332,14 @@ static int parse(const struct cli_cmd *cmd, int argc, char **argv, cli_opts *o)
                 return cli_usage_error("--seed wants a whole number from 0 to %llu, got '%s'",
                                        (unsigned long long)-1, optarg);
             o->seed = v;
+            break;
+        }
+        case OPT_REWARM: {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (!*optarg || *end || !(v >= 1 && v <= 5000))
+                return cli_usage_error("--rewarm wants milliseconds from 1 to 5000, got '%s'", optarg);
+            o->rewarm_ms = v;
             break;
         }
         case OPT_BAND: {

@@ -148,10 +148,12 @@ int tune_timing_mode(const tune_ctx *c) { return c ? c->timing : TUNE_TIMING_SUS
 
 rt_nvml_dev *tune_nvml(const tune_ctx *c) { return c ? c->nvml : NULL; }
 
-void tune_set_rewarm(tune_ctx *c, double ms)
+void tune_set_rewarm(tune_ctx *c, double ms, int max_calls)
 {
-    if (c)
+    if (c) {
         c->rewarm_ms = ms > 0 ? (ms < TUNE_WARM_MAX_MS ? ms : TUNE_WARM_MAX_MS) : 0;
+        c->rewarm_calls = max_calls > 0 ? max_calls : 0;
+    }
 }
 
 void tune_set_extra(tune_ctx *c, int every)
@@ -517,8 +519,9 @@ static int time_sustained(tune_ctx *ctx, tune_enqueue_fn enqueue, void *arg, int
             goto out_graph;
         }
     }
-    /* a re-warm (tune_set_rewarm) of at most TUNE_REWARM_CALLS calls */
-    double rewarm = ctx->rewarm_ms < TUNE_REWARM_CALLS * one ? ctx->rewarm_ms : TUNE_REWARM_CALLS * one;
+    /* a re-warm (tune_set_rewarm) of at most its call cap */
+    const double capped = ctx->rewarm_calls > 0 ? ctx->rewarm_calls * one : ctx->rewarm_ms;
+    double rewarm = ctx->rewarm_ms < capped ? ctx->rewarm_ms : capped;
     while (idle || rewarm > 0) {
         double per = ge ? one * n : one;                /* ms of one replay, or of one call */
         /* a re-warm's chunk no longer than what is left of it: a whole poll chunk (50 ms) would

@@ -110,9 +110,10 @@ void tune_set_extra(tune_ctx *c, int every);
  * TUNE_REWARM_CALLS calls where those take less (after other GPU work too, where it would
  * otherwise start at once): the clock an earlier variant left behind is not the one this variant
  * settles to; a memory-bound decode call barely moves it (0: off). The interleaved rounds use
- * TUNE_ILV_REWARM_MS. */
+ * TUNE_ILV_REWARM_MS. max_calls caps it (TUNE_REWARM_CALLS for the interleaved rounds' default;
+ * 0: no cap, the whole ms whatever a call takes). */
 #define TUNE_REWARM_CALLS 100
-void tune_set_rewarm(tune_ctx *c, double ms);
+void tune_set_rewarm(tune_ctx *c, double ms, int max_calls);
 /* The session's NVML device (NULL without NVML: clocks unknown). */
 rt_nvml_dev *tune_nvml(const tune_ctx *c);
 

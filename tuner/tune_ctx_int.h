@@ -62,6 +62,7 @@ struct tune_ctx {
     double last_busy;          /* host time the last timing's GPU work ended (0: never) */
     int extra_every;           /* tune_set_extra */
     double rewarm_ms;          /* tune_set_rewarm */
+    int rewarm_calls;          /* its call cap (0: none) */
     CUstream stream;           /* where the runners launch (tune_ctx_stream): NULL, or a capturing stream */
 };
 

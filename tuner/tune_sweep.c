@@ -967,7 +967,12 @@ static int run_interleaved(sweep *w, plan *p, meas_list *l, int pi, int *resumed
     tune_ilv_order(nc, rounds * TUNE_ILV_MORE, who, cap_slots);
     int per_round = 2 * nc > 0 ? 2 * nc : 1, n_dropped = 0, all_rounds = rounds, k0 = 0;
     double floor = o->band_floor > 0 ? o->band_floor : TUNE_BAND_FLOOR;
-    tune_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS);   /* each slot in its variant's own steady state */
+    /* each slot in its variant's own steady state: TUNE_ILV_REWARM_MS (at most TUNE_REWARM_CALLS calls), or
+     * --rewarm's ms whatever a call takes */
+    if (w->o->rewarm_ms > 0)
+        tune_set_rewarm(w->ctx, w->o->rewarm_ms, 0);
+    else
+        tune_set_rewarm(w->ctx, TUNE_ILV_REWARM_MS, TUNE_REWARM_CALLS);
 more_rounds:
     for (int k = k0; k < n_slots && rc == M_OK; k++) {
         int c = who[k], vi = c < 0 ? p->sp.idefault : cand[c];
@@ -1042,7 +1047,7 @@ more_rounds:
             goto more_rounds;
         }
     }
-    tune_set_rewarm(w->ctx, 0);
+    tune_set_rewarm(w->ctx, 0, 0);
     if (rc == M_OK && !dflt)                  /* the default failed in the rounds */
         rc = time_each(w, p, l, cand, failed, nc);
     if (rc != M_OK || !dflt)

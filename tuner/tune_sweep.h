@@ -27,6 +27,7 @@ typedef struct tune_opts {
     int strategy;                /* TUNE_STRAT_RANDOM or TUNE_STRAT_HALVING when budget is set */
     uint64_t seed;               /* of random subsets */
     double band_floor;           /* 0: TUNE_BAND_FLOOR */
+    double rewarm_ms;            /* interleaved slots' re-warm (0: TUNE_ILV_REWARM_MS, <= TUNE_REWARM_CALLS calls) */
     int timing;                  /* TUNE_TIMING_SUSTAINED (0, the default: interleaved rounds, see
                                   * tuner/tune_ilv.h) or TUNE_TIMING_BURST (each variant once, then
                                   * the default again as the control) */

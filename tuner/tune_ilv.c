@@ -221,19 +221,30 @@ out:
 }
 
 int tune_ilv_drop(const int *who, const double *const *samples, const int *ns, int n_slots, int n_cand,
-                  double floor, int *dropped)
+                  double floor, double target, int *dropped)
 {
     tune_ilv_cand *c = malloc(sizeof *c * (size_t)(n_cand + 1));
     if (!c)
         return -1;
     tune_ilv_result res;
     tune_ilv_decide(who, samples, ns, n_slots, n_cand, floor, c, &res);
-    int n = 0;
+    int n = 0, keep = -1;
     for (int i = 0; i < n_cand; i++) {
-        if (!dropped[i] && c[i].slots >= TUNE_ILV_DROP_AFTER && c[i].ratio > 1.0 + TUNE_ILV_DROP_BANDS * c[i].band)
-            dropped[i] = 1;
+        if (!dropped[i] && c[i].slots >= TUNE_ILV_DROP_AFTER && c[i].ratio > 1.0 + TUNE_ILV_DROP_BANDS * c[i].band) {
+            dropped[i] = 2;                              /* dropped now */
+            if (keep < 0 || c[i].ratio < c[keep].ratio)
+                keep = i;
+        }
         n += dropped[i] != 0;
     }
+    /* the last ones out at once while the band is wider than the target: the closest of them stays, so the
+     * default keeps a partner and the band keeps narrowing over the rounds left */
+    if (n == n_cand && keep >= 0 && res.band > target) {
+        dropped[keep] = 0;
+        n--;
+    }
+    for (int i = 0; i < n_cand; i++)
+        dropped[i] = dropped[i] != 0;
     free(c);
     return n;
 }

@@ -91,14 +91,17 @@ int tune_ilv_decide(const int *who, const double *const *samples, const int *ns,
 /* Early drop in the rounds: after TUNE_ILV_DROP_AFTER complete rounds, a candidate whose paired ratio is
  * above 1 + TUNE_ILV_DROP_BANDS x its band (slower than the default by twice what a winner must beat it
  * by) is timed no more. Most finalists of a sweep are a few percent slower than the default; their
- * remaining rounds were most of a shape's time (session 8). */
+ * remaining rounds were most of a shape's time (session 8). While the band is wider than `target`
+ * (TUNE_ILV_BAND_TARGET), the last candidates are never all dropped: the closest of them stays in the
+ * rounds, so the band over the rounds left comes within the target (session 11: every finalist of D 256 4K
+ * dropped after 3 rounds left its band at 3.2-4.4%). */
 #define TUNE_ILV_DROP_AFTER 3
 #define TUNE_ILV_DROP_BANDS 2.0
 /* Decides on the slots so far (n_slots of them; later slots not yet timed) and sets dropped[c] = 1 for
  * each candidate out of the running as above (entries already 1 stay 1). Returns the number of
  * candidates dropped in all; -1 when out of memory (nothing changed). */
 int tune_ilv_drop(const int *who, const double *const *samples, const int *ns, int n_slots, int n_cand,
-                  double floor, int *dropped);
+                  double floor, double target, int *dropped);
 /* Whether slot k is skipped once some candidates are dropped: a dropped (or failed) candidate's slot, and
  * the default slot just before it (the default slots next to the others stay). */
 int tune_ilv_skip(const int *who, int n_slots, int k, const int *dropped);

@@ -980,7 +980,7 @@ more_rounds:
          * default are timed no more */
         int done_rounds = k / per_round;
         if (nc > 0 && k > 0 && k % per_round == 0 && done_rounds >= TUNE_ILV_DROP_AFTER && done_rounds < all_rounds) {
-            int nd = tune_ilv_drop(who, (const double *const *)sp, ns, k, nc, floor, dropped);
+            int nd = tune_ilv_drop(who, (const double *const *)sp, ns, k, nc, floor, TUNE_ILV_BAND_TARGET, dropped);
             if (nd > n_dropped) {
                 w->units_done += nd - n_dropped;     /* they will not reach the last round */
                 n_dropped = nd;

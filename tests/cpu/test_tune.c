@@ -1403,8 +1403,8 @@ static void test_tune__ilv_drop_slower_after_three_rounds(void **state)
     int dropped[4] = {0, 0, 0, 0};
     int per_round = 2 * 4;
     /* before three rounds nothing is dropped */
-    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 2 * per_round, 4, TUNE_BAND_FLOOR, dropped), 0);
-    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * per_round, 4, TUNE_BAND_FLOOR, dropped), 2);
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 2 * per_round, 4, TUNE_BAND_FLOOR, TUNE_ILV_BAND_TARGET, dropped), 0);
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * per_round, 4, TUNE_BAND_FLOOR, TUNE_ILV_BAND_TARGET, dropped), 2);
     assert_true(dropped[0] && dropped[3] && !dropped[1] && !dropped[2]);
     /* the slots skipped from round 4 on: C0 and C3 and the default slot before each; the closing default stays */
     int skipped = 0;
@@ -1429,11 +1429,37 @@ static void test_tune__ilv_drop_slower_after_three_rounds(void **state)
     assert_int_equal(c[1].slots, 10);
     assert_int_equal(c[0].slots, 3);
     /* dropped stays dropped; a noisy GPU (2% a slot) widens the band, and a 6% slower one then stays in */
-    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, st.n, 4, TUNE_BAND_FLOOR, dropped), 2);
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, st.n, 4, TUNE_BAND_FLOOR, TUNE_ILV_BAND_TARGET, dropped), 2);
     const double close[2] = {1.06, 0.96};
     int d2[2] = {0, 0};
     make_wander(&st, 2, 10, close, 0.03, 4);
-    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * 4, 2, TUNE_BAND_FLOOR, d2), 0);
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * 4, 2, TUNE_BAND_FLOOR, TUNE_ILV_BAND_TARGET, d2), 0);
+}
+
+/* Early drop with a wide band: when every candidate is out at once and the band is wider than the target, the
+ * closest stays in (the default keeps a partner, the band narrows over the rounds left); with a band within the
+ * target all go. */
+static void test_tune__ilv_drop_keeps_the_closest_while_the_band_is_wide(void **state)
+{
+    (void)state;
+    const double slow[2] = {1.30, 1.25};
+    stream st;
+    tune_ilv_cand c[2];
+    tune_ilv_result r;
+    make_wander(&st, 2, 10, slow, 0.04, 7);
+    tune_ilv_decide(st.who, st.sp, st.ns, 3 * 4, 2, TUNE_BAND_FLOOR, c, &r);
+    assert_true(r.band > TUNE_ILV_BAND_TARGET);
+    assert_true(c[0].ratio > 1.0 + TUNE_ILV_DROP_BANDS * c[0].band && c[1].ratio > 1.0 + TUNE_ILV_DROP_BANDS * c[1].band);
+    int d[2] = {0, 0};
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * 4, 2, TUNE_BAND_FLOOR, TUNE_ILV_BAND_TARGET, d), 1);
+    assert_true(d[0] && !d[1]);                       /* 1.25 stays, 1.30 goes */
+    /* the same stream judged against a target wider than its band: both go */
+    int e[2] = {0, 0};
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * 4, 2, TUNE_BAND_FLOOR, 2 * r.band, e), 2);
+    /* a quiet GPU (band at the floor, within the target): both go */
+    make_wander(&st, 2, 10, slow, 0.001, 7);
+    int q[2] = {0, 0};
+    assert_int_equal(tune_ilv_drop(st.who, st.sp, st.ns, 3 * 4, 2, TUNE_BAND_FLOOR, TUNE_ILV_BAND_TARGET, q), 2);
 }
 
 /* ---- clocks and power (tuner/tune_clock.c, runtime/nvml.c) ----------------------------- */
@@ -1756,6 +1782,7 @@ int main(void)
         cmocka_unit_test(test_tune__ilv_band_from_slot_noise_over_rounds),
         cmocka_unit_test(test_tune__ilv_failed_slots),
         cmocka_unit_test(test_tune__ilv_drop_slower_after_three_rounds),
+        cmocka_unit_test(test_tune__ilv_drop_keeps_the_closest_while_the_band_is_wide),
         cmocka_unit_test(test_tune__ilv_resume_after_an_early_drop),
         cmocka_unit_test(test_tune__clock_summary),
         cmocka_unit_test(test_tune__warm_up_settles_over_windows),

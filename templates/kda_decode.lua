@@ -61,24 +61,27 @@ return {
     -- From the tuner on an H200 (2026-11-29): vsplit 2, w 4, ipc 4 (four items per block, the next
     -- state slice prefetched) won N128 H32 (0.151 ms, x1.06 over vsplit 1 w 8) and N32 HV32 (0.044 ms);
     -- with fewer (n, hv) items than SMs, slice the value columns further and take one item per block.
-    -- ws 1 (written 2026-11-30, not yet measured; bench/NOTES.md "KDA decode at the bandwidth limit"):
-    -- the state streams through registers like a copy; every block loads its whole slice (16-byte
-    -- streaming loads) before anything else and stores it at its end, so the memory pipe never waits on
-    -- a barrier chain. vsplit so that blocks >= 16 per SM: many short blocks keep loads of some in
-    -- flight while others compute or store. Revert: DECODE_WS = 0 gives the tuned ws 0 defaults.
+    -- ws 1 (2026-11-30; bench/NOTES.md "KDA decode at the bandwidth limit"): the state streams through
+    -- registers like a copy; every block loads its whole slice (16-byte streaming loads) before anything
+    -- else and stores it at its end, so the memory pipe never waits on a barrier chain. What is in flight
+    -- an SM is what the registers hold, so the slice is as wide as 16 rows a thread allow.
+    -- Revert: DECODE_WS = 0 gives the tuned ws 0 defaults.
     local DECODE_WS = 1
     local ctas = shape.n * shape.hv
     if DECODE_WS == 1 then
-      -- the narrowest slice with at most 8 state rows a thread (dk 128: vsplit 4, 80 registers, 6 blocks
-      -- of 128 threads an SM), narrower while there are fewer than 16 blocks an SM (value slice >= 16)
+      -- the widest slice with at most 16 state rows a thread (dk 128: vsplit 2, 128 registers, 4 blocks
+      -- of 128 threads an SM: 256 B of state in flight a thread, 128 KB an SM), narrower while there are
+      -- fewer than 4 blocks an SM (value slice >= 16). The tuner on an H200 (2026-12-02, sustained,
+      -- interleaved): vsplit 2 over the old rule's vsplit 4 (<= 8 rows, 6 blocks an SM, 96 KB in flight)
+      -- x1.141 at N128 H32, x1.119 at N32 H32, x1.156 at N512 H16.
       local f = { dk = shape.dk, dv = shape.dv }
       local vsplit = 1
       while vsplit < 8 do
         local g = geom({ vsplit = vsplit, w = 4, ws = 1 }, f)
-        if math.max(g.rk, g.rv) <= 8 then break end
+        if math.max(g.rk, g.rv) <= 16 then break end
         vsplit = vsplit * 2
       end
-      while vsplit < 8 and shape.dv // (2 * vsplit) >= 16 and vsplit * ctas < 16 * dev.sms do vsplit = vsplit * 2 end
+      while vsplit < 8 and shape.dv // (2 * vsplit) >= 16 and vsplit * ctas < 4 * dev.sms do vsplit = vsplit * 2 end
       return { vsplit = vsplit, w = 4, ipc = 1, ws = 1 }
     end
     if ctas >= dev.sms then return { vsplit = 2, w = 4, ipc = 4, ws = 0 } end

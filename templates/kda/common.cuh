@@ -28,6 +28,12 @@ __device__ __forceinline__ void kf_kda_seq(const kf_kda_params &p, int n, long l
 
 __device__ __forceinline__ float kf_kda_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
+/* The log gate from its loaded inputs: the raw gate x, its bias and a_log of the head (sigmoid gate; p.gate 0: x). */
+__device__ __forceinline__ float kf_kda_gate_of(const kf_kda_params &p, float x, float bias, float a_log)
+{
+    return p.gate == 0 ? x : p.lower_bound * kf_kda_sigmoid(expf(a_log) * (x + bias));
+}
+
 /* Log gate of element d of token row tok (absolute, after bos) of value head hv of sequence n. */
 __device__ __forceinline__ float kf_kda_gate(const kf_kda_params &p, int n, long long tok, int hv, int d)
 {
@@ -35,7 +41,7 @@ __device__ __forceinline__ float kf_kda_gate(const kf_kda_params &p, int n, long
     if (p.gate == 0)
         return x;
     const float bias = p.dt_bias ? p.dt_bias[(long long)hv * p.dt_sh + d] : 0.f;
-    return p.lower_bound * kf_kda_sigmoid(expf(p.a_log[hv]) * (x + bias));
+    return kf_kda_gate_of(p, x, bias, p.a_log[hv]);
 }
 
 __device__ __forceinline__ float kf_kda_beta(const kf_kda_params &p, int n, long long tok, int hv)

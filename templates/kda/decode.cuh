@@ -3,7 +3,7 @@
 #define KF_KDA_DECODE_CUH
 
 /*
- * Needs kda/common.cuh, common/mma.cuh (cp.async), KF_DEC_THREADS (multiple of 32, >= 96), KF_DEC_VSPLIT,
+ * Needs kda/common.cuh, common/mma.cuh (cp.async), KF_DEC_THREADS (multiple of 32, >= 64 and >= K), KF_DEC_VSPLIT,
  * KF_DEC_WS (1: K-first state in warp slices, shuffle reductions; see below)
  * (value-column slices), KF_DEC_IPC (items per block: 1 = grid (vsplit, hv, nseq); > 1 = a strided
  * loop over the items with the next state slice prefetched into shared memory, see the kernel).
@@ -19,6 +19,9 @@
  * State rows must be 16-byte aligned (host check).
  */
 #define KF_DEC_VC (KF_KDA_V / KF_DEC_VSPLIT)
+#if KF_DEC_THREADS < KF_KDA_K || KF_DEC_THREADS < 64
+#error "kforge kda decode: a block needs a thread per key element (gates) and at least two warps"
+#endif
 #ifndef KF_DEC_WS
 #define KF_DEC_WS 0
 #endif
@@ -91,6 +94,15 @@ __device__ __forceinline__ const float *kf_dec_h0_row(const kf_kda_params &p, bo
     return p.h0 + kf_kda_h0_off(p, n, hv, (tid % KF_DEC_TPR_V) * 4, c0 + tid / KF_DEC_TPR_V + KF_DEC_RG_V * r);
 }
 
+/* The thread's state rows in h0 as row 0's address and the step between rows (row r = row 0 + r step): computed
+ * once, not per row (per-row offsets cost ~70 instructions a load, the loads spread over ~1000 instructions). */
+__device__ __forceinline__ const float *kf_dec_h0_rows(const kf_kda_params &p, bool vfirst, int n, int hv, int c0, long long &step)
+{
+    const float *r0 = kf_dec_h0_row(p, vfirst, n, hv, c0, 0);
+    step = kf_dec_h0_row(p, vfirst, n, hv, c0, 1) - r0;
+    return r0;
+}
+
 /* Every token of sequence n for value columns [c0, c0 + VC) of head hv, from the state slice s
  * (registers, layout of vfirst); writes o and the final state. */
 __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, int c0, int hv, int n, float (&s)[KF_DEC_R][4])
@@ -112,31 +124,38 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
 
     for (long long i = 0; i < len; ++i) {
         const long long tok = bos + i;
+        /* Every global load of the token is issued before any of them is used (gate inputs: thread d < K takes
+         * element d; beta; v; then q and k in warp 0), so the token costs one memory latency, not a chain of them
+         * (warp 1's loop of dependent gate loads, then the v loads after it; with the hoisted state addresses:
+         * vsplit 2 at N 128 H 32, sigmoid gates, 0.1659 -> 0.1458 ms in the harness, H200, session 11). */
+        const bool gt = tid < KF_KDA_K;
+        const float gx = gt ? p.g[(p.cu_seqlens ? 0 : (long long)n * p.g_sb) + tok * p.g_st + (long long)hv * p.g_sh + tid] : 0.f;
+        const float gb = gt && p.gate && p.dt_bias ? p.dt_bias[(long long)hv * p.dt_sh + tid] : 0.f;
+        const float ga = p.gate ? p.a_log[hv] : 0.f;
+        const float braw = tid == 0 ? p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh] : 0.f;
+        const kf_u16 *vrow = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + tok * p.v_st
+                             + (long long)hv * p.v_sh + c0;
+#if KF_DEC_WS
+        float vsmr[4] = { 0.f, 0.f, 0.f, 0.f };     /* this lane's 4 value columns (K-first; no shared copy) */
+        if (!vfirst) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                vsmr[j] = kf_to_float(vrow[kc + j]);
+        } else
+#endif
+        {
+            for (int c = tid; c < KF_DEC_VC; c += KF_DEC_THREADS)
+                vsm[c] = kf_to_float(vrow[c]);
+        }
         if (tid < 32) {
             const float qk = kf_kda_load_qk_warp(p, n, tok, h, qs, ks, 1);
             if (tid == 0)
                 qk_s = qk;
-        } else if (tid < 64) {
-            for (int d = tid - 32; d < KF_KDA_K; d += 32)
-                eg[d] = expf(kf_kda_gate(p, n, tok, hv, d));
-            if (tid == 32)
-                beta_s = kf_kda_beta(p, n, tok, hv);
-        } else {
-            const kf_u16 *v = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + tok * p.v_st
-                              + (long long)hv * p.v_sh + c0;
-            for (int c = tid - 64; c < KF_DEC_VC; c += KF_DEC_THREADS - 64)
-                vsm[c] = kf_to_float(v[c]);
         }
-#if KF_DEC_WS
-        float vsmr[4] = { 0.f, 0.f, 0.f, 0.f };     /* this lane's 4 value columns (K-first) */
-        if (!vfirst) {
-            const kf_u16 *v = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + tok * p.v_st
-                              + (long long)hv * p.v_sh + c0 + kc;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                vsmr[j] = kf_to_float(v[j]);
-        }
-#endif
+        if (gt)
+            eg[tid] = expf(kf_kda_gate_of(p, gx, gb, ga));
+        if (tid == 0)
+            beta_s = p.beta_sigmoid ? kf_kda_sigmoid(braw) : braw;
         __syncthreads();
         const float beta = beta_s, qk = qk_s;
         kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens ? 0 : (long long)n * p.o_sb) + tok * p.o_st + (long long)hv * p.o_sh + c0;
@@ -245,11 +264,13 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
     if (!p.ht)
         return;
     if (!vfirst) {
+        float *hr = p.ht + kf_kda_ht_off(p, n, hv, rgk, c0 + kc);
+        const long long hs = p.ht + kf_kda_ht_off(p, n, hv, rgk + KF_DEC_RG_K, c0 + kc) - hr;
 #pragma unroll
         for (int r = 0; r < KF_DEC_RK; ++r) {
             const int kk = rgk + KF_DEC_RG_K * r, c = c0 + kc;
             if (!p.ht_vfirst) {
-                kf_dec_st4(p.ht + kf_kda_ht_off(p, n, hv, kk, c), s[r][0], s[r][1], s[r][2], s[r][3]);
+                kf_dec_st4(hr + r * hs, s[r][0], s[r][1], s[r][2], s[r][3]);
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -257,11 +278,13 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
             }
         }
     } else {
+        float *hr = p.ht + kf_kda_ht_off(p, n, hv, kq * 4, c0 + rgv);
+        const long long hs = p.ht + kf_kda_ht_off(p, n, hv, kq * 4, c0 + rgv + KF_DEC_RG_V) - hr;
 #pragma unroll
         for (int r = 0; r < KF_DEC_RV; ++r) {
             const int vv = c0 + rgv + KF_DEC_RG_V * r;
             if (p.ht_vfirst) {
-                kf_dec_st4(p.ht + kf_kda_ht_off(p, n, hv, kq * 4, vv), s[r][0], s[r][1], s[r][2], s[r][3]);
+                kf_dec_st4(hr + r * hs, s[r][0], s[r][1], s[r][2], s[r][3]);
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -280,11 +303,13 @@ kf_kda_decode(const kf_kda_params p)
     const bool vfirst = p.h0 ? p.h0_vfirst != 0 : p.ht_vfirst != 0;
     const int nr = vfirst ? KF_DEC_RV : KF_DEC_RK;
     float s[KF_DEC_R][4];
+    long long hs = 0;
+    const float *hr = p.h0 ? kf_dec_h0_rows(p, vfirst, n, hv, c0, hs) : 0;
 #pragma unroll
     for (int r = 0; r < KF_DEC_R; ++r) {
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
         if (p.h0 && r < nr)
-            x = kf_dec_ld4(kf_dec_h0_row(p, vfirst, n, hv, c0, r));
+            x = kf_dec_ld4(hr + r * hs);
         s[r][0] = x.x; s[r][1] = x.y; s[r][2] = x.z; s[r][3] = x.w;
     }
     kf_dec_run(p, vfirst, c0, hv, n, s);
@@ -298,10 +323,12 @@ __device__ __forceinline__ void kf_dec_prefetch(const kf_kda_params &p, bool vfi
     const int x = (int)(it % KF_DEC_VSPLIT), hv = (int)((it / KF_DEC_VSPLIT) % p.hv_heads);
     const int n = (int)(it / ((long long)KF_DEC_VSPLIT * p.hv_heads));
     const int nr = vfirst ? KF_DEC_RV : KF_DEC_RK;
+    long long hs;
+    const float *hr = kf_dec_h0_rows(p, vfirst, n, hv, x * KF_DEC_VC, hs);
 #pragma unroll
     for (int r = 0; r < KF_DEC_R; ++r)
         if (r < nr) {
-            kf_cp_async16(kf_smem_u32(pre + r * KF_DEC_THREADS + threadIdx.x), kf_dec_h0_row(p, vfirst, n, hv, x * KF_DEC_VC, r), true);
+            kf_cp_async16(kf_smem_u32(pre + r * KF_DEC_THREADS + threadIdx.x), hr + r * hs, true);
         }
     kf_cp_async_commit();
 }

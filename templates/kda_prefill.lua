@@ -154,8 +154,16 @@ return {
     -- 0.65 -> 0.38 ms (seg 1, vs 64) and, with seg 4, 0.78 ms in all at H16 (impl mma prep 0: 1.17); at H64 wgmma
     -- prep 1 2.03 ms (mma prep 1: 2.35). The small packed calls: prep 1, vs 32, w 8 24.8 us (prep 0: 34.1).
     -- This default at T 8192 H16, kforge run sustained (1980 MHz, 418 W): 0.635 ms.
+    -- Session 11 (H200, kforge run sustained, 1980 MHz, one sequence at H 2): the small-call variant below
+    -- against impl wgmma vs 64: t 1024 0.1128 / 0.0619 ms (seg 4: 0.1246 / 0.1694; chunk 32 0.0847), t 256
+    -- 0.0352 / 0.0247, t 64 0.0158 / 0.0144 (graphs). So on sm_90a a small call whose sequences hold >= 64
+    -- tokens each (t) takes the wgmma state pass; shorter ones ([17, 0, 16], t 11: not timed with wgmma) keep
+    -- the mma one. The [1024, 0, 31] row with wgmma: 0.0700 ms in the harness, fla chunk_kda 0.0751.
     local tokens = shape.n * shape.t
     if tokens * shape.hv <= 4096 then
+      if dev.arch == "sm_90a" and shape.t >= 64 then
+        return { chunk = 16, vs = 64, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 1, impl = "wgmma" }
+      end
       return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 1, impl = "mma" }
     end
     local seg = (shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1

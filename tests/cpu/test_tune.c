@@ -1656,15 +1656,21 @@ static void test_tune__schema_2_database_migrates_with_its_measurements(void **s
     db_close(s);
 }
 
-/* `kforge tune|run --timing X` takes sustained or burst only: a usage error (2) otherwise. */
-static void test_tune__timing_option_is_checked(void **state)
+/* `kforge tune|run --timing X` takes sustained or burst only, `kforge tune --rewarm MS` 1 to 5000 ms (run takes no
+ * --rewarm): a usage error (2) naming the value otherwise. */
+static void test_tune__timing_and_rewarm_options_are_checked(void **state)
 {
     (void)state;
     const char *bin = getenv("KFORGE_BIN");
     if (!bin || !*bin)
         fail_msg("KFORGE_BIN is not set (run through ctest)");
-    const char *args[] = {"tune --timing bursty", "run attn_decode --shape b=1 --timing fast"};
-    for (int i = 0; i < 2; i++) {
+    const char *args[] = {"tune --timing bursty", "run attn_decode --shape b=1 --timing fast", "tune --rewarm 0",
+                          "tune --rewarm 9000", "tune --rewarm 50ms", "run attn_decode --shape b=1 --rewarm 50"};
+    const char *want[] = {"error: --timing wants sustained or burst, got '", "error: --timing wants sustained or burst, got '",
+                          "error: --rewarm wants milliseconds from 1 to 5000, got '0'",
+                          "error: --rewarm wants milliseconds from 1 to 5000, got '9000'",
+                          "error: --rewarm wants milliseconds from 1 to 5000, got '50ms'", "does not take --rewarm"};
+    for (int i = 0; i < 6; i++) {
         char cmd[1024], out[1024];
         snprintf(cmd, sizeof cmd, "'%s' %s --db /nonexistent/k.db 2>&1", bin, args[i]);
         FILE *p = popen(cmd, "r");
@@ -1674,7 +1680,8 @@ static void test_tune__timing_option_is_checked(void **state)
         int st = pclose(p);
         assert_true(WIFEXITED(st));
         assert_int_equal(WEXITSTATUS(st), 2);
-        assert_non_null(strstr(out, "error: --timing wants sustained or burst, got '"));
+        if (!strstr(out, want[i]))
+            fail_msg("'kforge %s' printed '%s', not '%s'", args[i], out, want[i]);
     }
 }
 
@@ -1770,7 +1777,7 @@ int main(void)
         cmocka_unit_test(test_tune__naive_reference_carries_the_features),
         cmocka_unit_test(test_tune__rng_skip_is_n_draws),
         cmocka_unit_test(test_tune__phases_add_and_print),
-        cmocka_unit_test(test_tune__timing_option_is_checked),
+        cmocka_unit_test(test_tune__timing_and_rewarm_options_are_checked),
         cmocka_unit_test_setup_teardown(test_tune__report_shows_timing_and_clocks, setup, teardown),
         cmocka_unit_test(test_tune__ilv_order_alternates_with_the_default),
         cmocka_unit_test(test_tune__ilv_more_rounds_for_a_wide_band),

@@ -44,10 +44,12 @@ __device__ __forceinline__ float kf_kda_gate(const kf_kda_params &p, int n, long
     return kf_kda_gate_of(p, x, bias, p.a_log[hv]);
 }
 
+/* beta from its loaded value (sigmoid when p.beta_sigmoid) */
+__device__ __forceinline__ float kf_kda_beta_of(const kf_kda_params &p, float b) { return p.beta_sigmoid ? kf_kda_sigmoid(b) : b; }
+
 __device__ __forceinline__ float kf_kda_beta(const kf_kda_params &p, int n, long long tok, int hv)
 {
-    const float b = p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh];
-    return p.beta_sigmoid ? kf_kda_sigmoid(b) : b;
+    return kf_kda_beta_of(p, p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh]);
 }
 
 __device__ __forceinline__ float kf_kda_warp_sum(float x)

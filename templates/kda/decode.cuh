@@ -155,7 +155,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
         if (gt)
             eg[tid] = expf(kf_kda_gate_of(p, gx, gb, ga));
         if (tid == 0)
-            beta_s = p.beta_sigmoid ? kf_kda_sigmoid(braw) : braw;
+            beta_s = kf_kda_beta_of(p, braw);
         __syncthreads();
         const float beta = beta_s, qk = qk_s;
         kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens ? 0 : (long long)n * p.o_sb) + tok * p.o_st + (long long)hv * p.o_sh + c0;

@@ -159,14 +159,11 @@ return {
     -- 0.0352 / 0.0247, t 64 0.0158 / 0.0144 (graphs). So on sm_90a a small call whose sequences hold >= 64
     -- tokens each (t) takes the wgmma state pass; shorter ones ([17, 0, 16], t 11: not timed with wgmma) keep
     -- the mma one. The [1024, 0, 31] row with wgmma: 0.0700 ms in the harness, fla chunk_kda 0.0751.
-    local tokens = shape.n * shape.t
-    if tokens * shape.hv <= 4096 then
-      if dev.arch == "sm_90a" and shape.t >= 64 then
-        return { chunk = 16, vs = 64, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 1, impl = "wgmma" }
-      end
+    local small = shape.n * shape.t * shape.hv <= 4096
+    if small and not (dev.arch == "sm_90a" and shape.t >= 64) then
       return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 1, impl = "mma" }
     end
-    local seg = (shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
+    local seg = (not small and shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
     if dev.arch == "sm_90a" then   -- vs 64 <= dk, dv always (both 64 or 128)
       return { chunk = 16, vs = 64, w = 8, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "wgmma" }
     end

@@ -8,6 +8,7 @@
 #include "gen/kv.h"
 #include "runtime/cuda.h"
 #include "runtime/kforge.h"
+#include "templates/common/attn_params.h"   /* before parts_params.h: kf_tmap */
 #include "templates/common/parts_params.h"
 
 /* A kf_parts_desc as a plan keeps it: the parts string copied and parsed. */

@@ -1,6 +1,7 @@
 /* runtime/plan_parts.c: split-score decode plans (kf_parts_supported, kf_parts_plan) and graph-safe runs (kf_parts_run) */
 #include "runtime/family.h"
 #include "runtime/parts_launch.h"
+#include "runtime/parts_tmap.h"
 #include "runtime/plan.h"
 
 #include <stdint.h>
@@ -50,7 +51,10 @@ kf_status kf_parts_run(kf_plan *p, const kf_parts_tensors *t, void *stream)
     if (t->batch == 0)
         return KF_OK;
     unsigned grid[3];
-    void *args[] = {&a};
+    kf_parts_tmaps tm;   /* impl wgmma_tma: its second argument, encoded for this call's pointers and strides */
+    void *args[2];
+    if ((st = rt_parts_args(&p->vp, &a, &tm, args, &e)))
+        return rt_plan_err(p, st, "%s", e.msg);
     if (rt_parts_grid(&p->vp, &a, 0, grid))
         return rt_plan_err(p, KF_ERR_ARG, "no launch grid for '%s' (batch %d, q_len %d)", p->variant, t->batch, t->q_len);
     if (rt_module_launch(&p->mod, 0, grid, args, (CUstream)stream, &e))

@@ -7,6 +7,7 @@
 #include "core/err.h"
 #include "gen/kv.h"
 #include "runtime/kforge.h"
+#include "templates/common/attn_params.h"   /* before parts_params.h: kf_tmap */
 #include "templates/common/parts_params.h"
 
 /* How messages name a field. */

@@ -71,7 +71,7 @@ local function shape_wgmma_ks(p, f, lo)
   return { threads = 384, smem = 3 * 64 * lo.dq * 2 + 1024 + 8 * 13 + 1024 }
 end
 
-local function is_ks(p) return p.impl == "wgmma_ks" or p.impl == "wgmma_ksl" end
+local function is_ks(p) return p.impl == "wgmma_ks" or p.impl == "wgmma_ksl" or p.impl == "wgmma_tma" end
 
 local function shape_of(p, f, lo)
   if p.impl == "wgmma" then return shape_wgmma(p, f, lo) end
@@ -125,6 +125,14 @@ local function valid_wgmma_ks(p, f, lo, dev)
   if p.bn ~= 64 then return false, "impl " .. p.impl .. " takes bn 64 (one block per consumer), got " .. p.bn end
   if p.stages ~= 2 then return false, "impl " .. p.impl .. " takes stages 2 (one slot per consumer), got " .. p.stages end
   if f.ps ~= 0 and f.ps % 64 ~= 0 then return false, "impl " .. p.impl .. " needs page_size 0 or a multiple of 64, got " .. f.ps end
+  if p.impl == "wgmma_tma" then
+    -- one box of a cache's tensor map is one 64-column panel of the tile
+    for _, x in ipairs(lo.parts) do
+      if x.dim % 64 ~= 0 then
+        return false, "impl wgmma_tma needs every key part a multiple of 64 columns (whole panels), got " .. x.name .. " " .. x.dim
+      end
+    end
+  end
   return A.check_smem(shape_wgmma_ks(p, f, lo).smem, dev)
 end
 
@@ -207,9 +215,11 @@ return {
   -- value aliased, tm 64, wn 1, bn 32/64, stages >= 2; a producer warpgroup and two consumers splitting the QK
   -- reduction and the value columns), "wgmma_ks" parts/decode_sm90_ks.cuh (sm_90a, absorbed MLA: bn 64, stages 2; the
   -- consumers split the keys, one 64-key block each, and exchange the row maxima and P), "wgmma_ksl" the same with
-  -- consumer 1 half a block behind consumer 0 (chained row max: one's softmax under the other's wgmma); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
+  -- consumer 1 half a block behind consumer 0 (chained row max: one's softmax under the other's wgmma), "wgmma_tma" the
+  -- wgmma_ksl schedule with every whole 64-key block loaded by tensor map (the copy engine; key parts whole 64-column
+  -- panels; the host encodes a map a key cache per call, runtime/parts_tmap.c); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
   -- keys for S, value columns for O); bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
-  params   = { impl = { "mma", "wgmma", "wgmma_ks", "wgmma_ksl" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
+  params   = { impl = { "mma", "wgmma", "wgmma_ks", "wgmma_ksl", "wgmma_tma" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
                sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
   fixed    = fixed,
@@ -233,13 +243,24 @@ return {
     -- (wgmma_ksl). H200, sustained (kforge run, 2026-12-01): against wgmma_ks, Hq128 B128 4K 0.4501 vs 0.4759 ms
     -- (325 TFLOP/s), Sq2 causal B64 8K 0.8535 vs 0.9293, B1 64K sp64 0.0886 vs 0.0926, Hq16 B128 4K 0.2281 vs
     -- 0.2393; wgmma_ks against wgmma: 307 vs 270 TFLOP/s at Hq128 4K (bench/RESULTS.md, sessions 5 and 6)
-    local ks = { impl = "wgmma_ksl", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
-    -- also at 32 packed rows (half the tile) once 16 or more (sequence, kv head) pairs fill the machine: the sustained
-    -- sweep chose it over the mma default on all four such shapes, x1.023..1.080 (Hq 32 Sq 1 and Hq 16 Sq 2 causal, B 16
-    -- and B 128; H200, 2026-12-01, session 7); at B 1 the mma kernel with more splits won
+    -- wgmma_tma (that schedule, whole blocks by tensor map) before it where the key parts are whole panels. H200,
+    -- sustained (kforge run, 2026-12-02, session 12), against wgmma_ksl in the same call: Hq128 B128 4K 0.3014 vs
+    -- 0.4500 ms (484 TFLOP/s at 1588 MHz, power-limited), Sq2 causal B64 8K 0.5298 vs 0.8584, B1 64K sp64 0.0670 vs
+    -- 0.0876, Hq16 B128 4K 0.1727 vs 0.2377
+    -- The mla_decode sweep (sustained, every variant; H200, session 12) chose wgmma_tma on all 24 shapes, Hq 16..128,
+    -- Sq 1 and 2, B 1 / 16 / 128: from 16 packed rows on, at any batch (over the mma default x1.16..1.33 at Hq 16 Sq 1
+    -- and at B 1 Hq 32 Sq 1, x1.30)
+    local ks = { impl = "wgmma_tma", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
+    -- wgmma_ksl (key parts that are not whole panels): also at 32 packed rows (half the tile) once 16 or more
+    -- (sequence, kv head) pairs fill the machine: the sustained sweep chose it over the mma default on all four such
+    -- shapes, x1.023..1.080 (Hq 32 Sq 1 and Hq 16 Sq 2 causal, B 16 and B 128; H200, 2026-12-01, session 7); at B 1 the
+    -- mma kernel with more splits won
     local many = shape.b * shape.hkv >= 16
-    if lo and (rows >= 64 or (rows >= 32 and many)) and valid(ks, fx, dev) then
+    local ksl = { impl = "wgmma_ksl", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
+    if lo and rows >= 16 and valid(ks, fx, dev) then
       p = ks
+    elseif lo and (rows >= 64 or (rows >= 32 and many)) and valid(ksl, fx, dev) then
+      p = ksl
     elseif lo and rows >= 64 and valid(wg, fx, dev) then
       p = wg
     else
@@ -293,10 +314,14 @@ return {
       caches = table.concat(cl, " "), kparts = table.concat(kl, " ") }) .. A.combine_defines(lo.dv)
       .. (f.kv and "#define KF_KV8 1\n" or "")
     if is_ks(p) then
-      -- wgmma_ksl: the same kernel with the lagged consumer schedule (KF_KS_LAG, parts/decode_sm90_ks.cuh)
-      return hdr .. "#define KF_KS_LAG " .. (p.impl == "wgmma_ksl" and 1 or 0) .. "\n" .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
-                                  "common/wgmma.cuh", "parts/decode_sm90_common.cuh", "parts/decode_sm90_ks.cuh",
-                                  "attn/combine.cuh" })
+      -- wgmma_ksl: the same kernel with the lagged consumer schedule (KF_KS_LAG, parts/decode_sm90_ks.cuh); wgmma_tma:
+      -- the lagged schedule with whole blocks loaded by tensor map (KF_PARTS_TMA; attn_params.h first: kf_tmap)
+      local tma = p.impl == "wgmma_tma"
+      local frags = tma and { "common/attn_params.h", "common/parts_params.h" } or { "common/parts_params.h", "common/attn_params.h" }
+      for _, x in ipairs({ "common/types.cuh", "common/mma.cuh", "common/wgmma.cuh", "parts/decode_sm90_common.cuh",
+                           "parts/decode_sm90_ks.cuh", "attn/combine.cuh" }) do frags[#frags + 1] = x end
+      return hdr .. "#define KF_KS_LAG " .. ((p.impl == "wgmma_ksl" or tma) and 1 or 0) .. "\n"
+        .. (tma and "#define KF_PARTS_TMA 1\n" or "") .. A.fragments(frags)
     end
     if p.impl == "wgmma" then
       return hdr .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",

@@ -9,6 +9,7 @@
 
 #include "runtime/family.h"
 #include "runtime/parts_launch.h"
+#include "runtime/parts_tmap.h"
 #include "tuner/check.h"
 #include "tuner/ref_parts.h"
 #include "tuner/tune_ilv.h"
@@ -483,7 +484,10 @@ static int launch(tune_ctx *ctx, void *arg, int set)
         return launch(ctx, &b, 0);
     }
     unsigned grid[3];
-    void *args[] = {a->p};
+    kf_parts_tmaps tm;         /* impl wgmma_tma: its second argument, encoded for these pointers */
+    void *args[2];
+    if (rt_parts_args(&a->v->vp, a->p, &tm, args, tune_ctx_err(ctx)))
+        return -1;
     if (rt_parts_grid(&a->v->vp, a->p, 0, grid)) {
         tune_ctx_seterr(ctx, KF_ERR_ARG, "rt_parts_grid refused %s", a->v->key ? a->v->key : a->v->family);
         return -1;

@@ -93,24 +93,6 @@
 #if !KF_SM90_PINGPONG
 #error "kforge attn fwd_sm90: the TMA producer comes with the pingpong consumers"
 #endif
-/* arrive (count 1) and expect `bytes` of copy-engine transactions on bar */
-__device__ __forceinline__ void kf_mbar_expect_tx(kf_u32 bar, kf_u32 bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
-}
-
-/* one box of a 4D tensor map at coordinates (c0 column, c1 row, c2 head, c3 batch) into shared dst, completing on bar */
-__device__ __forceinline__ void kf_tma_load4(kf_u32 dst, const kf_tmap *map, int c0, int c1, int c2, int c3, kf_u32 bar)
-{
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
-                 :: "r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void kf_tma_prefetch(const kf_tmap *map)
-{
-    asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)map) : "memory");
-}
-
 /* A K or V block by map: the D/64 panels of rows row .. row+BN-1 (lane 0 of the producer warp only) */
 __device__ __forceinline__ void kf_sm90_tma_kv(kf_u32 sdst, const kf_tmap *map, int row, int kh, int bb, kf_u32 bar)
 {

@@ -55,4 +55,17 @@ typedef struct kf_parts_params {
     kf_parts_tensor cs;        /* FP8 latent cache: the per-token fp32 scales (above); else 0 */
 } kf_parts_params;
 
+/*
+ * Tensor maps (attn_parts_decode impl=wgmma_tma, KF_PARTS_TMA): the kernel's second argument, passed by value
+ * (__grid_constant__). One map a key cache c[i] (i < the key parts; one layer, value aliased), encoded per call by
+ * runtime/parts_tmap.c: 16-bit elements (part dim, rows, kv heads, batch; paged: rows in a page and any int32 page
+ * index), box 64 columns x 64 keys x 1 x 1, 128-byte swizzle: one box is one 64-column panel of a 64-key block as
+ * parts/decode_sm90_ks.cuh lays it out.
+ */
+#if defined(KF_ATTN_PARAMS_H) && (!defined(__CUDACC__) || defined(KF_PARTS_TMA))   /* kf_tmap: attn_params.h first */
+typedef struct kf_parts_tmaps {
+    kf_tmap c[KF_PARTS_MAXK];
+} kf_parts_tmaps;
+#endif
+
 #endif

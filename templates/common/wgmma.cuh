@@ -293,6 +293,26 @@ __device__ __forceinline__ void kf_mbar_wait(kf_u32 bar, int parity)
         "bra KF_WAIT;\nKF_DONE:\n}\n" :: "r"(bar), "r"(parity) : "memory");
 }
 
+/* ---- the copy engine (TMA): a box of a tensor map (a CUtensorMap the host encoded, in parameter space:
+ * __grid_constant__) into shared memory, completing transactions on an mbarrier */
+/* arrive (count 1) and expect `bytes` of copy-engine transactions on bar */
+__device__ __forceinline__ void kf_mbar_expect_tx(kf_u32 bar, kf_u32 bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+/* one box of a 4D tensor map at coordinates (c0 column, c1 row, c2 head, c3 batch) into shared dst, completing on bar */
+__device__ __forceinline__ void kf_tma_load4(kf_u32 dst, const void *map, int c0, int c1, int c2, int c3, kf_u32 bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void kf_tma_prefetch(const void *map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)map) : "memory");
+}
+
 /* Orders this thread's generic-proxy view of shared memory (cp.async, st.shared) with the async proxy (wgmma). */
 __device__ __forceinline__ void kf_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 

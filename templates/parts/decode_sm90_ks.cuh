@@ -65,9 +65,19 @@
  *
  * KF_KS_LAG 1 (impl wgmma_ksl): the same producer, slots and panel groups; the consumers chain the row max instead
  * of exchanging it, so consumer 1 runs half a block behind consumer 0 (FlashMLA's order; see the lagged loop).
+ *
+ * KF_PARTS_TMA 1 (impl wgmma_tma, with KF_KS_LAG): the producer loads every block whose 64 keys lie below kstop by
+ * the copy engine, one box a 64-column panel from the key caches' tensor maps (the kernel's second argument,
+ * kf_parts_tmaps, encoded per call by runtime/parts_tmap.c), thread 0 expecting the panel group's bytes on its full
+ * barrier, as FlashMLA's per-tile TMA barriers do; the block that reaches kstop keeps the cp.async path and its zero
+ * fill. cp.async moved each 72 KB block as 4,608 16-byte requests through the load pipe; ncu of wgmma_ksl at
+ * B128 Hq128 4K (H200, session 12): tensor pipe 33% active, 42% of warp stalls on the long scoreboard.
  */
 #ifndef KF_KS_LAG
 #define KF_KS_LAG 0                                   /* 1: impl wgmma_ksl, the lagged schedule */
+#endif
+#ifndef KF_PARTS_TMA
+#define KF_PARTS_TMA 0                                /* 1: impl wgmma_tma, whole blocks by tensor map */
 #endif
 #define KF_KS_PANEL 8192                              /* bytes of one 64-column panel of 64 rows */
 #define KF_KS_NP (KF_DQ / 64)                         /* panels of a Q row / tile row */
@@ -82,6 +92,9 @@
     || KF_W != KF_DQ || (KF_DV != 256 && KF_DV != 512) || KF_DQ < KF_DV + 64 || KF_VALIAS_OFF8 % 8 != 0             \
     || (KF_PS && KF_PS % 64 != 0)
 #error "kforge parts decode sm90 ks: invalid configuration (see the header of parts/decode_sm90_ks.cuh)"
+#endif
+#if KF_PARTS_TMA && !KF_KS_LAG
+#error "kforge parts decode sm90 ks: the tensor-map producer (impl wgmma_tma) comes with the lagged schedule"
 #endif
 
 /* The producer's copies of tile chunks LO8 .. HI8-1 that cache CI (tile chunks OFF8 .. OFF8 + DIM/8 - 1) holds,
@@ -135,6 +148,56 @@ __device__ __forceinline__ void kf_ks_refill(kf_u32 e, kf_u32 f, int t, int pe, 
 #undef KF_KS_LOAD_ONE
     kf_mbar_arrive_cp_async(f);
 }
+
+#if KF_PARTS_TMA
+/* every cache of the tile is whole 64-column panels: a panel is one box of one cache's map */
+#define KF_KS_WHOLE_PANELS(CI, OFF8, DIM) static_assert((OFF8) % 8 == 0 && (DIM) % 64 == 0, "a cache that is not whole panels");
+KF_FOR_CACHES(KF_KS_WHOLE_PANELS)
+#undef KF_KS_WHOLE_PANELS
+
+/* impl wgmma_tma: the refill of panel group G (as kf_ks_refill) by the copy engine when the block's 64 keys all lie
+ * below kfill: thread 0 expects the group's bytes and issues one box a panel (map tm.c[CI] of the cache that holds
+ * it: columns from the panel's first within the cache, 64 keys from j0, kv head kvh, batch b or page pg), the other
+ * producer threads arrive (the full barrier's 128). A block reaching kfill (the range's last, the phantom of an odd
+ * count) takes kf_ks_refill's cp.async path, whose zero fill keeps NaN tails and unused pages out (a map would read
+ * them: the rows exist). */
+template <int G>
+__device__ __forceinline__ void kf_ks_refill_tma(kf_u32 e, kf_u32 f, int t, int pe, kf_u32 stile,
+                                                 const kf_parts_params &p, const kf_parts_tmaps &tm, int pg, int b,
+                                                 int kvh, int j0, int kfill, int tid)
+{
+    if (j0 + 64 > kfill) {
+        kf_ks_refill<G>(e, f, t, pe, stile, p, pg, b, kvh, j0, kfill, tid);
+        return;
+    }
+    constexpr int P0 = G == 0 ? 0 : G == 1 ? KF_KS_HP : 2 * KF_KS_HP;
+    constexpr int P1 = G == 0 ? KF_KS_HP : G == 1 ? 2 * KF_KS_HP : KF_KS_NP;
+    if (t > 0) kf_mbar_wait(e, pe);
+    if (tid != 0) {
+        kf_mbar_arrive(f);
+        return;
+    }
+    const int j = j0;
+#if KF_PS
+    const int row = (j % KF_PS), bb = pg; // KF_MUTANT_PAGE
+#else
+    const int row = j, bb = b;
+#endif
+    kf_mbar_expect_tx(f, (P1 - P0) * KF_KS_PANEL);
+#pragma unroll
+    for (int q = P0; q < P1; ++q) {
+#define KF_KS_TMA_ONE(CI, OFF8, DIM)                                                                                \
+        if (8 * q >= (OFF8) && 8 * q < (OFF8) + (DIM) / 8)                                                          \
+            kf_tma_load4(stile + q * KF_KS_PANEL, &tm.c[CI], (8 * q - (OFF8)) * 8, row, kvh, bb, f);
+        KF_FOR_CACHES(KF_KS_TMA_ONE)
+#undef KF_KS_TMA_ONE
+    }
+}
+/* the producer's refill of group G of the slot at ST (barriers E, F) with the block at J, page PG (in its loop) */
+#define KF_KS_REFILL(G, E, F, ST, PG, J) kf_ks_refill_tma<G>(E, F, t, pe, ST, p, tm, PG, b, kvh, J, kstop, tid)
+#else
+#define KF_KS_REFILL(G, E, F, ST, PG, J) kf_ks_refill<G>(E, F, t, pe, ST, p, PG, b, kvh, J, kstop, tid)
+#endif
 
 /* Waits for panel group G of the slot (parity ph) and orders the async proxy after the cp.async writes. */
 __device__ __forceinline__ void kf_ks_wait_full(kf_u32 bar, int ph)
@@ -276,7 +339,11 @@ __device__ __forceinline__ void kf_ks_store_p(unsigned char *pp, const kf_u32 (&
     }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
+#if KF_PARTS_TMA
+kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps tm)
+#else
 kf_parts_decode(const kf_parts_params p)
+#endif
 {
     KF_PD_CTA(64)   /* tid, b, kvh, h, split, n_q, n_kv, row0; kbeg .. kend, kstop, kmask, nblk; sbase, gbase */
     const int npair = (nblk + 1) / 2;
@@ -294,6 +361,13 @@ kf_parts_decode(const kf_parts_params p)
         const int *bt = p.block_table + (long long)b * p.bt_sb;
 #endif
         if (npair > 0) {   /* Q, rows past n_q zero-filled */
+#if KF_PARTS_TMA
+            if (tid == 0) {
+#define KF_KS_TMA_PREFETCH(CI, OFF8, DIM) kf_tma_prefetch(&tm.c[CI]);
+                KF_FOR_CACHES(KF_KS_TMA_PREFETCH)
+#undef KF_KS_TMA_PREFETCH
+            }
+#endif
             kf_pd_load_q(sQ, bar_q, p, row0, h, b, n_q, tid);
         }
 #pragma unroll 1
@@ -308,12 +382,12 @@ kf_parts_decode(const kf_parts_params p)
             const kf_u32 sT0 = sS0, sT1 = sS0 + KF_KS_SLOT;
             const int pe = (t - 1) & 1;
             /* the order the groups are freed in: own groups (mid-pair), then the rest (end of pair) */
-            kf_ks_refill<0>(bar_e + 8 * 0, bar_f + 8 * 0, t, pe, sT0, p, pg0, b, kvh, j00, kstop, tid);
-            kf_ks_refill<1>(bar_e + 8 * 4, bar_f + 8 * 4, t, pe, sT1, p, pg1, b, kvh, j01, kstop, tid);
-            kf_ks_refill<1>(bar_e + 8 * 1, bar_f + 8 * 1, t, pe, sT0, p, pg0, b, kvh, j00, kstop, tid);
-            kf_ks_refill<2>(bar_e + 8 * 2, bar_f + 8 * 2, t, pe, sT0, p, pg0, b, kvh, j00, kstop, tid);
-            kf_ks_refill<0>(bar_e + 8 * 3, bar_f + 8 * 3, t, pe, sT1, p, pg1, b, kvh, j01, kstop, tid);
-            kf_ks_refill<2>(bar_e + 8 * 5, bar_f + 8 * 5, t, pe, sT1, p, pg1, b, kvh, j01, kstop, tid);
+            KF_KS_REFILL(0, bar_e + 8 * 0, bar_f + 8 * 0, sT0, pg0, j00);
+            KF_KS_REFILL(1, bar_e + 8 * 4, bar_f + 8 * 4, sT1, pg1, j01);
+            KF_KS_REFILL(1, bar_e + 8 * 1, bar_f + 8 * 1, sT0, pg0, j00);
+            KF_KS_REFILL(2, bar_e + 8 * 2, bar_f + 8 * 2, sT0, pg0, j00);
+            KF_KS_REFILL(0, bar_e + 8 * 3, bar_f + 8 * 3, sT1, pg1, j01);
+            KF_KS_REFILL(2, bar_e + 8 * 5, bar_f + 8 * 5, sT1, pg1, j01);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {

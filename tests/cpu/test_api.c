@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "runtime/attn_tmap.h"
+#include "runtime/parts_tmap.h"
 #include "runtime/family.h"
 #include "runtime/jit.h"
 #include "runtime/kforge.h"
@@ -925,9 +926,46 @@ static void test_api__tma_maps_refuse_what_they_cannot_describe(void **state)
     assert_int_equal(rt_attn_geom_of(&vp).tma, 0);
 }
 
+/* attn_parts_decode impl=wgmma_tma: the variant takes maps as its second argument; a cache a map cannot describe
+ * (a row stride off 16 bytes, a base off 16 bytes) is refused naming it before any driver call; other impls take
+ * the params alone */
+static void test_api__parts_tensor_maps_refuse_what_they_cannot_describe(void **state)
+{
+    (void)state;
+    gen_kvset vp;
+    gen_kv_clear(&vp);
+    gen_kv_set_str(&vp, "family", "attn_parts_decode");
+    gen_kv_set_str(&vp, "impl", "wgmma_tma");
+    gen_kv_set_str(&vp, "parts", "latent512_rope64");
+    gen_kv_set_int(&vp, "ps", 64);
+    assert_int_equal(rt_parts_tma(&vp), 1);
+    static _Alignas(16) uint16_t buf[1024];
+    kf_parts_params p;
+    memset(&p, 0, sizeof p);
+    p.b = 2, p.sq = 1, p.skv = 128, p.hq = 128, p.hkv = 1, p.splits = 1;
+    p.c[0] = (kf_parts_tensor){buf, 64 * 576, 576, 576};
+    p.c[1] = (kf_parts_tensor){buf + 512, 64 * 576, 576, 576};
+    kf_parts_tmaps tm;
+    void *args[2];
+    core_err msg = CORE_ERR_INIT;
+    kf_parts_params a = p;
+    a.c[1].ss = 580;               /* rows 8 bytes past a multiple of 16 */
+    assert_int_equal(rt_parts_tmaps(&vp, &a, &tm, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "tensor k[0][1]'s sequence stride 580"));
+    a = p;
+    a.c[0].p = buf + 4;
+    assert_int_equal(rt_parts_args(&vp, &a, &tm, args, &msg), KF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg.msg, "tensor k[0][0]"));
+    gen_kv_set_str(&vp, "impl", "wgmma_ksl");
+    assert_int_equal(rt_parts_tma(&vp), 0);
+    assert_int_equal(rt_parts_args(&vp, &a, &tm, args, &msg), 0);   /* no maps: nothing to refuse */
+    assert_ptr_equal(args[0], &a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_api__parts_tensor_maps_refuse_what_they_cannot_describe),
         cmocka_unit_test(test_api__every_field_is_checked),
         cmocka_unit_test(test_api__paged_strides_resolve),
         cmocka_unit_test(test_api__selection_is_pure_and_prefers_winners),

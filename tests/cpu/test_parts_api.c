@@ -304,11 +304,11 @@ static void test_parts_api__fp8_latent_cache(void **state)
     core_err msg = CORE_ERR_INIT;
     d = mla(128), d.kv_dtype = KF_KV_E4M3;
     assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg), KF_OK);
-    assert_string_equal(gen_kv_str(&ch.vp, "impl"), "mma");    /* bf16 Hq 128 on sm_90a: wgmma_ksl */
+    assert_string_equal(gen_kv_str(&ch.vp, "impl"), "mma");    /* bf16 Hq 128 on sm_90a: wgmma_tma */
     assert_string_equal(gen_kv_str(&ch.shape, "kv_dtype"), "e4m3");
     kf_parts_desc d16 = mla(128);
     assert_int_equal(rt_parts_select(&d16, &dev, NULL, api_jit_default, g_jit, &c16, &msg), KF_OK);
-    assert_string_equal(gen_kv_str(&c16.vp, "impl"), "wgmma_ksl");
+    assert_string_equal(gen_kv_str(&c16.vp, "impl"), "wgmma_tma");
     assert_null(gen_kv_find(&c16.shape, "kv_dtype"));
 
     d = mla(16), d.kv_dtype = KF_KV_E4M3;

@@ -15,6 +15,7 @@
 #include "runtime/kforge.h"
 #include "runtime/module.h"
 #include "runtime/parts_launch.h"
+#include "runtime/parts_tmap.h"
 #include "tuner/check.h"
 #include "tuner/parts_run.h"
 #include "tuner/ref_parts.h"
@@ -33,7 +34,7 @@
  * Hq 32/64/128, Sq 1 and 2 causal, the same lengths, pages, splits and tolerances; skipped with a line
  * on a GPU that is not sm_90a), and with impl=wgmma_ks (parts/decode_sm90_ks.cuh: Hq 16/24/32/40/64/128, Sq 1/2/4/16
  * causal, lengths up to 64K, splits up to more than the blocks), and the same again with impl=wgmma_ksl (the lagged
- * schedule). The FP8 latent cache (kv_dtype e4m3, impl mma): e4m3 rows (values up to +-448, some exactly there) with
+ * schedule) and impl=wgmma_tma (that schedule with whole blocks by tensor map; pages 64, 128, 256 and contiguous). The FP8 latent cache (kv_dtype e4m3, impl mma): e4m3 rows (values up to +-448, some exactly there) with
  * one fp32 scale per token (0.5 .. 1.25 / 160, neighbours differ), NaN bytes (0x7f) and NaN scales past each length
  * and in unused pages, Hq 16/128, Sq 1 and 2 causal, lengths 0, 1, 63, 64, 65, 4097, pages 64/16 and contiguous,
  * splits, stages 1..3, against the reference on the same dequantised values (scale * e4m3; q in the dtype), with the
@@ -47,10 +48,10 @@
 enum { MLA = 0, BD = 1 };
 enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16, M_KSVALUE = 32, M_KSPAGE = 64, M_KSP = 128,
        M_KSCAUSAL = 256, M_KSLVALUE = 512, M_KSLPAGE = 1024, M_KSLP = 2048, M_KSLCAUSAL = 4096, M_KSLLAG = 8192,
-       M_FP8SCALE = 16384 };
+       M_FP8SCALE = 16384, M_TVALUE = 32768, M_TPAGE = 65536, M_TP = 131072, M_TCAUSAL = 262144, M_TLAG = 524288 };
 /* mutants of sm_90a-only cases */
 #define M_SM90A (M_WVALUE | M_WPAGE | M_KSVALUE | M_KSPAGE | M_KSP | M_KSCAUSAL | M_KSLVALUE | M_KSLPAGE | M_KSLP \
-                 | M_KSLCAUSAL | M_KSLLAG)
+                 | M_KSLCAUSAL | M_KSLLAG | M_TVALUE | M_TPAGE | M_TP | M_TCAUSAL | M_TLAG)
 
 /* the wgmma kernel's params (tm 64, wn 1, bn 32: the only bn whose tiles fit 227 KB at 576 key columns) */
 #define WG(st, sp) "impl=wgmma,tm=64,wn=1,bn=32,stages=" #st ",sp=" #sp
@@ -58,6 +59,8 @@ enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16, M_KSVAL
 #define KS(sp) "impl=wgmma_ks,tm=64,wn=1,bn=64,stages=2,sp=" #sp
 /* the same kernel with the lagged consumer schedule (KF_KS_LAG: consumer 1 half a block behind consumer 0) */
 #define KSL(sp) "impl=wgmma_ksl,tm=64,wn=1,bn=64,stages=2,sp=" #sp
+/* the lagged schedule with whole blocks loaded by tensor map (KF_PARTS_TMA; runtime/parts_tmap.c encodes the maps) */
+#define KST(sp) "impl=wgmma_tma,tm=64,wn=1,bn=64,stages=2,sp=" #sp
 
 typedef struct pcase {
     int kind;                  /* MLA or BD */
@@ -139,6 +142,24 @@ static const pcase cases[] = {
     {MLA, "fp16", 2, 1, 128, 1, 1, 64, 0, {200, 17}, KSL(2), M_KSLPAGE},
     {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {4097, 1}, KSL(128), 0},
     {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, KSL(1), 0},
+    /* impl=wgmma_tma (sm_90a): the wgmma_ksl cases again, and their mutants (the in-page offset on the map's row
+     * and on the cp.async tail); whole blocks by map, the block reaching each length by cp.async */
+    {MLA, "bf16", 4, 1, 64, 1, 1, 64, 0, {1, 63, 64, 65}, KST(1), M_TVALUE | M_TPAGE | M_TP},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 130}, KST(4), M_TVALUE | M_TPAGE | M_TP | M_TLAG},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 64}, KST(1), M_TLAG},
+    {MLA, "bf16", 2, 1, 16, 1, 1, 64, 0, {4097, 63}, KST(2), M_TP},
+    {MLA, "bf16", 2, 1, 24, 1, 1, 64, 0, {1000, 65}, KST(3), M_TLAG},
+    {MLA, "bf16", 2, 2, 40, 1, 1, 64, 1, {300, 2}, KST(1), M_TCAUSAL},
+    {MLA, "bf16", 2, 4, 32, 1, 1, 64, 1, {4097, 63}, KST(2), M_TCAUSAL | M_TLAG},
+    {MLA, "bf16", 2, 16, 16, 1, 1, 64, 1, {200, 16}, KST(1), M_TCAUSAL},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, KST(1), 0},
+    {MLA, "bf16", 1, 1, 64, 1, 1, 64, 0, {65536}, KST(16), 0},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 128, 0, {700, 129}, KST(8), M_TPAGE},
+    {MLA, "bf16", 2, 1, 64, 1, 1, 0, 0, {4097, 63}, KST(1), M_TVALUE},
+    {MLA, "fp16", 2, 1, 128, 1, 1, 64, 0, {200, 17}, KST(2), M_TPAGE},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 64, 0, {4097, 1}, KST(128), 0},
+    {MLA, "fp16", 2, 2, 64, 1, 1, 0, 1, {64, 1}, KST(1), 0},
+    {MLA, "bf16", 2, 1, 128, 1, 1, 256, 0, {4097, 1000}, KST(1), M_TPAGE},
     /* the FP8 latent cache (kv_dtype e4m3, impl mma): the template default, then tiles, stages, pages, splits */
     {MLA, "bf16", 4, 1, 16, 1, 1, 64, 0, {1, 63, 64, 65}, NULL, M_FP8SCALE | M_PAGE, 1},
     {MLA, "bf16", 3, 1, 16, 1, 1, 64, 0, {4097, 0, 130}, "sp=4", M_FP8SCALE, 1},
@@ -203,6 +224,10 @@ static const struct tshape {
     {MLA_SHAPE(1, 64, 0), KSL(1)},
     {MLA_SHAPE(1, 16, 0), KSL(1)},
     {MLA_SHAPE(2, 128, 1), KSL(1)},
+    {MLA_SHAPE(1, 128, 0), KST(1)},
+    {MLA_SHAPE(1, 64, 0), KST(1)},
+    {MLA_SHAPE(1, 16, 0), KST(1)},
+    {MLA_SHAPE(2, 128, 1), KST(1)},
     {MLA_SHAPE(1, 16, 0) ",kv_dtype=e4m3", NULL},   /* the FP8 latent cache (issue 18: >= 1.8x the bf16 row) */
     {MLA_SHAPE(1, 128, 0) ",kv_dtype=e4m3", NULL},
 };
@@ -233,6 +258,14 @@ static const mutant mutants[] = {
     {M_KSLLAG, "wgmma_ksl: P_0 not brought to the pair's common max", "KF_MUTANT_KSLAG", "kf_ks_pack(sc, s0, s1, pa)",
      "kf_ks_pack(sc, 1.f, 1.f, pa)"},
     {M_FP8SCALE, "FP8: the scale of the neighbouring token", "KF_MUTANT_FP8SCALE", "jt = j;", "jt = j ^ 1;"},
+    {M_TVALUE, "wgmma_tma: value not aliased (V one panel to the right)", "KF_MUTANT_VALUE", "OFF8 0", "OFF8 8"},
+    {M_TPAGE, "wgmma_tma: wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
+    {M_TP, "wgmma_tma: P exchange of the wrong half (own P on the other block)", "KF_MUTANT_KSP", "sOther + KF_KS_PP",
+     "sMine + KF_KS_PP"},
+    {M_TCAUSAL, "wgmma_tma: causal bound +1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j > i + coff + 1"},
+    {M_TCAUSAL, "wgmma_tma: causal bound -1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j >= i + coff"},
+    {M_TLAG, "wgmma_tma: P_0 not brought to the pair's common max", "KF_MUTANT_KSLAG", "kf_ks_pack(sc, s0, s1, pa)",
+     "kf_ks_pack(sc, 1.f, 1.f, pa)"},
 };
 #define N_MUT (int)(sizeof mutants / sizeof mutants[0])
 
@@ -736,8 +769,10 @@ static int launch(prob *pb, const variant *v, int layer_only)
     }
     core_err err = CORE_ERR_INIT;
     unsigned grid[3];
-    void *args[] = {&p};
-    if (rt_parts_grid(&v->vp, &p, 0, grid) || rt_module_launch(&v->m, 0, grid, args, NULL, &err)) {
+    kf_parts_tmaps tm;
+    void *args[2];
+    if (rt_parts_args(&v->vp, &p, &tm, args, &err) || rt_parts_grid(&v->vp, &p, 0, grid)
+        || rt_module_launch(&v->m, 0, grid, args, NULL, &err)) {
         printf("  error: launch %s: %s\n", v->key, err.msg);
         return -1;
     }

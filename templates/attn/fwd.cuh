@@ -182,20 +182,7 @@ __device__ __forceinline__ void kf_load_kv8(kf_u32 sdst, const unsigned char *ba
 /* kf_e4m3x4 (4 e4m3 bytes -> 4 16-bit values / 256): common/fp8.cuh, rendered before this file with KF_KV8 */
 
 #if KF_V8FRAG
-/* Two floats -> fp16x2 (round to nearest even), whatever KF_BF16: P of the FP8 P V */
-__device__ __forceinline__ kf_u32 kf_pack2_h(float lo, float hi)
-{
-    kf_u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-/* d += a * b on the fp16 MMA (fp32 accumulators), whatever KF_BF16 */
-__device__ __forceinline__ void kf_mma16816_h(float d[4], const kf_u32 a[4], kf_u32 b0, kf_u32 b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+/* kf_pack2_h, kf_mma16816_h (P V on the fp16 MMA): common/fp8.cuh */
 /* V's B fragments of one k16 step (keys 2t, 2t+1 | 2t+8, 2t+9, t = lane % 4) for the 16 fp8 columns of one chunk,
  * from ldmatrix.trans's words on byte pairs: lo (keys 0-7) holds bytes V[2t][2g], V[2t][2g+1], V[2t+1][2g],
  * V[2t+1][2g+1] (g = lane / 4), hi the same 8 keys on. Even columns 2g -> (e0, e1), odd 2g+1 -> (o0, o1). */

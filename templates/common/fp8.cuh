@@ -9,7 +9,8 @@
  * to bits 13..7): an fp16 exponent bias of 15 against e4m3's 7, so the fp16 value is the e4m3 value / 256,
  * exact, subnormals included. Byte 0x7f / 0xff (e4m3's NaN) decodes as +-480 / 256 like any other byte: no
  * kernel reads a byte it must not (the tests put 0x7f wherever one would). A caller folds the 256 and the
- * per-head scale into its own factors: value = scale[kv head] * 256 * decoded.
+ * per-head scale into its own factors: value = scale[kv head] * 256 * decoded. attn/decode_direct.cuh does not
+ * decode: its bytes are the e4m3 MMA's operands (kf_mma16832_e4m3 below), where 0x7f / 0xff is NaN.
  */
 
 /* Two e4m3 bytes at bits 8..15 and 24..31 of t (the rest zero) -> fp16x2, each value / 256 (exact): the fp16 rule,
@@ -71,6 +72,21 @@ __device__ __forceinline__ void kf_e4m3x16_smem(kf_u32 src, kf_u32 dst_lo, kf_u3
                  : "memory");
 }
 
+/* Two floats -> fp16x2 (round to nearest even), whatever KF_BF16: P of the FP8 products (attn/fwd.cuh,
+ * attn/decode_direct.cuh) */
+__device__ __forceinline__ kf_u32 kf_pack2_h(float lo, float hi)
+{
+    kf_u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+/* d += a * b on the fp16 MMA (fp32 accumulators), whatever KF_BF16 */
+__device__ __forceinline__ void kf_mma16816_h(float d[4], const kf_u32 a[4], kf_u32 b0, kf_u32 b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 /* One e4m3 byte -> its value / 256 as a float (exact): the same bits as one lane of kf_e4m3x4, for either dtype
  * (the fp16 -> bf16 step of kf_e4m3x4 is exact, so the value is the one the fast kernels' tiles hold). */
 __device__ __forceinline__ float kf_e4m3_f32(unsigned int b)
@@ -80,5 +96,45 @@ __device__ __forceinline__ float kf_e4m3_f32(unsigned int b)
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
 }
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+/* The e4m3 operands of the FP8 MMA (sm_89+; attn/decode_direct.cuh) */
+/* d += a * b on the e4m3 MMA m16n8k32 (fp32 accumulators) */
+__device__ __forceinline__ void kf_mma16832_e4m3(float d[4], const kf_u32 a[4], kf_u32 b0, kf_u32 b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* 4 floats -> 4 e4m3 bytes, x0 the lowest (nearest, ties to even; saturating at +-448, NaN kept) */
+__device__ __forceinline__ kf_u32 kf_f32x4_e4m3(float x0, float x1, float x2, float x3)
+{
+    unsigned short lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x1), "f"(x0));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x3), "f"(x2));
+    return (kf_u32)lo | ((kf_u32)hi << 16);
+}
+/* fp16x2 -> two e4m3 bytes in the low 16 bits (the low half to the low byte; nearest, saturating) */
+__device__ __forceinline__ kf_u32 kf_f16x2_e4m3x2(kf_u32 v)
+{
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(v));
+    return r;
+}
+/* Two e4m3 bytes (the low 16 bits of v) -> fp16x2, exactly */
+__device__ __forceinline__ kf_u32 kf_e4m3x2_f16x2(kf_u32 v)
+{
+    kf_u32 r;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)v));
+    return r;
+}
+/* a - b in fp16x2 (nearest) */
+__device__ __forceinline__ kf_u32 kf_hsub2(kf_u32 a, kf_u32 b)
+{
+    kf_u32 r;
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#endif
 
 #endif

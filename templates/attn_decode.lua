@@ -1,5 +1,43 @@
 -- attn_decode.lua: GQA decode (Sq 1..16): G heads x Sq rows of one KV head packed per tile, warps split keys, split-KV + combine
+
+-- impl "mma": attn/fwd.cuh (the packed rows are the MMA's M, K/V through cp.async stages; tm rows, w warps, bn keys
+-- a block, stages). impl "direct": attn/decode_direct.cuh (the keys are the MMA's M and the packed rows its N, K/V
+-- loaded straight into fragment registers): tm packed rows a CTA (8 or 16, one MMA column each; 4: FP8 at bf16, two
+-- e4m3 terms a row as the 8 columns), w warps, bn keys a warp step (16 or 32; FP8 K/V: 32, the e4m3 MMA's k,
+-- sm_89+), stages = steps of loads a warp keeps in flight (1 or 2).
 local A = import("lib/attn.lua")
+
+local function direct_shape(p, f)
+  local nc = math.max(8, p.tm)   -- MMA columns (tm 4: 4 rows x 2 e4m3 terms)
+  local nq = nc // 8
+  -- merge buffer [columns][d + 4] fp32, per-warp max / sum, per-column max / sum
+  local smem = nc * (f.d + 4) * 4 + (2 * p.w * nc + 2 * nc) * 4
+  -- 32-bit registers a thread: raw K/V words of the steps in flight, O^T, Q^T fragments, the rest
+  local raw = (p.bn // 16) * (f.kv and f.d // 4 or f.d // 2)
+  -- Q: d / 8 words a column (FP8: 2 e4m3 terms of d / 16 words at bf16, 3 at fp16; tm 4: the terms are columns)
+  local qw = f.kv and ((p.tm == 4) and 1 or (f.dtype == "bf16") and 2 or 3) * f.d // 16 or f.d // 8
+  local live = p.stages * raw + nq * f.d // 4 + nq * qw
+  -- FP8: ptxas takes ~1.7 registers a live word (the e4m3 path's transposes and terms; nvcc 13.0, sm_90a: 112
+  -- words 242 registers, no spill; 120 spills): the estimate keeps that path at 112 words
+  local regs = f.kv and (live + 120) or (live + 48)
+  return { smem = smem, threads = 32 * p.w, regs = regs }
+end
+
+local function valid_direct(p, f, dev)
+  if p.tm ~= 4 and p.tm ~= 8 and p.tm ~= 16 then
+    return false, "impl direct takes tm 4, 8 or 16 (packed rows a CTA), got " .. p.tm
+  end
+  if p.tm == 4 and not (f.kv and f.dtype == "bf16") then
+    return false, "impl direct takes tm 4 (two e4m3 terms as columns) only with FP8 K/V at bf16"
+  end
+  if p.bn ~= 16 and p.bn ~= 32 then return false, "impl direct takes bn 16 or 32 (keys a warp step), got " .. p.bn end
+  if p.stages > 2 then return false, "impl direct keeps 1 or 2 steps of loads in flight (stages), got " .. p.stages end
+  if f.kv and dev.cc < 89 then return false, "impl direct with FP8 K/V needs the e4m3 MMA (sm_89 or newer)" end
+  if f.kv and p.bn ~= 32 then return false, "impl direct with FP8 K/V takes bn 32 (the e4m3 MMA's k), got " .. p.bn end
+  local s = direct_shape(p, f)
+  if s.regs > 232 then return false, "register estimate " .. s.regs .. " > 232 (spills)" end
+  return A.check_smem(s.smem, dev)
+end
 
 local function shape_of(p, f)
   local wm = math.min(p.w, p.tm // 16)
@@ -16,11 +54,11 @@ return {
   family   = "attn_decode",
   doc      = "GQA attention decode (Sq 1..16): packed G x Sq query tile per KV head, split-KV with combine; sliding window, softcap, sinks, FP8 K/V",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/fp8.cuh", "common/mma.cuh",
-               "common/attn_features.cuh", "attn/fwd.cuh", "attn/combine.cuh" },
+               "common/attn_features.cuh", "attn/fwd.cuh", "attn/decode_direct.cuh", "attn/combine.cuh" },
   shape    = A.gqa_shape(),
   -- tm: packed rows per tile; w: warps; bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
-  params   = { tm = { 16, 32, 64 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 },
-               sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
+  params   = { impl = { "mma", "direct" }, tm = { 4, 8, 16, 32, 64 }, w = { 4, 8 }, bn = { 16, 32, 64, 128 },
+               stages = { 1, 2, 3 }, sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
   fixed    = A.gqa_fixed,
   valid    = function(p, f, dev)
@@ -28,6 +66,8 @@ return {
     if not ok then return false, why end
     ok, why = A.check_features(f, true)
     if not ok then return false, why end
+    if p.impl == "direct" then return valid_direct(p, f, dev) end
+    if p.tm < 16 or p.bn < 32 then return false, "impl mma takes tm >= 16 and bn >= 32" end
     if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
     if f.kv and (p.bn * f.d // 16) % (32 * p.w) ~= 0 then   -- attn/fwd.cuh kf_load_kv8: whole rounds of copies
       return false, "FP8 K/V: a block's 16-byte chunks (bn " .. p.bn .. " x d " .. f.d .. " / 16) must fill the " .. 32 * p.w .. " threads evenly"
@@ -47,18 +87,46 @@ return {
     -- measured on H200, B1 32/8 D128 128K bf16: tm16 w4 bn128 st2 sp16 3.84 TB/s (sp8 3.45, sp32 3.47);
     -- B32 32/8 D128 8K: sp1 4.23 TB/s (sp2 4.06)
     local rows = A.packed_rows(shape)
+    -- a sliding window: only about window + sq keys are visited, whatever the cache holds
+    local skv = shape.window and math.min(shape.skv, shape.window + shape.sq) or shape.skv
+    local f = A.gqa_fixed(shape)
+    if f.kv then   -- FP8 K/V: impl direct where valid (4 rows as 8 columns where they fit, else 8 or 16 columns)
+      local tmd = (rows <= 4) and 4 or (rows <= 8) and 8 or 16
+      local q = A.first_valid(valid_direct, f, dev, { impl = "direct", tm = tmd, w = 4, bn = 32, stages = 2, sp = 1 },
+                              { {}, { stages = 1 }, { tm = 8 }, { tm = 8, stages = 1 } })
+      if valid_direct(q, f, dev) then
+        -- 4 warps a CTA: two CTAs an SM (H200, session 13: B1 128K sp 32 0.122 ms, sp 16 0.189; B8 64/8 8K sp 4
+        -- 0.065, sp 2 0.098)
+        q.sp = A.splits(shape.b * shape.hkv * cdiv(rows, q.tm), skv, dev, nil, 2)
+        return q
+      end
+    end
     local tm = A.tile_rows(rows)
-    local p = { tm = tm, w = 4, bn = 128, stages = 2, sp = 1 }
+    local p = { impl = "mma", tm = tm, w = 4, bn = 128, stages = 2, sp = 1 }
     if shape.d >= 256 then   -- 16 keys per warp (register limit): bn = 16 * key slices
       p.w = (tm == 16) and 4 or 8
       p.bn = 16 * (p.w // math.min(p.w, tm // 16))
     end
-    -- a sliding window: only about window + sq keys are visited, whatever the cache holds
-    local skv = shape.window and math.min(shape.skv, shape.window + shape.sq) or shape.skv
     p.sp = A.splits(shape.b * shape.hkv * cdiv(rows, tm), skv, dev)
     return p
   end,
   render   = function(p, f)
+    if p.impl == "direct" then
+      local hdr = A.feature_defines(f) .. subst([[
+#define KF_BF16 ${bf16}
+#define KF_D ${d}
+#define KF_G ${g}
+#define KF_CAUSAL ${causal}
+#define KF_TM ${tm}
+#define KF_W ${w}
+#define KF_KS ${ks}
+#define KF_PF ${pf}
+#define KF_FWD_NAME kf_attn_decode
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, tm = p.tm, w = p.w, ks = p.bn // 16, pf = p.stages })
+        .. A.combine_defines(f.d)
+      return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
+                                        "common/attn_features.cuh", "attn/decode_direct.cuh", "attn/combine.cuh" })
+    end
     local s = shape_of(p, f)
     local hdr = A.feature_defines(f) .. A.fwd_defines(f, { decode = 1, tm = p.tm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
                                    qreg = s.qreg, name = "kf_attn_decode" }) .. A.combine_defines(f.d)
@@ -66,7 +134,7 @@ return {
                                 "common/attn_features.cuh", "attn/fwd.cuh", "attn/combine.cuh" })
   end,
   kernels  = function(p, f, dev)
-    local s = shape_of(p, f)
+    local s = (p.impl == "direct") and direct_shape(p, f) or shape_of(p, f)
     local ks = { { name = "kf_attn_decode", threads = s.threads, smem = s.smem } }
     if p.sp > 1 then ks[2] = A.combine_kernel(f.d) end
     return ks

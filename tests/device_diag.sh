@@ -19,7 +19,7 @@ want 1 && run dec_bf16 attn_decode "$D"
 for p in bn=64,w=4,stages=2,sp=1 bn=64,w=4,stages=2,sp=2 bn=64,w=4,stages=3,sp=2 bn=64,w=4,stages=3,sp=4 \
          bn=128,w=4,stages=2,sp=2 bn=128,w=8,stages=2,sp=2; do
   want 1 && [ "$(left 90)" -gt 5 ] || break
-  run "fp8_${p//[=,]/_}" attn_decode "$D,kv_dtype=e4m3" --params "tm=16,$p"
+  run "fp8_${p//[=,]/_}" attn_decode "$D,kv_dtype=e4m3" --params "impl=mma,tm=16,$p"
 done
 P="dtype=bf16,b=1,hq=32,hkv=8,d=128,sq=4096,skv=4096,causal=1"
 PP=${PAGED_PARAMS:-impl=wgmma_tma,bm=128,w=8,bn=128,stages=2}   # session 6 read wgmma_pp; page maps since session 7

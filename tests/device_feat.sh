@@ -54,8 +54,8 @@ if [ "${EXTRA:-1}" = 1 ]; then
   run paged16_4k_causal attn_prefill "$P,sq=4096,skv=4096,causal=1" --page-size 16
   run paged256_4k_causal attn_prefill "$P,sq=4096,skv=4096,causal=1" --page-size 256
   run dec_paged64_32k attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0" --page-size 64
-  run dec_fp8_32k_st3 attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0,kv_dtype=e4m3" --params tm=16,w=4,bn=128,stages=3,sp=1
-  run dec_fp8_32k_w8 attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0,kv_dtype=e4m3" --params tm=16,w=8,bn=128,stages=2,sp=1
+  run dec_fp8_32k_st3 attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0,kv_dtype=e4m3" --params impl=mma,tm=16,w=4,bn=128,stages=3,sp=1
+  run dec_fp8_32k_w8 attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0,kv_dtype=e4m3" --params impl=mma,tm=16,w=8,bn=128,stages=2,sp=1
 fi
 python3 - "$OUT" >> "$SUM" <<'PY'
 import json, sys, os

@@ -149,12 +149,13 @@ end
 function A.packed_rows(shape) return (shape.hq // shape.hkv) * shape.sq end
 function A.tile_rows(rows) return (rows <= 16) and 16 or ((rows <= 32) and 32 or 64) end
 
--- Split-KV count: about one wave of CTAs (more splits measured slower), never fewer than min_keys (256) per split.
-function A.splits(ctas, skv, dev, min_keys)
+-- Split-KV count: about one wave of CTAs (more splits measured slower; per_sm: CTAs an SM runs at once, default 1),
+-- never fewer than min_keys (256) per split.
+function A.splits(ctas, skv, dev, min_keys, per_sm)
   local best = 1
   local maxsp = math.max(1, skv // (min_keys or 256))
   for _, sp in ipairs({ 1, 2, 4, 8, 16, 32, 64, 128 }) do
-    if sp <= maxsp and ctas * sp <= dev.sms then best = sp end
+    if sp <= maxsp and ctas * sp <= dev.sms * (per_sm or 1) then best = sp end
   end
   return best
 end

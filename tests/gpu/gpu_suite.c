@@ -30,11 +30,11 @@ const suite_case suite_decode[] = {
     {DEC, "bf16", 2, 4, 900, 16, 4, 256, 0, KV(900, 17), .params = "sp=2"},
     {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), .params = "sp=1", .mut = MUT_YES},
     {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), .params = "sp=4", .mut = MUT_YES},
-    {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), .params = "tm=32,w=8,bn=64,stages=1,sp=2"},
+    {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), .params = "impl=mma,tm=32,w=8,bn=64,stages=1,sp=2"},
     {DEC, "bf16", 3, 2, 700, 8, 2, 128, 1, KV(513, 1, 0), .params = "sp=1", .mut = MUT_YES},
     {DEC, "bf16", 3, 2, 700, 8, 2, 128, 1, KV(513, 1, 0), .params = "sp=8", .mut = MUT_YES},
     {DEC, "bf16", 2, 8, 500, 8, 2, 64, 0, KV(500, 77), .params = "sp=4", .mut = MUT_YES},
-    {DEC, "bf16", 2, 8, 500, 8, 2, 64, 0, KV(500, 77), .params = "tm=64,w=4,bn=128,stages=3,sp=2"},
+    {DEC, "bf16", 2, 8, 500, 8, 2, 64, 0, KV(500, 77), .params = "impl=mma,tm=64,w=4,bn=128,stages=3,sp=2"},
     {DEC, "fp16", 2, 8, 500, 6, 2, 128, 0, KV(500, 1), .params = "sp=1", .mut = MUT_YES},
     {DEC, "fp16", 2, 8, 500, 6, 2, 128, 1, KV(500, 1), .params = "sp=4", .mut = MUT_YES},
     {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 0), .params = "sp=1"},
@@ -243,25 +243,27 @@ const int suite_feat_sm90_n = sizeof suite_feat_sm90 / sizeof suite_feat_sm90[0]
  * FP8 (e4m3) K/V (issue 21): bytes up to +-448 (K saturates there past 2.8 sigma), per-head scales that differ
  * between neighbouring heads (tune_attn_kv_scale), 0x7f (e4m3 NaN) in every byte a kernel must not read; against the
  * CPU fp64 reference on the same dequantised values. Decode: ratios 8/2, 8/4 and 32/8, splits 1 and > 1, ragged
- * lengths with 0 and 1, paged, with a window and sinks; the mma prefill (2+ stages).
+ * lengths with 0 and 1, paged, with a window and sinks; the mma prefill (2+ stages). The decode cases name impl=mma
+ * (FP8's default is impl=direct: test_attn_gpu runs each of them again on it).
  */
 #define E4M3 .kv_fp8 = 1
+#define MMA8(sp) .params = "impl=mma,tm=16,w=4,bn=128,stages=2,sp=" #sp
 const suite_case suite_kv8[] = {
-    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .params = "sp=1", .mut = MUT_YES},
-    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .params = "sp=4", .mut = MUT_YES},
-    {DEC, "fp16", 3, 4, 600, 8, 4, 128, 1, KV(600, 1, 0), E4M3, .params = "sp=1", .mut = MUT_YES},
-    {DEC, "fp16", 3, 4, 600, 8, 4, 128, 1, KV(600, 1, 0), E4M3, .params = "sp=8", .mut = MUT_YES},
-    {DEC, "bf16", 2, 2, 900, 8, 4, 64, 1, KV(900, 333), E4M3, .params = "sp=2"},
-    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 17), E4M3, .params = "sp=1"},
-    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 17), E4M3, .params = "sp=16"},
-    {DEC, "bf16", 2, 8, 500, 8, 2, 128, 1, KV(500, 77), E4M3, .params = "tm=64,w=4,bn=64,stages=3,sp=2"},
-    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .page_size = 64, .params = "sp=4", .mut = MUT_YES},
-    {DEC, "bf16", 2, 1, 800, 8, 2, 128, 1, KV(800, 5), WIN(128), .sinks = 1, E4M3, .params = "sp=4"},
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, MMA8(1), .mut = MUT_YES},
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, MMA8(4), .mut = MUT_YES},
+    {DEC, "fp16", 3, 4, 600, 8, 4, 128, 1, KV(600, 1, 0), E4M3, MMA8(1), .mut = MUT_YES},
+    {DEC, "fp16", 3, 4, 600, 8, 4, 128, 1, KV(600, 1, 0), E4M3, MMA8(8), .mut = MUT_YES},
+    {DEC, "bf16", 2, 2, 900, 8, 4, 64, 1, KV(900, 333), E4M3, MMA8(2)},
+    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 17), E4M3, MMA8(1)},
+    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 17), E4M3, MMA8(16)},
+    {DEC, "bf16", 2, 8, 500, 8, 2, 128, 1, KV(500, 77), E4M3, .params = "impl=mma,tm=64,w=4,bn=64,stages=3,sp=2"},
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, .page_size = 64, MMA8(4), .mut = MUT_YES},
+    {DEC, "bf16", 2, 1, 800, 8, 2, 128, 1, KV(800, 5), WIN(128), .sinks = 1, E4M3, MMA8(4)},
     /* bf16 decode scales Q into fp16 by the CTA's largest |q| (attn/fwd.cuh, K16): q past fp16's range, and tiny
      * q near bf16's subnormals, the softmax scale keeping the logits O(1) */
     {DEC, "bf16", 2, 1, 700, 8, 2, 128, 0, KV(700, 5), E4M3, .q_amp = 1e5, .scale = 8.838834764831845e-07,
-     .params = "sp=2", .mut = MUT_YES},
-    {DEC, "bf16", 2, 4, 600, 8, 4, 64, 1, KV(600, 1), E4M3, .q_amp = 1e-30, .scale = 1.25e29, .params = "sp=1"},
+     MMA8(2), .mut = MUT_YES},
+    {DEC, "bf16", 2, 4, 600, 8, 4, 64, 1, KV(600, 1), E4M3, .q_amp = 1e-30, .scale = 1.25e29, MMA8(1)},
     {PRE, "bf16", 2, 130, 300, 8, 2, 128, 1, KV(300, 64), E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=2",
      .mut = MUT_YES},
     {PRE, "fp16", 1, 200, 200, 8, 4, 64, 0, E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=3"},
@@ -339,6 +341,75 @@ const suite_case suite_paged_sm90[] = {
 const int suite_paged_sm90_n = sizeof suite_paged_sm90 / sizeof suite_paged_sm90[0];
 
 /*
+ * attn_decode impl=direct (attn/decode_direct.cuh: keys as the MMA's rows, K/V loaded straight into registers),
+ * besides every decode case of the other groups run again on it (test_attn_gpu): lengths on and off its 16- and
+ * 32-key steps (0, 1, 15, 16, 17, 31, 33, 65, 4097) with NaN past each; 8 and 16 query columns a CTA, packed rows
+ * filling 1/8 .. 16/16 of them and more rows than one CTA holds; warps with no step (short lengths, 8 warps);
+ * splits up to 8 with empty ones; pages of 8, 16, 24 (a step's rows on two pages) and 64 with NaN in unused pages;
+ * FP8 (32-key steps, the e4m3 MMA) and 16-bit K/V at head dims 64 and 128; Q past fp16's range and near bf16's
+ * subnormals (the FP8 path scales Q into its e4m3 terms);
+ * strided and packed q; window 1, 17 and 128 (not step-aligned), softcap, sinks with empty sequences.
+ */
+#define DD(tm, w, bn, st, sp) .params = "impl=direct,tm=" #tm ",w=" #w ",bn=" #bn ",stages=" #st ",sp=" #sp
+const suite_case suite_decode_direct[] = {
+    {DEC, "bf16", 4, 1, 700, 32, 8, 128, 0, KV(700, 0, 1, 17), E4M3, DD(8, 4, 32, 1, 1), .mut = MUT_YES},
+    {DEC, "bf16", 4, 1, 700, 32, 8, 128, 0, KV(700, 0, 1, 17), E4M3, DD(8, 8, 32, 1, 4), .mut = MUT_YES},
+    {DEC, "fp16", 3, 1, 999, 8, 2, 64, 0, KV(999, 16, 15), E4M3, DD(8, 8, 32, 1, 1)},
+    {DEC, "bf16", 3, 2, 640, 8, 4, 64, 1, KV(640, 31, 33), E4M3, DD(8, 4, 32, 2, 2), .mut = MUT_YES},
+    {DEC, "bf16", 2, 4, 4097, 8, 2, 128, 1, KV(4097, 65), E4M3, DD(8, 4, 32, 1, 8), .mut = MUT_YES},
+    {DEC, "fp16", 2, 16, 500, 8, 8, 64, 1, KV(500, 16), E4M3, DD(16, 8, 32, 1, 1)},
+    {DEC, "bf16", 2, 1, 800, 128, 8, 128, 0, KV(800, 3), E4M3, DD(8, 4, 32, 1, 2)},
+    {DEC, "bf16", 2, 8, 300, 8, 2, 128, 1, KV(300, 9), E4M3, DD(8, 4, 32, 1, 1)},
+    {DEC, "bf16", 2, 1, 900, 8, 2, 64, 0, KV(900, 129), E4M3, DD(16, 4, 32, 2, 2)},
+    {DEC, "fp16", 2, 2, 600, 8, 2, 64, 1, KV(600, 31), E4M3, DD(8, 8, 32, 2, 1)},
+    /* paged: pages of 16, 8, 24 and 64, NaN in the pages no sequence owns */
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, PG(16), DD(8, 4, 32, 1, 4), .mut = MUT_YES},
+    {DEC, "fp16", 3, 2, 600, 8, 4, 64, 1, KV(600, 1, 255), E4M3, PG(8), DD(8, 4, 32, 2, 1)},
+    {DEC, "bf16", 2, 1, 777, 32, 8, 64, 0, KV(777, 100), E4M3, PG(24), DD(8, 8, 32, 2, 2)},
+    {DEC, "bf16", 2, 1, 900, 32, 8, 128, 0, KV(900, 65), PG(64), DD(8, 4, 16, 2, 1)},
+    {DEC, "fp16", 3, 4, 700, 8, 2, 128, 1, KV(700, 0, 1), PG(16), DD(16, 4, 16, 1, 4), .mut = MUT_YES},
+    /* Q past fp16's range and near bf16's subnormals (the FP8 path scales Q into e4m3 terms by 2^e) */
+    {DEC, "bf16", 2, 1, 700, 8, 2, 128, 0, KV(700, 5), E4M3, .q_amp = 1e5, .scale = 8.838834764831845e-07,
+     DD(8, 4, 32, 1, 2), .mut = MUT_YES},
+    {DEC, "bf16", 2, 4, 600, 8, 4, 64, 1, KV(600, 1), E4M3, .q_amp = 1e-30, .scale = 1.25e29, DD(16, 4, 32, 1, 1)},
+    /* strided views and packed q */
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 1), .layout = TUNE_LAYOUT_BHSD, DD(8, 4, 16, 2, 4)},
+    {DEC, "fp16", 2, 4, 700, 8, 4, 128, 0, KV(650, 0), .row_pad = 2, DD(16, 4, 16, 1, 4)},
+    {DEC, "bf16", 3, 2, 640, 8, 2, 128, 1, KV(640, 100, 1), QL(2, 1, 2), DD(8, 4, 16, 2, 4)},
+    {DEC, "bf16", 3, 2, 640, 8, 2, 128, 1, KV(640, 100, 1), QL(2, 1, 2), E4M3, DD(8, 8, 32, 1, 1)},
+    /* 16-bit K/V: ratios 1/1, 2/1 with Sq 4, 3/1 with Sq 8 (24 rows), 4/1 at head dim 64 */
+    {DEC, "bf16", 4, 1, 700, 1, 1, 128, 0, KV(700, 0, 1, 333), DD(8, 4, 16, 2, 4)},
+    {DEC, "fp16", 3, 4, 700, 8, 4, 128, 1, KV(700, 0, 1), DD(16, 4, 16, 1, 4), .mut = MUT_YES},
+    {DEC, "fp16", 2, 8, 500, 6, 2, 128, 1, KV(500, 1), DD(8, 4, 16, 1, 2), .mut = MUT_YES},
+    {DEC, "bf16", 2, 8, 500, 8, 2, 64, 0, KV(500, 77), DD(16, 8, 32, 2, 4)},
+    /* the model features: window 128 / 1 / 17, softcap at large logits, sinks with empty sequences, combined */
+    {DEC, "bf16", 3, 2, 900, 8, 2, 64, 1, KV(900, 0, 1), WIN(128), .sinks = 1, E4M3, DD(8, 4, 32, 2, 4),
+     .mut = MUT_YES},
+    {DEC, "bf16", 2, 1, 800, 8, 2, 128, 1, KV(800, 5), WIN(1), E4M3, DD(8, 4, 32, 1, 2)},
+    {DEC, "fp16", 2, 4, 700, 8, 2, 128, 1, KV(700, 37), WIN(17), DD(8, 4, 16, 2, 4), .mut = MUT_YES},
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 8.0, E4M3, DD(8, 4, 32, 1, 1),
+     .mut = MUT_YES},
+    {DEC, "bf16", 3, 1, 800, 8, 2, 128, 0, KV(800, 0, 5), .sinks = 1, E4M3, DD(8, 8, 32, 1, 8), .mut = MUT_YES},
+    {DEC, "fp16", 2, 1, 900, 16, 8, 128, 1, WIN(200), .softcap = 20.0, .sinks = 1, .scale = 1.0, DD(8, 4, 16, 2, 2)},
+    /* tm 4 (FP8 at bf16): Q's and P's two e4m3 terms as the MMA's columns: 4 rows in one CTA (32/8, 8/4 Sq 2), 16
+     * rows in four, ragged and paged, splits, Q at both ends of its range, packed q, window + sinks, softcap */
+    {DEC, "bf16", 4, 1, 700, 32, 8, 128, 0, KV(700, 0, 1, 17), E4M3, DD(4, 4, 32, 1, 1), .mut = MUT_YES},
+    {DEC, "bf16", 3, 2, 640, 8, 4, 64, 1, KV(640, 31, 33), E4M3, DD(4, 8, 32, 2, 2)},
+    {DEC, "bf16", 2, 4, 4097, 8, 2, 128, 1, KV(4097, 65), E4M3, DD(4, 4, 32, 1, 8)},
+    {DEC, "bf16", 2, 1, 800, 128, 8, 128, 0, KV(800, 3), E4M3, DD(4, 4, 32, 1, 2)},
+    {DEC, "bf16", 2, 1, 777, 32, 8, 64, 0, KV(777, 100), E4M3, PG(24), DD(4, 4, 32, 2, 2)},
+    {DEC, "bf16", 2, 1, 700, 8, 2, 128, 0, KV(700, 5), E4M3, .q_amp = 1e5, .scale = 8.838834764831845e-07,
+     DD(4, 4, 32, 1, 2), .mut = MUT_YES},
+    {DEC, "bf16", 2, 4, 600, 8, 4, 64, 1, KV(600, 1), E4M3, .q_amp = 1e-30, .scale = 1.25e29, DD(4, 4, 32, 1, 1)},
+    {DEC, "bf16", 3, 2, 640, 8, 2, 128, 1, KV(640, 100, 1), QL(2, 1, 2), E4M3, DD(4, 4, 32, 1, 1)},
+    {DEC, "bf16", 3, 2, 900, 8, 2, 64, 1, KV(900, 0, 1), WIN(128), .sinks = 1, E4M3, DD(4, 4, 32, 2, 4),
+     .mut = MUT_YES},
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 8.0, E4M3, DD(4, 8, 32, 1, 1),
+     .mut = MUT_YES},
+};
+const int suite_decode_direct_n = sizeof suite_decode_direct / sizeof suite_decode_direct[0];
+
+/*
  * attn_prefill impl=wgmma_tma (issue 19; sm_90a): test_attn_gpu runs every D 64, 128 and 256 case of suite_prefill,
  * suite_prefill_sm90 and suite_feat_sm90 again with the impl swapped to wgmma_tma (same bn and stages), and these:
  * key lengths whose last block is partial, with NaN past the length (that block goes by cp.async with zero fill;
@@ -385,7 +456,7 @@ const suite_mutant suite_mutants[] = {
     /* FP8 K/V: the next kv head's scales (only in the sources built with kv_dtype=e4m3: suite_kv8) */
     {"fp8 scale of the next head", "KF_MUTANT_FP8HEAD", "sh8 = kvh;", "sh8 = (kvh + 1) % p.hkv;"},
     /* bf16 FP8 decode's Q scale (K16): 2^-e not undone in the score scale */
-    {"q scale not undone", "KF_MUTANT_QSCALE", "256.f * qinv", "256.f"},
+    {"q scale not undone", "KF_MUTANT_QSCALE", " * qinv", ""},
     /* paged K/V: the block-table row of the next sequence. The marker is the line's own text, the same in
      * attn/fwd.cuh and attn/fwd_sm90.cuh: a marker comment there would re-key every binary (and fwd_sm90.cuh is not
      * this change's to edit); it reaches every GQA source, and only the paged cases (suite_paged*) can see it */

@@ -53,6 +53,9 @@ extern const int suite_naive_feat_n;
  * and 128): prefill on mma.sync (and decode) in suite_paged, on the sm_90a impls in suite_paged_sm90 */
 extern const suite_case suite_paged[], suite_paged_sm90[];
 extern const int suite_paged_n, suite_paged_sm90_n;
+/* attn_decode impl=direct */
+extern const suite_case suite_decode_direct[];
+extern const int suite_decode_direct_n;
 extern const int suite_decode_n, suite_prefill_n, suite_naive_n, suite_combine_n;
 /* attn_prefill impl=wgmma / wgmma_ov / wgmma_pp (sm_90a only): their own cases, and the params strings
  * that turn a D 128 case of suite_prefill into a case of each impl */

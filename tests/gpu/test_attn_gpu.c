@@ -31,11 +31,11 @@ static int g_pass, g_fail;
  * same tile/split params. */
 static const suite_case bitwise_cases[] = {
     {.family = "attn_decode", "fp16", 2, 4, 900, 16, 4, 128, 0, .kv_len = {900, 333}, .kv_len_n = 2,
-     .params = "tm=16,w=4,bn=64,stages=2,sp=4"},
+     .params = "impl=mma,tm=16,w=4,bn=64,stages=2,sp=4"},
     {.family = "attn_decode", "fp16", 2, 2, 700, 8, 2, 64, 1, .kv_len = {700, 1}, .kv_len_n = 2,
-     .params = "tm=16,w=4,bn=64,stages=2,sp=1"},
+     .params = "impl=mma,tm=16,w=4,bn=64,stages=2,sp=1"},
     {.family = "attn_decode", "fp16", 2, 8, 500, 6, 2, 128, 1, .kv_len = {500, 77}, .kv_len_n = 2,
-     .params = "tm=32,w=4,bn=64,stages=2,sp=2"},
+     .params = "impl=mma,tm=32,w=4,bn=64,stages=2,sp=2"},
     {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
     {.family = "attn_prefill", "fp16", 2, 65, 200, 6, 2, 64, 0, .params = "impl=mma,bm=128,w=8,bn=64,stages=2"},
     {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"},
@@ -55,8 +55,13 @@ static const suite_case bitwise_cases[] = {
     {.family = "attn_prefill", "fp16", 2, 300, 700, 8, 2, 128, 0, .kv_len = {700, 65}, .kv_len_n = 2, .page_size = 64,
      .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"},
     {.family = "attn_decode", "fp16", 2, 4, 900, 16, 4, 128, 0, .kv_len = {900, 333}, .kv_len_n = 2, .page_size = 64,
-     .params = "tm=16,w=4,bn=64,stages=2,sp=4"},
+     .params = "impl=mma,tm=16,w=4,bn=64,stages=2,sp=4"},
     {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"},
+    /* attn_decode impl=direct: 8 query columns of 4 heads against 8 of 1 head (4 CTAs), pages, splits */
+    {.family = "attn_decode", "fp16", 2, 2, 900, 16, 4, 128, 1, .kv_len = {900, 333}, .kv_len_n = 2,
+     .params = "impl=direct,tm=8,w=4,bn=16,stages=2,sp=4"},
+    {.family = "attn_decode", "fp16", 2, 1, 700, 8, 2, 64, 0, .kv_len = {700, 17}, .kv_len_n = 2, .page_size = 16,
+     .params = "impl=direct,tm=16,w=8,bn=32,stages=1,sp=1"},
     {.family = "attn_prefill", "fp16", 2, 65, 300, 8, 4, 64, 0, .kv_len = {300, 129}, .kv_len_n = 2,
      .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3"},
 };
@@ -117,6 +122,52 @@ static void build_tma_cases(void)
         g_tma_cases[g_tma_n++] = suite_prefill_tma[i];
 }
 
+/* The impl=direct group: every attn_decode case of suite_decode, suite_kv8, suite_feat and suite_paged again on
+ * attn/decode_direct.cuh, with its sp and the first valid of the tile params below (starting at a different one
+ * for each case, so every set meets every group; head dim 256 has none and is left to mma, so has FP8 with fp16
+ * Q at 128), then suite_decode_direct. */
+#define MAX_DIRECT_CASES 128
+static suite_case g_direct_cases[MAX_DIRECT_CASES];
+static char g_direct_params[MAX_DIRECT_CASES][96];
+static int g_direct_n;
+
+static void add_direct_case(const suite_case *c)
+{
+    static const char *const tiles[] = {"tm=8,w=4,bn=16,stages=2", "tm=4,w=4,bn=32,stages=1",
+                                        "tm=16,w=4,bn=16,stages=1", "tm=8,w=8,bn=32,stages=1",
+                                        "tm=8,w=4,bn=32,stages=2", "tm=4,w=8,bn=32,stages=2",
+                                        "tm=8,w=4,bn=16,stages=1", "tm=8,w=4,bn=32,stages=1",
+                                        "tm=16,w=8,bn=32,stages=1"};
+    enum { NT = sizeof tiles / sizeof tiles[0] };
+    if (strcmp(c->family, "attn_decode") || g_direct_n >= MAX_DIRECT_CASES)
+        return;
+    const char *sp = c->params ? strstr(c->params, "sp=") : NULL;
+    for (int k = 0; k < NT; k++) {
+        char why[512];
+        suite_case e = *c;
+        snprintf(g_direct_params[g_direct_n], sizeof g_direct_params[0], "impl=direct,%s,%s",
+                 tiles[(g_direct_n + k) % NT], sp ? sp : "sp=1");
+        e.params = g_direct_params[g_direct_n];
+        e.mut = MUT_NONE;
+        if (suite_job(&g_suite, &e, 0, why, sizeof why) >= 0) {
+            g_direct_cases[g_direct_n++] = e;
+            return;
+        }
+    }
+}
+
+static void build_direct_cases(void)
+{
+    const suite_case *sets[] = {suite_decode, suite_kv8, suite_feat, suite_paged};
+    const int ns[] = {suite_decode_n, suite_kv8_n, suite_feat_n, suite_paged_n};
+    g_direct_n = 0;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < ns[k]; i++)
+            add_direct_case(&sets[k][i]);
+    for (int i = 0; i < suite_decode_direct_n && g_direct_n < MAX_DIRECT_CASES; i++)
+        g_direct_cases[g_direct_n++] = suite_decode_direct[i];
+}
+
 static void register_jobs(const suite_case *cs, int n)
 {
     char why[512];
@@ -170,6 +221,13 @@ static void test_attn_gpu__decode(void **state)
 {
     (void)state;
     assert_int_equal(run_group(suite_decode, suite_decode_n, "attn_decode"), 0);
+}
+
+static void test_attn_gpu__decode_direct(void **state)
+{
+    (void)state;
+    assert_int_equal(run_group(g_direct_cases, g_direct_n,
+                               "attn_decode impl=direct (keys as the MMA's rows, K/V straight to registers)"), 0);
 }
 
 static void test_attn_gpu__prefill(void **state)
@@ -326,6 +384,8 @@ int main(void)
     register_jobs(suite_naive_feat, suite_naive_feat_n);
     register_jobs(suite_decode, suite_decode_n);
     register_jobs(suite_prefill, suite_prefill_n);
+    build_direct_cases();
+    register_jobs(g_direct_cases, g_direct_n);
     build_wgmma_cases();
     register_jobs(g_wgmma_cases, g_wgmma_n);
     build_tma_cases();
@@ -357,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_attn_gpu__naive_matches_cpu),
         cmocka_unit_test(test_attn_gpu__features_naive_matches_cpu),
         cmocka_unit_test(test_attn_gpu__decode),
+        cmocka_unit_test(test_attn_gpu__decode_direct),
         cmocka_unit_test(test_attn_gpu__prefill),
         cmocka_unit_test(test_attn_gpu__prefill_wgmma),
         cmocka_unit_test(test_attn_gpu__prefill_tma),

@@ -30,20 +30,22 @@
 
 static char g_self[1024];
 
-static int child(int m)
+static int child(int m, int direct_only)
 {
     suite s;
     if (suite_open(&s, 1, m))
         return 3;
-    /* the plain suites, the model features' cases, FP8 K/V and paged K/V (issue 21; the sm_90a impls' only on sm_90a) */
-    int sm90 = strcmp(s.tg.arch, "sm_90a") == 0;
-    enum { NSETS = 7 };
+    /* the plain suites, the model features' cases, FP8 K/V and paged K/V (issue 21; the sm_90a impls' only on sm_90a),
+     * attn_decode impl=direct's cases; direct_only: those alone (each mutant must die on that kernel by itself) */
+    int sm90 = strcmp(s.tg.arch, "sm_90a") == 0, all = !direct_only;
+    enum { NSETS = 8 };
     const suite_case *sets[NSETS] = {suite_decode, suite_prefill, suite_feat, suite_feat_sm90, suite_kv8, suite_paged,
-                                     suite_paged_sm90};
-    const int ns[NSETS] = {suite_decode_n, suite_prefill_n, suite_feat_n, sm90 ? suite_feat_sm90_n : 0, suite_kv8_n,
-                           suite_paged_n, sm90 ? suite_paged_sm90_n : 0};
+                                     suite_paged_sm90, suite_decode_direct};
+    const int ns[NSETS] = {all * suite_decode_n, all * suite_prefill_n, all * suite_feat_n,
+                           all * sm90 * suite_feat_sm90_n, all * suite_kv8_n, all * suite_paged_n,
+                           all * sm90 * suite_paged_sm90_n, suite_decode_direct_n};
     const char *set_names[NSETS] = {"suite_decode", "suite_prefill", "suite_feat", "suite_feat_sm90", "suite_kv8",
-                                    "suite_paged", "suite_paged_sm90"};
+                                    "suite_paged", "suite_paged_sm90", "suite_decode_direct"};
     char why[512];
     for (int k = 0; k < NSETS; k++)
         for (int i = 0; i < ns[k]; i++)
@@ -91,11 +93,11 @@ static int child(int m)
     return failed ? 1 : 0;
 }
 
-/* Runs `self --child m` and returns its wait status. */
-static int spawn(int m, int build_only)
+/* Runs `self --child m` (`m:direct`: the impl=direct cases alone) and returns its wait status. */
+static int spawn(int m, int build_only, int direct_only)
 {
-    char arg[16];
-    snprintf(arg, sizeof arg, "%d", m);
+    char arg[32];
+    snprintf(arg, sizeof arg, "%d%s", m, direct_only ? ":direct" : "");
     return mut_spawn(g_self, "--child", arg, build_only ? "KF_MUTANT_BUILD_ONLY" : NULL, "1");
 }
 
@@ -104,14 +106,14 @@ static void test_mutants__every_mutant_killed(void **state)
     (void)state;
     time_t t0 = time(NULL);
     printf("== baseline (unmutated source)\n");
-    int st = spawn(-1, 0);
+    int st = spawn(-1, 0, 0);
     int base_ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     printf("baseline: %s\n", base_ok ? "every case passes" : "FAILS (the suite or the kernels are broken)");
     int killed = 0, planted = 0;
     for (int m = 0; m < suite_mutants_n; m++) {
         printf("== mutant %d: %s (%s: '%s' -> '%s')\n", m, suite_mutants[m].name, suite_mutants[m].marker,
                suite_mutants[m].from, suite_mutants[m].to);
-        st = spawn(m, 0);
+        st = spawn(m, 0, 0);
         const char *verdict = mut_verdict(st, 0, &planted, &killed);
         printf("mutant %d %-22s %s\n", m, suite_mutants[m].name, verdict);
     }
@@ -122,10 +124,28 @@ static void test_mutants__every_mutant_killed(void **state)
     assert_int_equal(killed, planted);
 }
 
+/* The same mutants on attn_decode impl=direct's cases alone (attn/decode_direct.cuh carries every marker: each
+ * mutant must be planted there and die there, not only in the other kernels) */
+static void test_mutants__every_mutant_killed_on_direct_decode(void **state)
+{
+    (void)state;
+    time_t t0 = time(NULL);
+    int killed = 0, planted = 0;
+    for (int m = 0; m < suite_mutants_n; m++) {
+        printf("== mutant %d on impl=direct: %s\n", m, suite_mutants[m].name);
+        const char *verdict = mut_verdict(spawn(m, 0, 1), 0, &planted, &killed);
+        printf("mutant %d %-22s %s\n", m, suite_mutants[m].name, verdict);
+    }
+    printf("\nimpl=direct: mutants killed %d / planted %d (of %d) (%ld s)\n", killed, planted, suite_mutants_n,
+           (long)(time(NULL) - t0));
+    assert_int_equal(planted, suite_mutants_n);
+    assert_int_equal(killed, planted);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--child"))
-        return child(atoi(argv[2]));
+        return child(atoi(argv[2]), strstr(argv[2], ":direct") != NULL);
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
     if (n <= 0)
         snprintf(g_self, sizeof g_self, "%s", argv[0]);
@@ -137,7 +157,7 @@ int main(int argc, char **argv)
     if (!have_gpu) {
         if (pre && *pre && strcmp(pre, "0")) {
             for (int m = -1; m < suite_mutants_n; m++)   /* compile every mutant into the cache */
-                spawn(m, 1);
+                spawn(m, 1, 0);
             printf("skipped: no CUDA device (mutants precompiled)\n");
         } else {
             printf("skipped: no CUDA device\n");
@@ -146,6 +166,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutants__every_mutant_killed),
+        cmocka_unit_test(test_mutants__every_mutant_killed_on_direct_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -116,6 +116,30 @@ template <int N> __device__ __forceinline__ void kf_dd_ldg(kf_u32 (&w)[N], const
     }
 }
 
+/* The same, every byte read (a step wholly before kend): no predicate, no zero fill */
+template <int N> __device__ __forceinline__ void kf_dd_ldg_all(kf_u32 (&w)[N], const unsigned char *src)
+{
+    static_assert(N % 2 == 0, "kf_dd_ldg_all: whole 8-byte loads");
+    if (N % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i)
+            asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(w[4 * i]), "=r"(w[4 * i + 1]), "=r"(w[4 * i + 2]), "=r"(w[4 * i + 3])
+                         : "l"(src + 16 * i));
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i)
+            asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+                         : "=r"(w[2 * i]), "=r"(w[2 * i + 1]) : "l"(src + 8 * i));
+    }
+}
+
+/* A compile-time flag as a type, for the generic lambdas that instantiate a loop twice (paged or not, a whole
+ * step or the last) */
+template <bool B> struct kf_dd_flag {
+    static constexpr bool value = B;
+};
+
 /* The transpose of an 8 x 8 matrix of 16-bit pairs held one row a lane quad (movmatrix) */
 __device__ __forceinline__ kf_u32 kf_dd_movt(kf_u32 a)
 {
@@ -330,31 +354,48 @@ KF_FWD_NAME(const kf_attn_params p)
     if (bt)
         lookup(warp);
 
-    /* ---- one step's loads: keys j0 .. j0 + KT - 1, zeros from kend on */
-    auto load = [&](kf_dd_raw &r, int n) {
+    /* ---- one step's loads: keys j0 .. j0 + KT - 1, zeros from kend on. Instantiated for paged and contiguous
+     * K/V (pg), and for a step wholly before kend (every load unpredicated) or not. */
+    auto load = [&](kf_dd_raw &r, int n, auto pg) {
+        constexpr bool PG = decltype(pg)::value;
         const int j0 = kbeg + n * KF_KT;
-        long long roff = 0;
-        if (bt)
+        long long roff = 0, rvoff = 0;
+        if constexpr (PG) {
             roff = (long long)pgx.pg * ksb + (long long)pgx.in * kss;   /* row lane % KT */
-        long long rvoff = 0;
-        if (bt)
             rvoff = (long long)pgx.pg * vsb + (long long)pgx.in * vss;
-#pragma unroll
-        for (int ks = 0; ks < KF_KS; ++ks) {
-#pragma unroll
-            for (int x = 0; x < 2; ++x) {                 /* K rows g, g + 8 */
-                const int rr = ks * 16 + g + 8 * x, j = j0 + rr;
-                const long long off = bt ? (long long)__shfl_sync(0xffffffffu, roff, rr) : (long long)j * kss;
-                kf_dd_ldg(r.k[ks][x], kg + off, j < kend);
-            }
-#pragma unroll
-            for (int x = 0; x < 4; ++x) {                 /* V rows 2t, 2t+1, 2t+8, 2t+9 */
-                const int rr = ks * 16 + 2 * t + (x & 1) + 8 * (x >> 1), j = j0 + rr;
-                const long long off = bt ? (long long)__shfl_sync(0xffffffffu, rvoff, rr) : (long long)j * vss;
-                kf_dd_ldg(r.v[ks][x], vg + off, j < kend);
-            }
         }
-        if (bt)
+        const unsigned char *ks0 = kg + (PG ? 0 : (long long)j0 * kss), *vs0 = vg + (PG ? 0 : (long long)j0 * vss);
+        auto rows = [&](auto whole) {
+            constexpr bool ALL = decltype(whole)::value;
+#pragma unroll
+            for (int ks = 0; ks < KF_KS; ++ks) {
+#pragma unroll
+                for (int x = 0; x < 2; ++x) {             /* K rows g, g + 8 */
+                    const int rr = ks * 16 + g + 8 * x;
+                    const unsigned char *src = PG ? kg + (long long)__shfl_sync(0xffffffffu, roff, rr)
+                                                  : ks0 + (long long)rr * kss;
+                    if constexpr (ALL)
+                        kf_dd_ldg_all(r.k[ks][x], src);
+                    else
+                        kf_dd_ldg(r.k[ks][x], src, j0 + rr < kend);
+                }
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {             /* V rows 2t, 2t+1, 2t+8, 2t+9 */
+                    const int rr = ks * 16 + 2 * t + (x & 1) + 8 * (x >> 1);
+                    const unsigned char *src = PG ? vg + (long long)__shfl_sync(0xffffffffu, rvoff, rr)
+                                                  : vs0 + (long long)rr * vss;
+                    if constexpr (ALL)
+                        kf_dd_ldg_all(r.v[ks][x], src);
+                    else
+                        kf_dd_ldg(r.v[ks][x], src, j0 + rr < kend);
+                }
+            }
+        };
+        if (j0 + KF_KT <= kend)
+            rows(kf_dd_flag<true>());
+        else
+            rows(kf_dd_flag<false>());
+        if constexpr (PG)
             lookup(n + KF_W);                             /* the page of this warp's next step */
     };
 
@@ -544,31 +585,35 @@ KF_FWD_NAME(const kf_attn_params p)
 #endif
     };
 
-    /* ---- key loop: this warp's steps warp, warp + W, ... */
-    {
+    /* ---- key loop: this warp's steps warp, warp + W, ... (one instantiation for paged K/V, one for contiguous) */
+    auto keys = [&](auto pg) {
         kf_dd_raw ra;
         int n = warp;
 #if KF_PF == 1
         for (; n < nsteps; n += KF_W) {
-            load(ra, n);
+            load(ra, n, pg);
             step(ra, n);
         }
 #else
         kf_dd_raw rb;
         if (n < nsteps)
-            load(ra, n);
+            load(ra, n, pg);
         for (; n < nsteps; n += 2 * KF_W) {
             if (n + KF_W < nsteps)
-                load(rb, n + KF_W);
+                load(rb, n + KF_W, pg);
             step(ra, n);
             if (n + KF_W >= nsteps)
                 break;
             if (n + 2 * KF_W < nsteps)
-                load(ra, n + 2 * KF_W);
+                load(ra, n + 2 * KF_W, pg);
             step(rb, n + KF_W);
         }
 #endif
-    }
+    };
+    if (bt)
+        keys(kf_dd_flag<true>());
+    else
+        keys(kf_dd_flag<false>());
 
     /* ---- merge the warps (fixed order): M = max m_w, L = sum l_w 2^(m_w - M), O = sum O_w 2^(m_w - M) */
 #pragma unroll

@@ -794,14 +794,15 @@ static void test_kda_gpu__decode_timings(void **state)
 
 /* ---- mutant suite and precompile ----------------------------------------------------------- */
 
-/* The variants the mutant suite runs (shape of every_variant): the default and both paths,
+/* The variants the mutant suite runs (shape of every_variant; each names its impl, or it inherits the default's:
+ * on sm_90a that is wgmma since session 11, and a vs 32 variant on it is invalid): the default and both paths,
  * both state layouts, every chunk size, both preparations (prep 1 at chunk 32: T has an off-diagonal
- * block), both state pass impls (wgmma with and without segments); decode default and a sliced one. */
+ * block), both state pass impls (wgmma with and without segments); decode default and sliced ones. */
 static const char *const mut_prefill[] = {
-    NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1,seg=1",
-    "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1,seg=1",
-    "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4", "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1",
-    "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,prep=1",
+    NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1,seg=1,impl=mma",
+    "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1,seg=1,impl=mma",
+    "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma", "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1,impl=mma",
+    "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,prep=1,impl=mma",
     "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "chunk=32,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma" };
 static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1,ws=0", "vsplit=2,w=4,ipc=4,ws=0",
                                           "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1" };

@@ -8,7 +8,14 @@
 -- shared memory as bf16 every chunk). impl "wgmma" (sm_90a; kda/prefill_sm90.cuh): the same kernels, grids and
 -- workspace, the state pass as a producer warpgroup streaming the chunk slots and vs/64 consumer warpgroups holding
 -- S^T as a wgmma accumulator (block 128 + 2 vs threads; w 8, the segment combine's warps); the sm_90a default since
--- session 9 (the GPU suite passed it, and it timed fastest).
+-- session 9 (the GPU suite passed it, and it timed fastest). impl "recurrent" (any target; fused 1, one kernel, no
+-- workspace, grid (dv/vs, hv, nseq) as the fused path): the token recurrence of kda/decode.cuh (state slice of dv/vs
+-- columns in registers, warp slices) with the tokens taken 16 at a time, their inputs prepared in shared memory by
+-- the whole block and the serial pass over them reading only shared memory: short sequences in one launch.
+local KL = import("lib/kda.lua")
+local REC_TB = 16              -- impl recurrent: tokens a batch (kda/decode.cuh KF_DEC_TB)
+local REC_T = 16               -- the default's impl recurrent: small calls of few blocks up to this many tokens a sequence,
+local REC_T_ANY = 4            -- and any call up to this many
 local function slot_bytes(f, c)
   return 2 * (3 * c * f.dk + c * c + c * f.dv) + 4 * f.dk
 end
@@ -86,6 +93,21 @@ local function valid_wgmma(p, f, dev)
   return true
 end
 
+-- impl recurrent: the one kernel of kda/decode.cuh, a block per value slice of vs columns; the knobs of the chunked
+-- paths are pinned (one variant a geometry).
+local function rec_params(p, f) return { vsplit = f.dv // p.vs, w = p.w, ipc = 1, ws = 1 } end
+local function valid_recurrent(p, f, dev)
+  if p.chunk ~= 16 or p.tr ~= 1 or p.fused ~= 1 or p.mma ~= 1 or (p.seg or 1) ~= 1 or (p.prep or 0) ~= 0 then
+    return false, "impl recurrent takes chunk 16, tr 1, fused 1, mma 1, seg 1, prep 0 (its knobs are vs and w)"
+  end
+  local ok, why = KL.dec_valid(rec_params(p, f), f, dev)
+  if not ok then return ok, why end
+  -- the batch's staged loads sit beside the state: 16 rows a thread spill (dk 128: vs 64 w 4, vs 128 w 8)
+  local g = KL.dec_geom(rec_params(p, f), f)
+  if math.max(g.rk, g.rv) > 8 then return false, "impl recurrent: more than 8 state rows a thread (registers spill)" end
+  return true
+end
+
 -- The parts of kda/prefill.cuh that impl wgmma shares, cut at its section comments, so that impl mma renders the
 -- fragment whole and byte for byte as before the knob: the preparation (everything before the serial state pass)
 -- and kf_kda_segcomb (from its comment to the end: the #endif of its KF_PF_SEG > 1 block and of the guard).
@@ -99,23 +121,25 @@ end
 
 return {
   family   = "kda_prefill",
-  doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync, or wgmma on sm_90a), or one fused kernel",
+  doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync, or wgmma on sm_90a), or one fused kernel, or the token recurrence (short sequences)",
   includes = { "common/kda_params.h", "common/types.cuh", "common/mma.cuh", "kda/common.cuh", "kda/prefill.cuh",
-               "kda/prep_tc.cuh", "common/wgmma.cuh", "kda/prefill_sm90.cuh" },
+               "kda/prep_tc.cuh", "common/wgmma.cuh", "kda/prefill_sm90.cuh", "kda/decode.cuh", "lib/kda.lua" },
   shape    = { n = "int", t = "int", h = "int", hv = "int", dk = "int", dv = "int" },
   -- chunk: tokens per chunk; vs: value columns per state block; w: warps of the state block;
   -- tr: state held transposed [vs, K]; fused: one kernel (small batches); mma: 0 = CUDA-core fragments (debug)
   -- seg: segments per sequence run in parallel (split path; the chunk update is affine in the state)
   -- prep: the chunk preparation, 0 fp32 on CUDA cores, 1 on tensor cores (kda/prep_tc.cuh; mma 0 runs its
   -- fragments on CUDA cores too)
-  -- impl: the state pass on mma.sync, or on wgmma (sm_90a; vs 128 only there)
+  -- impl: the state pass on mma.sync, or on wgmma (sm_90a; vs 128 only there), or the token recurrence
+  -- ("recurrent": the value slice vs over w warps; chunk 16, tr 1, fused 1, mma 1, seg 1, prep 0 only)
   params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64, 128 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 },
-               seg = { 1, 4 }, prep = { 0, 1 }, impl = { "mma", "wgmma" } },
+               seg = { 1, 4 }, prep = { 0, 1 }, impl = { "mma", "wgmma", "recurrent" } },
   fixed    = function(shape) return { dk = shape.dk, dv = shape.dv } end,
   valid    = function(p, f, dev)
     if f.dk ~= 64 and f.dk ~= 128 then return false, "dk must be 64 or 128, got " .. f.dk end
     if f.dv ~= 64 and f.dv ~= 128 then return false, "dv must be 64 or 128, got " .. f.dv end
     if p.vs > f.dv then return false, "vs " .. p.vs .. " > dv " .. f.dv end
+    if p.impl == "recurrent" then return valid_recurrent(p, f, dev) end
     local seg = p.seg or 1
     if seg > 1 and (p.fused == 1 or p.tr ~= 1 or p.mma ~= 1) then
       return false, "seg " .. seg .. " only on the split tensor-core path with tr 1"
@@ -160,6 +184,17 @@ return {
     -- tokens each (t) takes the wgmma state pass; shorter ones ([17, 0, 16], t 11: not timed with wgmma) keep
     -- the mma one. The [1024, 0, 31] row with wgmma: 0.0700 ms in the harness, fla chunk_kda 0.0751.
     local small = shape.n * shape.t * shape.hv <= 4096
+    -- Session 15 (H200, kforge run sustained, graphs, 1980 MHz): the token recurrence (impl recurrent, one launch) against
+    -- the chunked default. Few blocks (latency-bound, one warp a scheduler): n 3 t 11 H 2/HV 4 9.1 us against 12.5,
+    -- n 1 t 16 11.5 against 11.5, n 1 t 32 21 against 12.4. Many blocks (issue-bound): n 64 t 4 H 16 106 us against
+    -- 160, but n 8 t 16 H 16 31 against 26 and n 16 t 16 64 against 44. So: t <= 4 always, t <= 16 while the value
+    -- slices of 16 columns leave at most 2 blocks an SM. t is the plan's average tokens a sequence: a call whose tokens
+    -- gather in one long sequence runs them in series (~0.35 us a token); a tuned winner overrides the rule.
+    local vs16_blocks = shape.n * shape.hv * (shape.dv // 16)
+    if shape.t <= REC_T_ANY or (small and shape.t <= REC_T and vs16_blocks <= 2 * dev.sms) then
+      local vs = vs16_blocks <= 2 * dev.sms and 16 or 32
+      return { chunk = 16, vs = vs, w = 4, tr = 1, fused = 1, mma = 1, seg = 1, prep = 0, impl = "recurrent" }
+    end
     if small and not (dev.arch == "sm_90a" and shape.t >= 64) then
       return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 1, impl = "mma" }
     end
@@ -170,6 +205,7 @@ return {
     return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "mma" }
   end,
   render   = function(p, f)
+    if p.impl == "recurrent" then return KL.dec_render(rec_params(p, f), f, REC_TB) end
     local hdr = subst([[
 #define KF_BF16 1
 #define KF_KDA_K ${dk}
@@ -198,6 +234,7 @@ return {
     return src .. tc
   end,
   kernels  = function(p, f, dev)
+    if p.impl == "recurrent" then return { { name = "kf_kda_decode", threads = 32 * p.w, smem = 0 } } end
     local s = smem_of(p, f)
     -- impl wgmma: the state and segment passes run a producer warpgroup beside vs / 64 consumer warpgroups
     local st_threads = p.impl == "wgmma" and 128 + 2 * p.vs or 32 * p.w

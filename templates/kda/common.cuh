@@ -60,21 +60,30 @@ __device__ __forceinline__ float kf_kda_warp_sum(float x)
     return x;
 }
 
-/* One warp: q (normalised if asked, times scale) and k (normalised if asked) of token tok, head h,
- * as floats into qs[d * stride] and ks[d * stride]; returns q . k to every lane. */
-__device__ __forceinline__ float kf_kda_load_qk_warp(const kf_kda_params &p, int n, long long tok, int h,
-                                                     float *qs, float *ks, int stride)
+/* A lane's elements lane + 32 j of q and k of token tok, head h, as floats (kf_kda_qk_finish completes them). */
+__device__ __forceinline__ void kf_kda_qk_load(const kf_kda_params &p, int n, long long tok, int h,
+                                               float (&qv)[(KF_KDA_K + 31) / 32], float (&kv)[(KF_KDA_K + 31) / 32])
 {
     const int lane = threadIdx.x & 31;
     const kf_u16 *q = (const kf_u16 *)p.q + (p.cu_seqlens ? 0 : (long long)n * p.q_sb) + tok * p.q_st + (long long)h * p.q_sh;
     const kf_u16 *k = (const kf_u16 *)p.k + (p.cu_seqlens ? 0 : (long long)n * p.k_sb) + tok * p.k_st + (long long)h * p.k_sh;
-    float qv[(KF_KDA_K + 31) / 32], kv[(KF_KDA_K + 31) / 32];
-    float sq = 0.f, sk = 0.f;
 #pragma unroll
     for (int j = 0; j < (KF_KDA_K + 31) / 32; ++j) {
         const int d = lane + 32 * j;
         qv[j] = d < KF_KDA_K ? kf_to_float(q[d]) : 0.f;
         kv[j] = d < KF_KDA_K ? kf_to_float(k[d]) : 0.f;
+    }
+}
+
+/* One warp, from the lanes' loaded q and k: q (normalised if asked, times scale) and k (normalised if asked) into
+ * qs[d * stride] and ks[d * stride]; returns q . k to every lane. */
+__device__ __forceinline__ float kf_kda_qk_finish(const kf_kda_params &p, const float (&qv)[(KF_KDA_K + 31) / 32],
+                                                  const float (&kv)[(KF_KDA_K + 31) / 32], float *qs, float *ks, int stride)
+{
+    const int lane = threadIdx.x & 31;
+    float sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int j = 0; j < (KF_KDA_K + 31) / 32; ++j) {
         sq += qv[j] * qv[j];
         sk += kv[j] * kv[j];
     }
@@ -94,6 +103,16 @@ __device__ __forceinline__ float kf_kda_load_qk_warp(const kf_kda_params &p, int
         }
     }
     return kf_kda_warp_sum(qk);
+}
+
+/* One warp: q (normalised if asked, times scale) and k (normalised if asked) of token tok, head h,
+ * as floats into qs[d * stride] and ks[d * stride]; returns q . k to every lane. */
+__device__ __forceinline__ float kf_kda_load_qk_warp(const kf_kda_params &p, int n, long long tok, int h,
+                                                     float *qs, float *ks, int stride)
+{
+    float qv[(KF_KDA_K + 31) / 32], kv[(KF_KDA_K + 31) / 32];
+    kf_kda_qk_load(p, n, tok, h, qv, kv);
+    return kf_kda_qk_finish(p, qv, kv, qs, ks, stride);
 }
 
 /* Element offset of state element (kk, vv) of (n, hv) in h0 (ht alike with the ht_ strides). */

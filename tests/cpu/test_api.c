@@ -380,12 +380,12 @@ static void test_api__kda_selection_through_the_templates(void **state)
         fail_msg("rt_jit_new: %s", err.msg);
     rt_devinfo dev = api_h200();
     dev.smem_sm = 233472, dev.regs_sm = 65536, dev.l2 = 62914560;
-    static const struct { kf_kda_mode mode; int n, tokens, h, hv, d; const char *family; int ws; } cs[] = {
-        {KF_KDA_PREFILL, 3, 33, 2, 4, 128, "kda_prefill", 1},        /* small: the split path won on the H200 */
-        {KF_KDA_PREFILL, 3, 1055, 2, 4, 128, "kda_prefill", 1},      /* long: split, workspace */
-        {KF_KDA_PREFILL, 1, 8192, 16, 16, 64, "kda_prefill", 1},
-        {KF_KDA_DECODE, 64, 64, 4, 8, 128, "kda_decode", 0},
-        {KF_KDA_DECODE, 1024, 1024, 32, 32, 64, "kda_decode", 0},
+    static const struct { kf_kda_mode mode; int n, tokens, h, hv, d; const char *family; int ws; const char *impl; } cs[] = {
+        {KF_KDA_PREFILL, 3, 33, 2, 4, 128, "kda_prefill", 0, "recurrent"},  /* small, short: one launch, no workspace */
+        {KF_KDA_PREFILL, 3, 1055, 2, 4, 128, "kda_prefill", 1, "wgmma"},    /* long: split, workspace */
+        {KF_KDA_PREFILL, 1, 8192, 16, 16, 64, "kda_prefill", 1, "wgmma"},
+        {KF_KDA_DECODE, 64, 64, 4, 8, 128, "kda_decode", 0, NULL},
+        {KF_KDA_DECODE, 1024, 1024, 32, 32, 64, "kda_decode", 0, NULL},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         kf_kda_desc d = kda_prefill();
@@ -399,6 +399,8 @@ static void test_api__kda_selection_through_the_templates(void **state)
         assert_string_equal(gen_kv_str(&ch.vp, "family"), cs[i].family);
         assert_int_equal(gen_kv_int(&ch.vp, "dk", 0), cs[i].d);
         assert_int_equal(ch.workspace > 0, cs[i].ws);
+        if (cs[i].impl)
+            assert_string_equal(gen_kv_str(&ch.vp, "impl"), cs[i].impl);
         assert_int_equal(rt_jit_keys(j, &ch.vp, &dev, variant, sizeof variant, key, sizeof key, &err), 0);
         assert_non_null(strstr(variant, cs[i].family));
     }

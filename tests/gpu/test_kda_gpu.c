@@ -467,7 +467,7 @@ static int skip_off_sm90(const char *params, const char *what)
 }
 
 /* Every valid variant of family on every small case (and a multi-token decode case); all 0: the default and
- * every impl wgmma variant (its own state pass at this head dim) only. */
+ * every impl wgmma and impl recurrent variant (their own state passes at this head dim) only. */
 static void every_variant(const char *family, int d, int all)
 {
     ref_kda_case cs[8];
@@ -484,7 +484,7 @@ static void every_variant(const char *family, int d, int all)
         int m = 0;
         for (int j = 0; j < l->n; ++j) {
             const char *im = gen_kv_str(&l->p[j], "impl");
-            if (im && !strcmp(im, "wgmma"))
+            if (im && (!strcmp(im, "wgmma") || !strcmp(im, "recurrent")))
                 l->p[m++] = l->p[j];
         }
         gen_tmpl *t = gen_tmpl_load(host, family);
@@ -797,13 +797,15 @@ static void test_kda_gpu__decode_timings(void **state)
 /* The variants the mutant suite runs (shape of every_variant; each names its impl, or it inherits the default's:
  * on sm_90a that is wgmma since session 11, and a vs 32 variant on it is invalid): the default and both paths,
  * both state layouts, every chunk size, both preparations (prep 1 at chunk 32: T has an off-diagonal
- * block), both state pass impls (wgmma with and without segments); decode default and sliced ones. */
+ * block), the state pass impls (wgmma with and without segments; the token recurrence in batches); decode default
+ * and sliced ones. */
 static const char *const mut_prefill[] = {
     NULL, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma", "chunk=32,vs=16,w=4,tr=0,fused=0,mma=1,seg=1,impl=mma",
     "chunk=64,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,impl=mma", "chunk=16,vs=32,w=4,tr=0,fused=1,mma=1,seg=1,impl=mma",
     "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma", "chunk=32,vs=32,w=4,tr=1,fused=0,mma=1,seg=1,prep=1,impl=mma",
     "chunk=16,vs=32,w=4,tr=1,fused=1,mma=1,seg=1,prep=1,impl=mma",
-    "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "chunk=32,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma" };
+    "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "chunk=32,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma",
+    "chunk=16,vs=32,w=8,tr=1,fused=1,mma=1,seg=1,prep=0,impl=recurrent" };
 static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1,ws=0", "vsplit=2,w=4,ipc=4,ws=0",
                                           "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1" };
 #define N_MUT_PREFILL ((int)(sizeof mut_prefill / sizeof mut_prefill[0]))

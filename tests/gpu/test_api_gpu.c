@@ -130,6 +130,8 @@ static void poison(const problem *p)
 {
     CK(cu->MemsetD8(p->o, 0xFF, (size_t)p->b * p->sq * p->hq * p->d * 2));
     CK(cu->MemsetD32(p->lse, 0x7FFFFFFF, (size_t)p->b * p->hq * p->sq));
+    /* done before a run on a non-blocking stream starts: a plain memset of device memory may return before it ran */
+    CK(cu->CtxSynchronize());
 }
 
 static kf_attn_desc desc_of(const problem *p)

@@ -367,28 +367,24 @@ KF_FWD_NAME(const kf_attn_params p)
         const unsigned char *ks0 = kg + (PG ? 0 : (long long)j0 * kss), *vs0 = vg + (PG ? 0 : (long long)j0 * vss);
         auto rows = [&](auto whole) {
             constexpr bool ALL = decltype(whole)::value;
+            /* row rr of the step into w: through the block table (off: the lanes' page offsets) or from s0 */
+            auto row = [&](auto &w, const unsigned char *pool, const unsigned char *s0, long long off, long long stride,
+                           int rr) {
+                const unsigned char *src = PG ? pool + (long long)__shfl_sync(0xffffffffu, off, rr)
+                                              : s0 + (long long)rr * stride;
+                if constexpr (ALL)
+                    kf_dd_ldg_all(w, src);
+                else
+                    kf_dd_ldg(w, src, j0 + rr < kend);
+            };
 #pragma unroll
             for (int ks = 0; ks < KF_KS; ++ks) {
 #pragma unroll
-                for (int x = 0; x < 2; ++x) {             /* K rows g, g + 8 */
-                    const int rr = ks * 16 + g + 8 * x;
-                    const unsigned char *src = PG ? kg + (long long)__shfl_sync(0xffffffffu, roff, rr)
-                                                  : ks0 + (long long)rr * kss;
-                    if constexpr (ALL)
-                        kf_dd_ldg_all(r.k[ks][x], src);
-                    else
-                        kf_dd_ldg(r.k[ks][x], src, j0 + rr < kend);
-                }
+                for (int x = 0; x < 2; ++x)               /* K rows g, g + 8 */
+                    row(r.k[ks][x], kg, ks0, roff, kss, ks * 16 + g + 8 * x);
 #pragma unroll
-                for (int x = 0; x < 4; ++x) {             /* V rows 2t, 2t+1, 2t+8, 2t+9 */
-                    const int rr = ks * 16 + 2 * t + (x & 1) + 8 * (x >> 1);
-                    const unsigned char *src = PG ? vg + (long long)__shfl_sync(0xffffffffu, rvoff, rr)
-                                                  : vs0 + (long long)rr * vss;
-                    if constexpr (ALL)
-                        kf_dd_ldg_all(r.v[ks][x], src);
-                    else
-                        kf_dd_ldg(r.v[ks][x], src, j0 + rr < kend);
-                }
+                for (int x = 0; x < 4; ++x)               /* V rows 2t, 2t+1, 2t+8, 2t+9 */
+                    row(r.v[ks][x], vg, vs0, rvoff, vss, ks * 16 + 2 * t + (x & 1) + 8 * (x >> 1));
             }
         };
         if (j0 + KF_KT <= kend)

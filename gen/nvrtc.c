@@ -37,6 +37,9 @@ static int build_options(const char *arch, int ptx, char opts[][64], const char 
     snprintf(opts[n++], 64, "-default-device");
     snprintf(opts[n++], 64, "--ptxas-options=-v");
     snprintf(opts[n++], 64, "-no-source-include");   /* headers come from kforge, never from a folder */
+    const char *li = getenv("KFORGE_LINEINFO");          /* profiling: source lines in the cubin (ncu, nvdisasm -g) */
+    if (li && *li && strcmp(li, "0") != 0)
+        snprintf(opts[n++], 64, "-lineinfo");
     for (int i = 0; i < n; i++)
         argv[i] = opts[i];
     return n;

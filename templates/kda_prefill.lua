@@ -31,7 +31,7 @@ end
 -- factors cannot hold falls back to the fp32 preparation in the same memory, so the block gets the larger of both
 local function tc_bytes(f, c, un)
   local k, ldk, ldc = f.dk, f.dk + 8, c + 8
-  return 8 * c * k + 12 * c + 4 * (c // 16) * k + 4 * c * ldk + 64 * ldk + 4 * c * (c + 1) + 6 * c * ldc
+  return 4 * c * (k + 4) + 12 * c * ldk + 12 * c + 12 * (c // 16) * k + 4 * c * (c + 1) + 6 * c * ldc
     + 48 * c + 2 * c * c + 2 * c * (un + 8)
 end
 local function prep_bytes(f, p, un)

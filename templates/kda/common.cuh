@@ -26,12 +26,15 @@ __device__ __forceinline__ void kf_kda_seq(const kf_kda_params &p, int n, long l
  * (S <- diag(exp g) S; u = beta (v - S^T k)); 0 is a planted bug for the mutation test. */
 #define KF_KDA_DECAY_FIRST 1  /* KF_MUTANT_DECAY_ORDER */
 
-__device__ __forceinline__ float kf_kda_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+/* ex2.approx (ftz) and rcp.approx (2 ulp; 0 for x -> -inf, 1 for x -> +inf): IEEE expf and division cost ~25
+ * instructions a gate element, a quarter of the chunk preparation's */
+__device__ __forceinline__ float kf_kda_sigmoid(float x) { return __fdividef(1.f, 1.f + kf_exp2(x * -1.4426950408889634f)); }
 
-/* The log gate from its loaded inputs: the raw gate x, its bias and a_log of the head (sigmoid gate; p.gate 0: x). */
-__device__ __forceinline__ float kf_kda_gate_of(const kf_kda_params &p, float x, float bias, float a_log)
+/* The log gate from its loaded inputs: the raw gate x, its bias and ea = exp(a_log) of the head, taken once a head
+ * (sigmoid gate; p.gate 0: x). */
+__device__ __forceinline__ float kf_kda_gate_of(const kf_kda_params &p, float x, float bias, float ea)
 {
-    return p.gate == 0 ? x : p.lower_bound * kf_kda_sigmoid(expf(a_log) * (x + bias));
+    return p.gate == 0 ? x : p.lower_bound * kf_kda_sigmoid(ea * (x + bias));
 }
 
 /* Log gate of element d of token row tok (absolute, after bos) of value head hv of sequence n. */
@@ -41,15 +44,37 @@ __device__ __forceinline__ float kf_kda_gate(const kf_kda_params &p, int n, long
     if (p.gate == 0)
         return x;
     const float bias = p.dt_bias ? p.dt_bias[(long long)hv * p.dt_sh + d] : 0.f;
-    return kf_kda_gate_of(p, x, bias, p.a_log[hv]);
+    return kf_kda_gate_of(p, x, bias, expf(p.a_log[hv]));
 }
 
 /* beta from its loaded value (sigmoid when p.beta_sigmoid) */
 __device__ __forceinline__ float kf_kda_beta_of(const kf_kda_params &p, float b) { return p.beta_sigmoid ? kf_kda_sigmoid(b) : b; }
 
+/* a / b for 0 <= a < 2^22, b >= 1, without the integer division's ~25 instructions: the fp32 quotient (a exact,
+ * 2 ulp) is within 1 of a / b, and one step either way makes it the floor */
+__device__ __forceinline__ int kf_kda_udiv(int a, int b)
+{
+    int q = (int)__fdividef((float)a, (float)b);
+    q -= q * b > a;
+    q += (q + 1) * b <= a;
+    return q;
+}
+
+/* The q/k head of value head hv: hv / (hv_heads / h_heads) */
+__device__ __forceinline__ int kf_kda_qk_head(const kf_kda_params &p, int hv)
+{
+    return kf_kda_udiv(hv, kf_kda_udiv(p.hv_heads, p.h_heads));
+}
+
+/* beta of token row tok (absolute, after bos) of value head hv of sequence n, as stored; kf_kda_beta: as used */
+__device__ __forceinline__ float kf_kda_beta_raw(const kf_kda_params &p, int n, long long tok, int hv)
+{
+    return p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh];
+}
+
 __device__ __forceinline__ float kf_kda_beta(const kf_kda_params &p, int n, long long tok, int hv)
 {
-    return kf_kda_beta_of(p, p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh]);
+    return kf_kda_beta_of(p, kf_kda_beta_raw(p, n, tok, hv));
 }
 
 __device__ __forceinline__ float kf_kda_warp_sum(float x)

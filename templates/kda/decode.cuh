@@ -150,7 +150,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
         const bool gt = tid < KF_KDA_K;
         const float gx = gt ? p.g[(p.cu_seqlens ? 0 : (long long)n * p.g_sb) + tok * p.g_st + (long long)hv * p.g_sh + tid] : 0.f;
         const float gb = gt && p.gate && p.dt_bias ? p.dt_bias[(long long)hv * p.dt_sh + tid] : 0.f;
-        const float ga = p.gate ? p.a_log[hv] : 0.f;
+        const float ga = p.gate ? expf(p.a_log[hv]) : 0.f;   /* exp(a_log) */
         const float braw = tid == 0 ? p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh] : 0.f;
         const kf_u16 *vrow = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + tok * p.v_st
                              + (long long)hv * p.v_sh + c0;
@@ -209,7 +209,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                 if (j < nb)
                     kf_kda_qk_load(p, n, t0 + j, h, qv[i], kv[i]);
             }
-            const float ga = p.gate ? p.a_log[hv] : 0.f;
+            const float ga = p.gate ? expf(p.a_log[hv]) : 0.f;   /* exp(a_log) */
 #pragma unroll
             for (int u = 0; u < GE; ++u) {
                 const int e = tid + u * KF_DEC_THREADS, j = e / KF_KDA_K, d = e % KF_KDA_K;

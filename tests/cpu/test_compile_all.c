@@ -87,7 +87,7 @@ static void add_shape(gen_host *h, jobs *l, const gen_kvset *shape, int all, con
 }
 
 /* Compiles the jobs on every core, reports failures (and spills), frees the jobs and the host, and
- * asserts that none failed (and, when no_spills, that none spilled). */
+ * asserts that none failed (and, when spill_max >= 0, that none spilled more than spill_max bytes). */
 /* The slice of the set this run compiles: the distinct binaries whose index is g_slice modulo g_of (the
  * order of add() is deterministic, so the g_of slices of one set are together the whole set). */
 static int g_slice = 0, g_of = 1;
@@ -104,20 +104,23 @@ static void keep_slice(jobs *l)
     l->n = n;
 }
 
-static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const char *what, int no_spills)
+static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const char *what, int spill_max)
 {
     keep_slice(l);
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     time_t t0 = time(NULL);
     char err[256];
     int failed = gen_build_run(l->v, l->n, threads, NULL, tg, NULL, NULL, err, sizeof err);
-    int spills = 0;
+    int spills = 0, over = 0;
     for (int i = 0; i < l->n; i++) {
         if (l->v[i].failed) {
             print_error("%s\n", l->v[i].err);
         } else if (l->v[i].bin.spill_bytes) {
-            if (no_spills)
-                print_error("%s: %d bytes of spills\n", l->v[i].variant_key, l->v[i].bin.spill_bytes);
+            if (spill_max >= 0 && l->v[i].bin.spill_bytes > spill_max) {
+                print_error("%s: %d bytes of spills (at most %d)\n", l->v[i].variant_key, l->v[i].bin.spill_bytes,
+                            spill_max);
+                over++;
+            }
             spills++;
         }
     }
@@ -128,8 +131,7 @@ static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const ch
     free(l->v);
     gen_host_free(h);
     assert_int_equal(failed, 0);
-    if (no_spills)
-        assert_int_equal(spills, 0);
+    assert_int_equal(over, 0);
 }
 
 /* The default sweep's shapes of family (every valid variant) and the family's default variant across the
@@ -171,12 +173,18 @@ static void compile_arch(const char *arch, const char *family)
                 }
     char what[64];
     snprintf(what, sizeof what, "%s %s", family, arch);
-    build_and_check(h, &l, &tg, what, 0);
+    build_and_check(h, &l, &tg, what, -1);
 }
 
 
-/* Every valid variant of a KDA family for K = V = 128 (and 64), sm_90a; kda_prefill's with no spill (its state
- * passes hold the state in registers, impl wgmma as a wgmma accumulator of up to 64 fp32 a thread). */
+/* Every valid variant of a KDA family for K = V = 128 (and 64), sm_90a; kda_prefill's with no spill beyond
+ * KDA_PREFILL_SPILL_MAX bytes (its state passes hold the state in registers, impl wgmma as a wgmma accumulator of up
+ * to 64 fp32 a thread: a state spill is hundreds of bytes). The allowance covers a few values outside the state
+ * products: chunk 16's kf_kda_prep at K 64 (ptxas takes it to 64 registers, 4 blocks an SM, and keeps a value across
+ * the 16-thread forward substitution in local memory: 12 bytes; 4 blocks ran 3-7% faster on an H200 than 3 with no
+ * spill, bench/NOTES.md session 16) and the fused path at chunk 64, K 64, vs 64, w 4 (the inlined preparation pushes
+ * three of the state pass's per-chunk values to local memory: 24 bytes). */
+#define KDA_PREFILL_SPILL_MAX 32
 static void compile_kda(const char *family)
 {
     gen_host *h = gen_host_new(NULL);
@@ -199,7 +207,7 @@ static void compile_kda(const char *family)
         }
     char what[64];
     snprintf(what, sizeof what, "%s sm_90a", family);
-    build_and_check(h, &l, &tg, what, !strcmp(family, "kda_prefill"));
+    build_and_check(h, &l, &tg, what, !strcmp(family, "kda_prefill") ? KDA_PREFILL_SPILL_MAX : -1);
 }
 
 /* attn_prefill impl=wgmma, wgmma_ov and wgmma_pp (sm_90a, D 64 and 128 with stages 2 and 3, D 256 with 64-key
@@ -243,7 +251,7 @@ static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
             fail_msg("%s not valid on sm_90a: %s", text, why);
         add(&l, t, &fixed, &params, &tg);
     }
-    build_and_check(h, &l, &tg, "attn_prefill impl=wgmma* sm_90a", 1);
+    build_and_check(h, &l, &tg, "attn_prefill impl=wgmma* sm_90a", 0);
 }
 
 /* attn_parts_decode: every valid variant of the split-score shapes of sweeps mla_decode and audit_group
@@ -267,7 +275,7 @@ static void test_compile__every_parts_sweep_variant_sm_90a_no_spills(void **stat
                 add_shape(h, &l, &sw.shapes[i], 1, &tg);
         gen_sweep_free(&sw);
     }
-    build_and_check(h, &l, &tg, "attn_parts_decode sm_90a", 1);
+    build_and_check(h, &l, &tg, "attn_parts_decode sm_90a", 0);
 }
 
 /* The parts, each its own CTest (tests/CMakeLists.txt reads the PART lines below): one per family and

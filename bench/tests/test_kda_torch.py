@@ -233,6 +233,7 @@ class TestKdaSet(unittest.TestCase):
                                  ("prefill", 3, None, (17, 0, 16), 2, 4, 128, 128),
                                  ("prefill", 8, 2048, None, 16, 16, 128, 128),
                                  ("prefill", 3, None, (1024, 0, 31), 2, 2, 128, 128),
+                                 ("prefill", 1, 32768, None, 8, 8, 128, 128),
                                  ("decode", 128, 1, None, 32, 32, 128, 128),
                                  ("decode", 32, 1, None, 32, 32, 128, 128),
                                  ("decode", 512, 1, None, 16, 16, 128, 128)})   # issue 17's rows

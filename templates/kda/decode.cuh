@@ -150,8 +150,8 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
         const bool gt = tid < KF_KDA_K;
         const float gx = gt ? p.g[(p.cu_seqlens ? 0 : (long long)n * p.g_sb) + tok * p.g_st + (long long)hv * p.g_sh + tid] : 0.f;
         const float gb = gt && p.gate && p.dt_bias ? p.dt_bias[(long long)hv * p.dt_sh + tid] : 0.f;
-        const float ga = p.gate ? expf(p.a_log[hv]) : 0.f;   /* exp(a_log) */
-        const float braw = tid == 0 ? p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + tok * p.b_st + (long long)hv * p.b_sh] : 0.f;
+        const float ea = p.gate ? expf(p.a_log[hv]) : 0.f;   /* exp(a_log) */
+        const float braw = tid == 0 ? kf_kda_beta_raw(p, n, tok, hv) : 0.f;
         const kf_u16 *vrow = (const kf_u16 *)p.v + (p.cu_seqlens ? 0 : (long long)n * p.v_sb) + tok * p.v_st
                              + (long long)hv * p.v_sh + c0;
 #if KF_DEC_WS
@@ -172,7 +172,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                 qk_s[0] = qk;
         }
         if (gt)
-            eg[tid] = expf(kf_kda_gate_of(p, gx, gb, ga));
+            eg[tid] = expf(kf_kda_gate_of(p, gx, gb, ea));
         if (tid == 0)
             beta_s[0] = kf_kda_beta_of(p, braw);
         __syncthreads();
@@ -201,20 +201,19 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                 vx[u] = j < nb ? kf_to_float(((const kf_u16 *)p.v)[vsb + (t0 + j) * p.v_st + (long long)hv * p.v_sh + c0 + c])
                                : 0.f;
             }
-            const float braw = tid < nb ? p.beta[(p.cu_seqlens ? 0 : (long long)n * p.b_sb) + (t0 + tid) * p.b_st
-                                                 + (long long)hv * p.b_sh] : 0.f;
+            const float braw = tid < nb ? kf_kda_beta_raw(p, n, t0 + tid, hv) : 0.f;
 #pragma unroll
             for (int i = 0; i < QT; ++i) {                 /* q, k: warp w takes tokens w, w + NW, .. */
                 const int j = (tid >> 5) + NW * i;
                 if (j < nb)
                     kf_kda_qk_load(p, n, t0 + j, h, qv[i], kv[i]);
             }
-            const float ga = p.gate ? expf(p.a_log[hv]) : 0.f;   /* exp(a_log) */
+            const float ea = p.gate ? expf(p.a_log[hv]) : 0.f;   /* exp(a_log) */
 #pragma unroll
             for (int u = 0; u < GE; ++u) {
                 const int e = tid + u * KF_DEC_THREADS, j = e / KF_KDA_K, d = e % KF_KDA_K;
                 if (j < nb)
-                    tks[j][d].x = expf(kf_kda_gate_of(p, gx[u], gb[u], ga));
+                    tks[j][d].x = expf(kf_kda_gate_of(p, gx[u], gb[u], ea));
             }
 #pragma unroll
             for (int u = 0; u < VE; ++u) {

@@ -16,6 +16,26 @@ local KL = import("lib/kda.lua")
 local REC_TB = 16              -- impl recurrent: tokens a batch (kda/decode.cuh KF_DEC_TB)
 local REC_T = 16               -- the default's impl recurrent: small calls of few blocks up to this many tokens a sequence,
 local REC_T_ANY = 4            -- and any call up to this many
+-- impl wgmma's segments for the default (vs 64): the s of {1, 2, 4, 8, 16} whose estimated time is least, in units
+-- of one chunk of the serial pass, for a chain of L = ceil(t / chunk) chunks (t: the plan's tokens a sequence): the
+-- waves of kf_kda_segop's blocks (V / 64 + K / 64 a sequence, head and segment but the last) and of the state
+-- pass's (V / 64 a segment), one block an SM (the ring takes the shared memory), each wave a chain of ceil(L / s),
+-- plus the combine (a step a segment, about a chunk; ~3 fixed). Ties keep the smaller s. It picks (H200, kforge run
+-- sustained, session 17) T 1K H2 8 (39.1 us; 4: 41.8, 16: 55.1), T 4K H2 16 (72.9; 8: 71.1, the one miss),
+-- 2 x 4K H4 8 (0.126 ms; 4: 0.131, 16: 0.148), 32K H8 8 (0.707; 16: 0.724), T 8K H16 4 (0.364; 8: 0.380), and 1 at
+-- T 8K H64 (0.868; 2: 1.23) and 8 x 2K H16 (0.456; 2: 0.659), where the state pass already fills the SMs.
+local function wg_seg(shape, dev, c)
+  local L, nhv, vb = (shape.t + c - 1) // c, shape.n * shape.hv, shape.dv // 64
+  local function waves(blocks) return (blocks + dev.sms - 1) // dev.sms end
+  local best, best_cost = 1, waves(nhv * vb) * L
+  for _, s in ipairs({ 2, 4, 8, 16 }) do
+    if shape.n * s > 65535 then break end          -- the grid's z (kda_launch.c refuses it)
+    local cost = (waves(nhv * (vb + shape.dk // 64) * (s - 1)) + waves(nhv * vb * s)) * ((L + s - 1) // s) + (s - 1) + 3
+    if cost < best_cost then best, best_cost = s, cost end
+  end
+  return best
+end
+
 local function slot_bytes(f, c)
   return 2 * (3 * c * f.dk + c * c + c * f.dv) + 4 * f.dk
 end
@@ -57,6 +77,9 @@ local function wg_stage(f, p)
   local c = p.chunk
   return (4 * c * f.dk + 128 * f.dk + 128 * c + 2 * c * (p.vs + 8) + 4 * f.dk + 1023) // 1024 * 1024
 end
+-- impl wgmma's segment combine: one stage (M_s bf16 [K][K], c_s [K][vs + 4] fp32; KF_PW_CB), and as many as fit (2..8)
+local function wg_comb_stage(f, p) return (2 * f.dk * f.dk + 4 * f.dk * (p.vs + 4) + 1023) // 1024 * 1024 end
+local function wg_comb_stages(f, p) return math.min(8, (WG_SMEM - 1024) // wg_comb_stage(f, p)) end
 local function wg_stages(f, p) return math.min(8, (WG_SMEM - 1024 - 128) // wg_stage(f, p)) end
 
 local function smem_of(p, f)
@@ -81,8 +104,9 @@ local function valid_wgmma(p, f, dev)
   if p.vs ~= 64 and p.vs ~= 128 then
     return false, "impl wgmma takes vs 64 or 128 (a consumer warpgroup per 64), got " .. p.vs
   end
-  -- w is only kf_kda_segcomb's (4 warps spill 336 B at vs 64 there); the state pass has 128 + 2 vs threads
-  if p.w ~= 8 then return false, "impl wgmma takes w 8 (the segment combine's warps), got " .. p.w end
+  -- w plays no part (every kernel of impl wgmma, its segment combine too since session 17, has 128 + 2 vs threads or
+  -- 2 vs): one value keeps the space free of duplicate variants
+  if p.w ~= 8 then return false, "impl wgmma takes w 8 (no kernel of it uses w), got " .. p.w end
   if (p.seg or 1) > 1 and p.vs > f.dk then
     return false, "impl wgmma with seg > 1 needs vs <= dk (identity columns), got vs " .. p.vs
   end
@@ -108,15 +132,14 @@ local function valid_recurrent(p, f, dev)
   return true
 end
 
--- The parts of kda/prefill.cuh that impl wgmma shares, cut at its section comments, so that impl mma renders the
--- fragment whole and byte for byte as before the knob: the preparation (everything before the serial state pass)
--- and kf_kda_segcomb (from its comment to the end: the #endif of its KF_PF_SEG > 1 block and of the guard).
-local function prefill_shared()
+-- The part of kda/prefill.cuh that impl wgmma shares, cut at its section comment, so that impl mma renders the
+-- fragment whole and byte for byte as before the knob: the preparation (everything before the serial state pass;
+-- kda/prefill_sm90.cuh has its own state pass, segment operators and combine), and the #endif of its guard.
+local function prefill_prep()
   local src = fragment("kda/prefill.cuh")
   local a = src:find("/* ---- the serial state pass", 1, true)
-  local b = src:find("/* grid (V / VS, hv_heads, nseq), KF_PF_THREADS threads", 1, true)
-  if not a or not b or b < a then error("kda/prefill.cuh: the state pass or kf_kda_segcomb section comment moved") end
-  return src:sub(1, a - 1), "#if KF_PF_SEG > 1\n" .. src:sub(b)
+  if not a then error("kda/prefill.cuh: the state pass section comment moved") end
+  return src:sub(1, a - 1), "#endif /* KF_KDA_PREFILL_CUH */\n"
 end
 
 return {
@@ -133,7 +156,7 @@ return {
   -- impl: the state pass on mma.sync, or on wgmma (sm_90a; vs 128 only there), or the token recurrence
   -- ("recurrent": the value slice vs over w warps; chunk 16, tr 1, fused 1, mma 1, seg 1, prep 0 only)
   params   = { chunk = { 16, 32, 64 }, vs = { 16, 32, 64, 128 }, w = { 4, 8 }, tr = { 0, 1 }, fused = { 0, 1 }, mma = { 1, 0 },
-               seg = { 1, 4 }, prep = { 0, 1 }, impl = { "mma", "wgmma", "recurrent" } },
+               seg = { 1, 2, 4, 8, 16 }, prep = { 0, 1 }, impl = { "mma", "wgmma", "recurrent" } },
   fixed    = function(shape) return { dk = shape.dk, dv = shape.dv } end,
   valid    = function(p, f, dev)
     if f.dk ~= 64 and f.dk ~= 128 then return false, "dk must be 64 or 128, got " .. f.dk end
@@ -146,6 +169,9 @@ return {
     end
     if seg > 1 and 4 * (f.dk * f.dk + f.dk * p.vs) > dev.smem_optin then return false, "segment combine shared memory" end
     if p.impl == "wgmma" then return valid_wgmma(p, f, dev) end
+    -- impl mma's segment combine (kda/prefill.cuh, fp32 on CUDA cores, two shared reads a multiply-add) takes ~40 us
+    -- a segment on an H200, so more segments than 4 never pay there; impl wgmma's combine is a few wgmma a segment
+    if seg ~= 1 and seg ~= 4 then return false, "seg " .. seg .. " only with impl wgmma (impl mma takes seg 1 or 4)" end
     if p.vs > 64 then return false, "vs " .. p.vs .. " only with impl wgmma" end
     -- mma 0 (the same fragments on CUDA cores) exists to debug the tensor-core path: one geometry is enough
     if p.mma == 0 and (p.vs ~= 16 or p.w ~= 4) then return false, "mma 0 (debug) only with vs 16, w 4" end
@@ -198,10 +224,17 @@ return {
     if small and not (dev.arch == "sm_90a" and shape.t >= 64) then
       return { chunk = 16, vs = 32, w = 8, tr = 1, fused = 0, mma = 1, seg = 1, prep = 1, impl = "mma" }
     end
-    local seg = (not small and shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
     if dev.arch == "sm_90a" then   -- vs 64 <= dk, dv always (both 64 or 128)
-      return { chunk = 16, vs = 64, w = 8, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "wgmma" }
+      -- Session 17 (H200, kforge run sustained, 1980 MHz; bench/NOTES.md): with the combine on wgmma, segments pay
+      -- wherever the state blocks leave SMs idle, and chunk 32 beats 16 on sequences of >= 4K tokens with segments
+      -- (32K H8 seg 8: 0.733 ms against chunk 16's 0.802; T 8K H16 seg 4 0.390 against 0.420), not without them
+      -- (T 8K H64 0.933 against 0.870) nor at 1K (seg 8: 62.2 against 63.4 us).
+      local chunk = shape.t >= 2048 and 32 or 16
+      local seg = wg_seg(shape, dev, chunk)
+      if seg == 1 then chunk = 16 end
+      return { chunk = chunk, vs = 64, w = 8, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "wgmma" }
     end
+    local seg = (not small and shape.n * shape.hv < 32 and shape.t >= 4096) and 4 or 1
     return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "mma" }
   end,
   render   = function(p, f)
@@ -222,12 +255,12 @@ return {
       prep = p.prep or 0 })
     local tc = (p.prep or 0) == 1 and "\n" .. fragment("kda/prep_tc.cuh") or ""
     if p.impl == "wgmma" then   -- only then: impl mma's sources stay byte for byte those of before the knob
-      local prep, segcomb = prefill_shared()
-      local wg = subst("#define KF_PF_WG_NST ${n}\n#define KF_PF_WG_SMEM ${b}\n",
-                       { n = wg_stages(f, p), b = smem_of(p, f).state })
+      local prep, guard_end = prefill_prep()
+      local wg = subst("#define KF_PF_WG_NST ${n}\n#define KF_PF_WG_SMEM ${b}\n#define KF_PF_WG_CNST ${cn}\n",
+                       { n = wg_stages(f, p), b = smem_of(p, f).state, cn = wg_comb_stages(f, p) })
       return hdr .. wg .. fragment("common/kda_params.h") .. "\n"
         .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n" .. fragment("common/wgmma.cuh") .. "\n"
-        .. fragment("kda/common.cuh") .. "\n" .. prep .. fragment("kda/prefill_sm90.cuh") .. "\n" .. segcomb .. tc
+        .. fragment("kda/common.cuh") .. "\n" .. prep .. fragment("kda/prefill_sm90.cuh") .. "\n" .. guard_end .. tc
     end
     local src = hdr .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
       .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/prefill.cuh")
@@ -244,7 +277,8 @@ return {
     if (p.seg or 1) > 1 then
       return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
                { name = "kf_kda_segop", threads = st_threads, smem = s.state },
-               { name = "kf_kda_segcomb", threads = 32 * p.w, smem = 4 * (f.dk * f.dk + f.dk * p.vs) },
+               p.impl == "wgmma" and { name = "kf_kda_segcomb", threads = 2 * p.vs, smem = 1024 + wg_comb_stages(f, p) * wg_comb_stage(f, p) }
+                 or { name = "kf_kda_segcomb", threads = 32 * p.w, smem = 4 * (f.dk * f.dk + f.dk * p.vs) },
                { name = "kf_kda_state", threads = st_threads, smem = s.state } }
     end
     return { { name = "kf_kda_prep", threads = 256, smem = s.prep },

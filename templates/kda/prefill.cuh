@@ -666,7 +666,7 @@ kf_kda_segcomb(const kf_kda_params p)
 #pragma unroll
         for (int q = 0; q < E; ++q) {
             const int e = tid + q * KF_PF_THREADS, kk = e / KF_PF_VS, vv = e % KF_PF_VS;
-            float a = seg[KF_PF_SEG_CS + kk * KF_PF_V + v0 + vv];
+            float a = seg[KF_PF_SEG_CS + kk * KF_PF_V + v0 + vv];  /* KF_MUTANT_SEG_FIXUP */
 #pragma unroll 8
             for (int j = 0; j < KF_PF_K; ++j)
                 a += M[kk * KF_PF_K + j] * S[j * KF_PF_VS + vv];

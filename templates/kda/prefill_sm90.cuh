@@ -5,14 +5,14 @@
 /*
  * impl "wgmma" of kda_prefill (templates/kda_prefill.lua): the split path (fused 0) with the state transposed
  * (tr 1). Rendered after the preparation part of kda/prefill.cuh (its slot layout KF_PF_OFF_*, kf_pf_vbase,
- * kf_pf_segws, kf_kda_prep) and before its kf_kda_segcomb; this file replaces that fragment's kf_kda_state and
- * kf_kda_segop with kernels of the same names, grids and meaning (see the state pass comment there: MODE 0
- * writes o and ht, MODE 1 the segment operators). Needs common/wgmma.cuh, KF_PF_WG_NST (ring stages) and
- * KF_PF_WG_SMEM (the dynamic shared memory the template reserves).
- * Written without a GPU: the layouts below are argued from the PTX ISA and the repo's other wgmma kernels, and
- * the GPU suite (test_kda_gpu, test_kda_mutants) has not yet run it.
+ * kf_pf_segws, kf_kda_prep); this file replaces that fragment's kf_kda_state, kf_kda_segop and kf_kda_segcomb with
+ * kernels of the same names, grids and meaning (see the state pass comment there: MODE 0 writes o and ht, MODE 1
+ * the segment operators; here the transitions M are stored in bf16, the B operand of the combine on wgmma).
+ * Needs common/wgmma.cuh, KF_PF_WG_NST (ring stages), KF_PF_WG_SMEM (the dynamic shared memory the template
+ * reserves) and KF_PF_WG_CNST (the combine's stages). Run by the GPU suite (test_kda_gpu, test_kda_mutants)
+ * since session 9; the combine since session 17.
  *
- * Block: a producer warpgroup (threads 0-127) and VS / 64 consumer warpgroups (KF_PF_W 8 is kf_kda_segcomb's);
+ * Block: a producer warpgroup (threads 0-127) and VS / 64 consumer warpgroups (KF_PF_W 8: unused, one value);
  * consumer j owns the value columns v0 + 64 j .. + 63 and holds S^T [64][K] (rows: those value columns, columns:
  * keys) in fp32 as the accumulator of wgmma m64nKk16, in registers across every chunk of its segment (K / 2 floats
  * a thread).
@@ -335,8 +335,8 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
 #if KF_PF_SEG > 1
                 if (MODE == 1) {
                     float *so = kf_pf_segws(p, n, hv, sg);
-                    if (ident)
-                        so[KF_PF_SEG_MS + kk * KF_PF_K + vv] = st[4 * c + e];
+                    if (ident)   /* M bf16 [K][K] row-major: the B operand of kf_kda_segcomb below */
+                        ((kf_u16 *)(so + KF_PF_SEG_MS))[kk * KF_PF_K + vv] = kf_kda_bf16(st[4 * c + e]);  /* KF_MUTANT_SEG_MT */
                     else
                         so[KF_PF_SEG_CS + kk * KF_PF_V + vv] = st[4 * c + e];
                     continue;
@@ -369,6 +369,111 @@ kf_kda_segop(const kf_kda_params p)
     const bool ident = blockIdx.x >= KF_PF_V / KF_PF_VS;
     kf_pw_state_body<1>(p, pw_smem, (ident ? blockIdx.x - KF_PF_V / KF_PF_VS : blockIdx.x) * KF_PF_VS, ident,
                         blockIdx.y, blockIdx.z / KF_PF_SEG, sg);
+}
+
+/* The segment combine on wgmma (replaces kda/prefill.cuh's, whose fp32 products on CUDA cores read two shared
+ * operands a multiply-add: ~41 us a segment, more than a whole 1024-token call). The start states in order,
+ * S_0 = h0, S_{s+1} = M_s S_s + c_s, held transposed as the state pass holds them: consumer warpgroup j of the
+ * block owns value columns v0 + 64 j .. + 63 and S^T [64][K] as a wgmma accumulator, and a step is
+ * S^T <- c_s^T + bf16(S^T) M_s^T: m64nKk16 with A from registers (the P1 product's conversion) and B = M_s, which
+ * kf_kda_segop above writes as bf16 [K][K] row-major (K-major: keys j along a row). KF_PF_WG_CNST stages (2..8, as
+ * many as fit), each M_s in K / 64 swizzled panels of K rows and this block's columns of c_s [K][VS + 4] fp32, both
+ * by cp.async, the next CNST - 1 steps' in flight during a step (a step's own work is short: one stage in flight
+ * left each step waiting on its loads). bf16 operands as in every chunk's S^T W^T of the state pass; fp32
+ * accumulation. Each S_{s+1} goes to the ss slot of segment s + 1 (S_0 too) for kf_kda_state.
+ * grid (V / VS, hv_heads, nseq), 128 VS / 64 threads, 1024 + CNST KF_PW_CB bytes of shared memory
+ * (templates/kda_prefill.lua mirrors both). */
+#define KF_PW_MB (2 * KF_PF_K * KF_PF_K)                 /* M_s: bf16 [K][K] */
+#define KF_PW_CP (KF_PF_VS + 4)                          /* c_s row stride: the accumulator-order reads avoid conflicts */
+#define KF_PW_CB ((KF_PW_MB + 4 * KF_PF_K * KF_PW_CP + 1023) / 1024 * 1024)   /* one stage */
+#if !defined(KF_PF_WG_CNST) || KF_PF_WG_CNST < 2 || KF_PF_WG_CNST > 8
+#error "kforge kda prefill sm90: KF_PF_WG_CNST (the combine's stages) must be 2..8"
+#endif
+/* stage `dst` <- M_s and c_s of segment ws `seg` (no commit: the caller commits one group a step) */
+__device__ __forceinline__ void kf_pw_fetch_mc(kf_u32 dst, const float *seg, int v0, int t)
+{
+    const kf_u16 *m = (const kf_u16 *)(seg + KF_PF_SEG_MS);
+#pragma unroll 4
+    for (int e = t; e < KF_PF_K * KF_PF_K / 8; e += 128 * KF_PW_NWG) {
+        const int r = e / (KF_PF_K / 8), c = e % (KF_PF_K / 8);
+        kf_cp_async16(dst + kf_wg_swz(KF_PF_K, r, c), m + r * KF_PF_K + 8 * c, true);
+    }
+#pragma unroll 4
+    for (int e = t; e < KF_PF_K * KF_PF_VS / 4; e += 128 * KF_PW_NWG) {
+        const int r = e / (KF_PF_VS / 4), c = e % (KF_PF_VS / 4);
+        kf_cp_async16(dst + KF_PW_MB + 4 * (r * KF_PW_CP + 4 * c), seg + KF_PF_SEG_CS + r * KF_PF_V + v0 + 4 * c, true);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128 * KF_PW_NWG, 1)
+kf_kda_segcomb(const kf_kda_params p)
+{
+    extern __shared__ __attribute__((aligned(1024))) unsigned char pw_smem[];
+    const kf_u32 sraw = kf_smem_u32(pw_smem), sbase = (sraw + 1023u) & ~1023u;
+    const unsigned char *const gbase = pw_smem + (sbase - sraw);
+    const int v0 = blockIdx.x * KF_PF_VS, hv = blockIdx.y, n = blockIdx.z, tid = threadIdx.x;
+    const int wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
+    const int vl = 64 * wg + 16 * wl + g;                  /* value column of accumulator half 0 (half 1: + 8) */
+    /* steps 0 .. CNST - 2 in flight: one commit group a step (empty past the last), so that step sg waits for
+     * all but the newest CNST - 1 */
+#pragma unroll
+    for (int j = 0; j < KF_PF_WG_CNST - 1; ++j) {
+        if (j + 1 < KF_PF_SEG)
+            kf_pw_fetch_mc(sbase + j * KF_PW_CB, kf_pf_segws(p, n, hv, j), v0, tid);
+        kf_cp_async_commit();
+    }
+
+    /* S_0 = h0: every load first, then the stores (the workspace may alias h0 as far as the compiler knows, so
+     * a load after a store would wait for it: one round trip an element) */
+    float st[KF_PF_K / 2];                                 /* element e of column block c: key 8c + 2 c4 + (e % 2) */
+#pragma unroll
+    for (int c = 0; c < KF_PF_K / 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            st[4 * c + e] = p.h0 ? p.h0[kf_kda_h0_off(p, n, hv, 8 * c + 2 * c4 + (e & 1), v0 + vl + 8 * (e >> 1))] : 0.f;
+    float *const ss0 = kf_pf_segws(p, n, hv, 0) + KF_PF_SEG_SS;
+#pragma unroll
+    for (int c = 0; c < KF_PF_K / 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            ss0[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + v0 + vl + 8 * (e >> 1)] = st[4 * c + e];
+
+#pragma unroll 1
+    for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {
+        const int ahead = sg + KF_PF_WG_CNST - 1;          /* its stage was step sg - 1's: freed by the barrier */
+        if (ahead + 1 < KF_PF_SEG)
+            kf_pw_fetch_mc(sbase + (ahead % KF_PF_WG_CNST) * KF_PW_CB, kf_pf_segws(p, n, hv, ahead), v0, tid);
+        kf_cp_async_commit();
+        kf_u32 sa[KF_PW_NK][4];
+        kf_wg_pack_p<KF_PW_NK>(sa, st);
+        kf_cp_async_wait<KF_PF_WG_CNST - 1>();             /* step sg's stage landed */
+        __syncthreads();
+        kf_fence_proxy_async();
+        const float *const cs = (const float *)(gbase + (sg % KF_PF_WG_CNST) * KF_PW_CB + KF_PW_MB);
+#pragma unroll
+        for (int c = 0; c < KF_PF_K / 8; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                st[4 * c + e] = cs[(8 * c + 2 * c4 + (e & 1)) * KF_PW_CP + vl + 8 * (e >> 1)];  /* KF_MUTANT_SEG_FIXUP */
+        kf_u32 sm = sbase + (sg % KF_PF_WG_CNST) * KF_PW_CB;
+        asm volatile("" : "+r"(sm));
+        const unsigned long long dm = kf_gmma_desc(sm, 16, 1024);
+        kf_wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < KF_PW_NK; ++k)
+            kf_pw_rs(st, sa[k], dm + (((k >> 2) * KF_PF_K * 128 + (k & 3) * 32) >> 4), 1);
+        kf_wgmma_commit();
+        kf_wgmma_wait<0>();
+        kf_wg_fence_regs(st);
+        kf_wg_fence_frags(sa);
+        __syncthreads();                                   /* stage sg read by every warpgroup: free to refill */
+        float *const nxt = kf_pf_segws(p, n, hv, sg + 1) + KF_PF_SEG_SS;
+#pragma unroll
+        for (int c = 0; c < KF_PF_K / 8; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                nxt[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + v0 + vl + 8 * (e >> 1)] = st[4 * c + e];
+    }
 }
 #endif
 

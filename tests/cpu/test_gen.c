@@ -985,7 +985,7 @@ static void test_embedded__every_sweep_default_is_valid(void **state)
 }
 
 /* a point the template calls invalid is refused before it is rendered: kda_prefill's long-call default
- * (seg 4) with fused 1 merged over it (a GPU test once built it, and the kernel read segment slots the
+ * (seg > 1) with fused 1 merged over it (a GPU test once built it, and the kernel read segment slots the
  * one-kernel launch never wrote) */
 static void test_embedded__build_refuses_an_invalid_merged_variant(void **state)
 {
@@ -997,13 +997,16 @@ static void test_embedded__build_refuses_an_invalid_merged_variant(void **state)
     gen_kvset shape = shape_of("n=1,t=16384,h=1,hv=4,dk=128,dv=128");
     gen_job j = job_of(t, &shape);
     assert_int_equal(gen_tmpl_default(t, &shape, &tg.dev, &j.params), 0);
-    assert_int_equal(gen_kv_int(&j.params, "seg", 0), 4);
+    const long long seg = gen_kv_int(&j.params, "seg", 0);
+    assert_true(seg > 1);
     assert_int_equal(gen_build_prepare(&j, &tg), 0);            /* the default itself builds */
     gen_job_free(&j);
     gen_kv_set_int(&j.params, "fused", 1);
     assert_int_equal(gen_build_prepare(&j, &tg), -1);
     assert_non_null(strstr(gen_host_errmsg(h), "not a valid variant"));
-    assert_non_null(strstr(gen_host_errmsg(h), "seg 4 only on the split"));
+    char want[64];
+    snprintf(want, sizeof want, "seg %lld only on the split", seg);
+    assert_non_null(strstr(gen_host_errmsg(h), want));
     assert_non_null(strstr(gen_host_errmsg(h), "fused1"));
     gen_job_free(&j);
     gen_host_free(h);
@@ -1011,8 +1014,8 @@ static void test_embedded__build_refuses_an_invalid_merged_variant(void **state)
 
 /* kda_prefill impl wgmma (the sm_90a state pass): valid only on sm_90a, on the split path with the state transposed,
  * vs 64 or 128 and w 8, each refusal naming its reason; vs 128 only with it; its render replaces the mma state pass
- * (kf_pf_state_body) and keeps the preparation and kf_kda_segcomb (cut from kda/prefill.cuh by the template);
- * impl mma renders no wgmma. */
+ * (kf_pf_state_body) and the segment combine with its own (kf_pw_fetch_mc) and keeps the preparation (cut from
+ * kda/prefill.cuh by the template); seg 2, 8, 16 only with it; impl mma renders no wgmma. */
 static const char *kda_valid(gen_tmpl *t, const char *shape, const char *params, const char *arch, char *why,
                              size_t n)
 {
@@ -1032,8 +1035,9 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
     const char *d128 = "n=1,t=8192,h=16,hv=16,dk=128,dv=128", *d64 = "n=1,t=8192,h=16,hv=16,dk=64,dv=64";
     char why[256];
     const char *ok[] = {"chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma",
-                        "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma"};
-    for (int i = 0; i < 2; ++i)
+                        "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma",
+                        "chunk=32,vs=64,w=8,tr=1,fused=0,mma=1,seg=16,impl=wgmma"};
+    for (int i = 0; i < 3; ++i)
         if (kda_valid(t, d128, ok[i], "sm_90a", why, sizeof why))
             fail_msg("%s refused on sm_90a: %s", ok[i], why);
     if (kda_valid(t, d64, "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma", "sm_90a", why, sizeof why))
@@ -1046,6 +1050,7 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
         {0, "chunk=16,vs=64,w=4,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "sm_90a", "takes w 8"},
         {0, "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=mma", "sm_90a", "only with impl wgmma"},
         {1, "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "sm_90a", "vs 128 > dv 64"},
+        {0, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=8,impl=mma", "sm_90a", "seg 8 only with impl wgmma"},
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; ++i) {
         const char *w = kda_valid(t, no[i].d64 ? d64 : d128, no[i].params, no[i].arch, why, sizeof why);
@@ -1057,6 +1062,7 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
     assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
     static const struct { const char *params; int wgmma; } r[] = {
         {"chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma", 1},
+        {"chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=8,impl=wgmma", 1},
         {"chunk=32,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", 1},
         {"chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=4,impl=mma", 0},
     };
@@ -1071,6 +1077,7 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
         assert_int_equal(strstr(j.src, "kf_pf_state_body<0>") != NULL, !r[i].wgmma);
         assert_non_null(strstr(j.src, "kf_kda_prep(const kf_kda_params p)"));
         assert_non_null(strstr(j.src, "kf_kda_segcomb(const kf_kda_params p)"));   /* (compiled where seg > 1) */
+        assert_int_equal(strstr(j.src, "kf_pw_fetch_mc(") != NULL, r[i].wgmma);       /* the combine on wgmma */
         assert_int_equal(strstr(j.src, "wgmma.mma_async") != NULL, r[i].wgmma);
         gen_job_free(&j);
     }

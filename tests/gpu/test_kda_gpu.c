@@ -59,6 +59,10 @@ static const kda_mutant kda_mutants[] = {
       { "? beta[i] * kf_to_float(v[", "beta * beta * (vsm", "* bc * bc);" } },
     { "wrong chunk boundary", "KF_MUTANT_CHUNK_BOUNDARY", { "vb + ch + 1;", "vb + ch;" }, { "vb + ch + 2;", "vb + ch + 1;" } },
     { "state at the wrong segment boundary", "KF_MUTANT_SEG_BOUNDARY", { "sr = sg;", NULL }, { "sr = sg > 0 ? sg - 1 : 0;", NULL } },
+    { "segment combine without the offset", "KF_MUTANT_SEG_FIXUP", { "= cs[(8 * c", "float a = seg[" },
+      { "= 0.f * cs[(8 * c", "float a = 0.f * seg[" } },
+    { "segment transition transposed (impl wgmma)", "KF_MUTANT_SEG_MT", { "[kk * KF_PF_K + vv] =", NULL },
+      { "[vv * KF_PF_K + kk] =", NULL } },
     { "K/V index transposition (K-first initial state read as [V, K])", "KF_MUTANT_KV_SWAP",
       { ": (long long)kk * p.h0_sr + vv", NULL }, { ": (long long)vv * p.h0_sr + kk", NULL } },
     /* prep 1 (kda/prep_tc.cuh): T's off-diagonal blocks from L_ac instead of P_ac = D_a L_ac (chunk >= 32) */
@@ -593,7 +597,10 @@ static void long_case(const char *what, ref_kda_case *c, int cpu_heads)
         "chunk=64,vs=32,w=4,tr=0,fused=0,mma=1,seg=1,prep=1,impl=mma", "chunk=16,vs=64,w=8,tr=1,fused=1,mma=1,seg=1,prep=1,impl=mma",
         "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,prep=0,impl=wgmma", "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=1,prep=0,impl=wgmma",
         "chunk=32,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,prep=0,impl=wgmma", "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,prep=0,impl=wgmma",
-        "chunk=32,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,prep=1,impl=wgmma"
+        "chunk=32,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,prep=1,impl=wgmma",
+        /* the segment combine on wgmma (kda/prefill_sm90.cuh) at 2, 8 and 16 segments */
+        "chunk=32,vs=64,w=8,tr=1,fused=0,mma=1,seg=8,prep=1,impl=wgmma", "chunk=16,vs=128,w=8,tr=1,fused=0,mma=1,seg=2,prep=1,impl=wgmma",
+        "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=16,prep=1,impl=wgmma"
     };
     for (size_t i = 0; i < sizeof alts / sizeof alts[0]; ++i) {
         gen_kvset pp;

@@ -984,6 +984,34 @@ static void test_embedded__every_sweep_default_is_valid(void **state)
     gen_host_free(c.h);
 }
 
+/* kda_prefill's sm_90a default takes segments where the state blocks leave SMs idle (templates/kda_prefill.lua wg_seg):
+ * the shapes measured in session 17 (bench/RESULTS.md), with the chunk, segments and impl each got, and a many-sequence
+ * call that must stay at seg 1 (its grid's z is nseq * seg) */
+static void test_embedded__kda_default_segments(void **state)
+{
+    (void)state;
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "kda_prefill");
+    assert_non_null(t);
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    static const struct { const char *shape; int chunk, seg; } c[] = {
+        {"n=1,t=1024,h=2,hv=2,dk=128,dv=128", 16, 8},    {"n=1,t=32768,h=8,hv=8,dk=128,dv=128", 32, 8},
+        {"n=1,t=8192,h=16,hv=16,dk=128,dv=128", 32, 4},  {"n=2,t=4096,h=4,hv=4,dk=128,dv=128", 32, 8},
+        {"n=1,t=8192,h=64,hv=64,dk=128,dv=128", 16, 1},  {"n=8,t=2048,h=16,hv=16,dk=128,dv=128", 16, 1},
+        {"n=4096,t=64,h=2,hv=2,dk=64,dv=64", 16, 1},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; ++i) {
+        gen_kvset shape = shape_of(c[i].shape), p;
+        assert_int_equal(gen_tmpl_default(t, &shape, &tg.dev, &p), 0);
+        if (gen_kv_int(&p, "chunk", 0) != c[i].chunk || gen_kv_int(&p, "seg", 0) != c[i].seg ||
+            strcmp(gen_kv_str(&p, "impl") ? gen_kv_str(&p, "impl") : "", "wgmma"))
+            fail_msg("%s: chunk %lld seg %lld impl %s, expected chunk %d seg %d wgmma", c[i].shape,
+                     gen_kv_int(&p, "chunk", 0), gen_kv_int(&p, "seg", 0), gen_kv_str(&p, "impl"), c[i].chunk, c[i].seg);
+    }
+    gen_host_free(h);
+}
+
 /* a point the template calls invalid is refused before it is rendered: kda_prefill's long-call default
  * (seg > 1) with fused 1 merged over it (a GPU test once built it, and the kernel read segment slots the
  * one-kernel launch never wrote) */
@@ -1180,6 +1208,7 @@ int main(void)
         cmocka_unit_test(test_build__key_follows_the_rendered_source),
         cmocka_unit_test(test_embedded__every_sweep_default_is_valid),
         cmocka_unit_test(test_embedded__combine_default_is_valid_for_every_dv),
+        cmocka_unit_test(test_embedded__kda_default_segments),
         cmocka_unit_test(test_embedded__build_refuses_an_invalid_merged_variant),
         cmocka_unit_test(test_embedded__kda_wgmma_scope_and_render),
         cmocka_unit_test(test_kernels__list_is_parsed_back),

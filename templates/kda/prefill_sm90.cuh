@@ -378,8 +378,8 @@ kf_kda_segop(const kf_kda_params p)
  * S^T <- c_s^T + bf16(S^T) M_s^T: m64nKk16 with A from registers (the P1 product's conversion) and B = M_s, which
  * kf_kda_segop above writes as bf16 [K][K] row-major (K-major: keys j along a row). KF_PF_WG_CNST stages (2..8, as
  * many as fit), each M_s in K / 64 swizzled panels of K rows and this block's columns of c_s [K][VS + 4] fp32, both
- * by cp.async, the next CNST - 1 steps' in flight during a step (a step's own work is short: one stage in flight
- * left each step waiting on its loads). bf16 operands as in every chunk's S^T W^T of the state pass; fp32
+ * by cp.async, the next CNST - 1 steps' in flight during a step (measured in session 17: no faster than 2 stages,
+ * 17.6 us at seg 8 either way; bench/NOTES.md has the fence that may be what is left). bf16 operands as in every chunk's S^T W^T of the state pass; fp32
  * accumulation. Each S_{s+1} goes to the ss slot of segment s + 1 (S_0 too) for kf_kda_state.
  * grid (V / VS, hv_heads, nseq), 128 VS / 64 threads, 1024 + CNST KF_PW_CB bytes of shared memory
  * (templates/kda_prefill.lua mirrors both). */
@@ -403,6 +403,16 @@ __device__ __forceinline__ void kf_pw_fetch_mc(kf_u32 dst, const float *seg, int
         const int r = e / (KF_PF_VS / 4), c = e % (KF_PF_VS / 4);
         kf_cp_async16(dst + KF_PW_MB + 4 * (r * KF_PW_CP + 4 * c), seg + KF_PF_SEG_CS + r * KF_PF_V + v0 + 4 * c, true);
     }
+}
+
+/* a start state S^T (accumulator layout) into an ss slot [K][V]; vv: value column of the thread's half 0 */
+__device__ __forceinline__ void kf_pw_store_ss(float *ss, const float (&st)[KF_PF_K / 2], int vv, int c4)
+{
+#pragma unroll
+    for (int c = 0; c < KF_PF_K / 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            ss[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + vv + 8 * (e >> 1)] = st[4 * c + e];
 }
 
 extern "C" __global__ void __launch_bounds__(128 * KF_PW_NWG, 1)
@@ -431,12 +441,7 @@ kf_kda_segcomb(const kf_kda_params p)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
             st[4 * c + e] = p.h0 ? p.h0[kf_kda_h0_off(p, n, hv, 8 * c + 2 * c4 + (e & 1), v0 + vl + 8 * (e >> 1))] : 0.f;
-    float *const ss0 = kf_pf_segws(p, n, hv, 0) + KF_PF_SEG_SS;
-#pragma unroll
-    for (int c = 0; c < KF_PF_K / 8; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            ss0[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + v0 + vl + 8 * (e >> 1)] = st[4 * c + e];
+    kf_pw_store_ss(kf_pf_segws(p, n, hv, 0) + KF_PF_SEG_SS, st, v0 + vl, c4);
 
 #pragma unroll 1
     for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {
@@ -467,12 +472,7 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_wg_fence_regs(st);
         kf_wg_fence_frags(sa);
         __syncthreads();                                   /* stage sg read by every warpgroup: free to refill */
-        float *const nxt = kf_pf_segws(p, n, hv, sg + 1) + KF_PF_SEG_SS;
-#pragma unroll
-        for (int c = 0; c < KF_PF_K / 8; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                nxt[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + v0 + vl + 8 * (e >> 1)] = st[4 * c + e];
+        kf_pw_store_ss(kf_pf_segws(p, n, hv, sg + 1) + KF_PF_SEG_SS, st, v0 + vl, c4);
     }
 }
 #endif

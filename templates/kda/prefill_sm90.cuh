@@ -256,13 +256,17 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
 #pragma unroll 1
     for (long long ch = c_begin; ch < c_end; ++ch) {
         const int j = (int)(ch - c_begin), s = j % KF_PF_WG_NST, ph = (j / KF_PF_WG_NST) & 1;
-        const int cc = (int)(len - ch * KF_PF_C < KF_PF_C ? len - ch * KF_PF_C : KF_PF_C);
         kf_u32 stg = sbase + s * KF_PW_STAGE;
         const unsigned char *gst = gbase + s * KF_PW_STAGE;
         kf_u32 sa[KF_PW_NK][4], va[KF_PW_NC][4];
         kf_wg_pack_p<KF_PW_NK>(sa, st);                     /* bf16(S^T): the A fragments of P1 and P2 */
         kf_mbar_wait(bar_f + 8 * s, ph);
         kf_fence_proxy_async();
+        /* the previous chunk's o, stored only now: the fence (MEMBAR.ALL.CTA in SASS) waits for every memory
+         * operation the thread has in flight, so stores issued before it would put a global round trip into every
+         * chunk of the chain; P2 below overwrites o, and a store reads its registers when it issues */
+        if (MODE == 0 && j > 0)
+            kf_pw_store_o(o, obase + (bos + (ch - 1) * KF_PF_C) * p.o_st, p.o_st, g, c4, KF_PF_C);
         /* descriptors of the stage's panels; k16 step k adds its byte offset / 16 to the address field (the stage
          * is opaque to the compiler, so the descriptors are formed here, not hoisted out of the loop) */
         asm volatile("" : "+r"(stg));
@@ -321,9 +325,10 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
         if (!KF_KDA_DECAY_FIRST)
             kf_pw_decay(st, gl, c4);
         kf_mbar_arrive(bar_e + 8 * s);                      /* the stage may be refilled */
-        if (MODE == 0)
-            kf_pw_store_o(o, obase + (bos + ch * KF_PF_C) * p.o_st, p.o_st, g, c4, cc);
     }
+    if (MODE == 0 && c_end > c_begin)                       /* the last chunk's o (a chunk before it is whole) */
+        kf_pw_store_o(o, obase + (bos + (c_end - 1) * KF_PF_C) * p.o_st, p.o_st, g, c4,
+                      (int)(len - (c_end - 1) * KF_PF_C < KF_PF_C ? len - (c_end - 1) * KF_PF_C : KF_PF_C));
 
     (void)last;
     if (MODE == 1 || (p.ht && (KF_PF_SEG == 1 || sg == last))) {
@@ -433,15 +438,14 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_cp_async_commit();
     }
 
-    /* S_0 = h0: every load first, then the stores (the workspace may alias h0 as far as the compiler knows, so
-     * a load after a store would wait for it: one round trip an element) */
+    /* S_0 = h0, stored to its ss slot in step 0 after the fence (below); every step stores its S only after its
+     * fence, which waits for all the thread's memory operations in flight (MEMBAR.ALL.CTA) */
     float st[KF_PF_K / 2];                                 /* element e of column block c: key 8c + 2 c4 + (e % 2) */
 #pragma unroll
     for (int c = 0; c < KF_PF_K / 8; ++c)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
             st[4 * c + e] = p.h0 ? p.h0[kf_kda_h0_off(p, n, hv, 8 * c + 2 * c4 + (e & 1), v0 + vl + 8 * (e >> 1))] : 0.f;
-    kf_pw_store_ss(kf_pf_segws(p, n, hv, 0) + KF_PF_SEG_SS, st, v0 + vl, c4);
 
 #pragma unroll 1
     for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {
@@ -454,6 +458,7 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_cp_async_wait<KF_PF_WG_CNST - 1>();             /* step sg's stage landed */
         __syncthreads();
         kf_fence_proxy_async();
+        kf_pw_store_ss(kf_pf_segws(p, n, hv, sg) + KF_PF_SEG_SS, st, v0 + vl, c4);   /* S_sg, after the fence */
         const float *const cs = (const float *)(gbase + (sg % KF_PF_WG_CNST) * KF_PW_CB + KF_PW_MB);
 #pragma unroll
         for (int c = 0; c < KF_PF_K / 8; ++c)
@@ -472,8 +477,8 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_wg_fence_regs(st);
         kf_wg_fence_frags(sa);
         __syncthreads();                                   /* stage sg read by every warpgroup: free to refill */
-        kf_pw_store_ss(kf_pf_segws(p, n, hv, sg + 1) + KF_PF_SEG_SS, st, v0 + vl, c4);
     }
+    kf_pw_store_ss(kf_pf_segws(p, n, hv, KF_PF_SEG - 1) + KF_PF_SEG_SS, st, v0 + vl, c4);
 }
 #endif
 

@@ -318,6 +318,7 @@ GQA_CONTENDER_NAMES = ("kforge-tuned", "kforge-default", "kforge-default#2", "sd
 KDA_CONTENDER_NAMES = ("kforge-tuned", "kforge-default", "kforge-default#2", "torch-chunked",
                        "torch-chunked-graph", "torch-naive", "fla-chunk", "fla-recurrent")
 KDA_GRAPH_TOKENS = 4096      # KDA calls of at most this many tokens x value heads / 16 are timed as CUDA graphs
+KDA_GRAPH_CALLS = 8          # of this many calls each: a replay's host cost spread as in an engine's graph
 
 
 class Skipped(Exception):
@@ -518,48 +519,55 @@ class KdaFlaContender(Contender):
         return fn
 
 
-def _graphed(fn):
-    """fn captured once into a CUDA graph (after two calls on a side stream: Triton autotuning,
-    cuBLAS handles, allocator pools) and replayed; the outputs of the captured call are returned
-    (they are rewritten by every replay). Raises when fn cannot be captured."""
+def _graphed(fns, calls=1):
+    """fns[0], fns[1], ... (cycled) captured once, calls of them in order, into one CUDA graph (after two
+    calls of each on a side stream: Triton autotuning, cuBLAS handles, allocator pools) and replayed; a
+    replay counts as `calls` calls (g.calls, which the timers divide by). The outputs of the last
+    captured call are returned (every replay rewrites them). Raises when a call cannot be captured."""
+    fns = fns if isinstance(fns, (list, tuple)) else [fns]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
+        for f in fns[:calls]:
+            for _ in range(2):
+                f()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        res = fn()
+        for i in range(calls):
+            res = fns[i % len(fns)]()
 
     def g():
         graph.replay()
         return res
 
-    g.graph, g.inner = graph, fn
-    if hasattr(fn, "poison"):
-        g.poison = fn.poison
+    g.graph, g.inner, g.calls = graph, fns, calls
+    if hasattr(fns[0], "poison"):
+        g.poison = fns[0].poison
     return g
 
 
 def _kda_graph_all(ok, shape):
-    """Small KDA calls (tokens x value heads <= 16 KDA_GRAPH_TOKENS): every contender's callable (and
-    its rotation copies) replaced by a CUDA graph of it, so launch cost counts for none of them (the
-    torch graph peer already is one). A contender whose capture fails keeps its eager callable, noted
-    in its row. Returns the new ok list."""
+    """Small KDA calls (tokens x value heads <= 16 KDA_GRAPH_TOKENS): every contender's callables replaced by
+    CUDA graphs of KDA_GRAPH_CALLS calls each (issue 17's "graph of 8"), rotating over its input sets in
+    order (graph j holds sets j*8 .. j*8+7), so that launch cost, and the host's cost of one replay, count
+    for none of them; a contender that is one graph already (the torch graph peer) is captured again from
+    its eager callable, 8 calls a graph as the others. A contender whose capture fails keeps its eager
+    callable, noted in its row. Returns the new ok list."""
     if _DRY or not torch.cuda.is_available() or shape.tokens * shape.hv > 16 * KDA_GRAPH_TOKENS:
         return ok
     out = []
     for c, fn, rec in ok:
-        if hasattr(fn, "graph"):
-            out.append((c, fn, rec))
-            continue
         try:
-            rot = [_graphed(f) for f in getattr(fn, "rotation", None) or [fn]]
+            sets = [getattr(f, "bound", f) for f in getattr(fn, "rotation", None) or [fn]]
+            n = KDA_GRAPH_CALLS
+            rot = [_graphed([sets[(j * n + i) % len(sets)] for i in range(n)], n)
+                   for j in range((len(sets) + n - 1) // n)]
             g = rot[0]
             if len(rot) > 1:
                 g.rotation = rot
-            rec["graph"] = True
+            g.sets = len(sets)
+            rec["graph"] = f"{n} calls a graph"
             out.append((c, g, rec))
         except Exception as e:
             rec["graph"] = f"capture failed, timed eagerly: {type(e).__name__}: {e}"[:200]
@@ -618,14 +626,16 @@ class Timer:
             self._sleep(self.cushion)
 
     def time(self, fn, n):
-        """n samples of fn (ms); events are read after one synchronisation."""
+        """n samples of fn (ms; a graph of fn.calls calls gives its time over them); events are read after
+        one synchronisation."""
         evs = [(event(), event()) for _ in range(n)]
         for a, b in evs:
             self.before()
             a.record()
             fn()
             b.record()
-        return evs
+        w = getattr(fn, "calls", 1)
+        return evs if w == 1 else ("per", evs, w)
 
 
 class SustainedTimer:
@@ -684,7 +694,8 @@ class SustainedTimer:
                 fns[k % len(fns)]()
                 k += 1
             evs[i + 1].record()
-        return ("sustained", evs, calls, len(fns))
+        w = getattr(fns[0], "calls", 1)                 # a replay of a graph of w calls
+        return ("sustained", evs, calls * w, getattr(fns[0], "sets", len(fns)))
 
 
 def _elapsed(evs):
@@ -692,6 +703,8 @@ def _elapsed(evs):
     if isinstance(evs, tuple) and evs and evs[0] == "sustained":
         _, e, calls, _sets = evs
         return statsmod.per_call([e[i].elapsed_time(e[i + 1]) for i in range(len(e) - 1)], calls)
+    if isinstance(evs, tuple) and evs and evs[0] == "per":
+        return statsmod.per_call([a.elapsed_time(b) for a, b in evs[1]], evs[2])
     return [a.elapsed_time(b) for a, b in evs]
 
 

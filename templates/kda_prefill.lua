@@ -7,7 +7,7 @@
 -- impl "mma" (the default off sm_90a): the state pass of kda/prefill.cuh (mma.sync, the state in fragments of w warps, written to
 -- shared memory as bf16 every chunk). impl "wgmma" (sm_90a; kda/prefill_sm90.cuh): the same kernels, grids and
 -- workspace, the state pass as a producer warpgroup streaming the chunk slots and vs/64 consumer warpgroups holding
--- S^T as a wgmma accumulator (block 128 + 2 vs threads; w 8, the segment combine's warps); the sm_90a default since
+-- S^T as a wgmma accumulator (block 128 + 2 vs threads; w 8, unused), the segment combine the same; the sm_90a default since
 -- session 9 (the GPU suite passed it, and it timed fastest). impl "recurrent" (any target; fused 1, one kernel, no
 -- workspace, grid (dv/vs, hv, nseq) as the fused path): the token recurrence of kda/decode.cuh (state slice of dv/vs
 -- columns in registers, warp slices) with the tokens taken 16 at a time, their inputs prepared in shared memory by
@@ -77,9 +77,10 @@ local function wg_stage(f, p)
   local c = p.chunk
   return (4 * c * f.dk + 128 * f.dk + 128 * c + 2 * c * (p.vs + 8) + 4 * f.dk + 1023) // 1024 * 1024
 end
--- impl wgmma's segment combine: one stage (M_s bf16 [K][K], c_s [K][vs + 4] fp32; KF_PW_CB), and as many as fit (2..8)
+-- impl wgmma's segment combine: one stage (M_s bf16 [K][K], c_s [K][vs + 4] fp32; KF_PW_CB) and its two mbarriers,
+-- as many as fit (2..8)
 local function wg_comb_stage(f, p) return (2 * f.dk * f.dk + 4 * f.dk * (p.vs + 4) + 1023) // 1024 * 1024 end
-local function wg_comb_stages(f, p) return math.min(8, (WG_SMEM - 1024) // wg_comb_stage(f, p)) end
+local function wg_comb_stages(f, p) return math.min(8, (WG_SMEM - 1024) // (wg_comb_stage(f, p) + 16)) end
 local function wg_stages(f, p) return math.min(8, (WG_SMEM - 1024 - 128) // wg_stage(f, p)) end
 
 local function smem_of(p, f)
@@ -104,8 +105,8 @@ local function valid_wgmma(p, f, dev)
   if p.vs ~= 64 and p.vs ~= 128 then
     return false, "impl wgmma takes vs 64 or 128 (a consumer warpgroup per 64), got " .. p.vs
   end
-  -- w plays no part (every kernel of impl wgmma, its segment combine too since session 17, has 128 + 2 vs threads or
-  -- 2 vs): one value keeps the space free of duplicate variants
+  -- w plays no part (every kernel of impl wgmma, its segment combine too since session 18, has a producer warpgroup
+  -- and vs / 64 consumers, 128 + 2 vs threads): one value keeps the space free of duplicate variants
   if p.w ~= 8 then return false, "impl wgmma takes w 8 (no kernel of it uses w), got " .. p.w end
   if (p.seg or 1) > 1 and p.vs > f.dk then
     return false, "impl wgmma with seg > 1 needs vs <= dk (identity columns), got vs " .. p.vs
@@ -277,7 +278,8 @@ return {
     if (p.seg or 1) > 1 then
       return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
                { name = "kf_kda_segop", threads = st_threads, smem = s.state },
-               p.impl == "wgmma" and { name = "kf_kda_segcomb", threads = 2 * p.vs, smem = 1024 + wg_comb_stages(f, p) * wg_comb_stage(f, p) }
+               p.impl == "wgmma" and { name = "kf_kda_segcomb", threads = 128 + 2 * p.vs,
+                                            smem = 1024 + wg_comb_stages(f, p) * (wg_comb_stage(f, p) + 16) }
                  or { name = "kf_kda_segcomb", threads = 32 * p.w, smem = 4 * (f.dk * f.dk + f.dk * p.vs) },
                { name = "kf_kda_state", threads = st_threads, smem = s.state } }
     end

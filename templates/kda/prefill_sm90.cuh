@@ -381,12 +381,16 @@ kf_kda_segop(const kf_kda_params p)
  * S_0 = h0, S_{s+1} = M_s S_s + c_s, held transposed as the state pass holds them: consumer warpgroup j of the
  * block owns value columns v0 + 64 j .. + 63 and S^T [64][K] as a wgmma accumulator, and a step is
  * S^T <- c_s^T + bf16(S^T) M_s^T: m64nKk16 with A from registers (the P1 product's conversion) and B = M_s, which
- * kf_kda_segop above writes as bf16 [K][K] row-major (K-major: keys j along a row). KF_PF_WG_CNST stages (2..8, as
- * many as fit), each M_s in K / 64 swizzled panels of K rows and this block's columns of c_s [K][VS + 4] fp32, both
- * by cp.async, the next CNST - 1 steps' in flight during a step (measured in session 17: no faster than 2 stages,
- * 17.6 us at seg 8 either way; bench/NOTES.md has the fence that may be what is left). bf16 operands as in every chunk's S^T W^T of the state pass; fp32
- * accumulation. Each S_{s+1} goes to the ss slot of segment s + 1 (S_0 too) for kf_kda_state.
- * grid (V / VS, hv_heads, nseq), 128 VS / 64 threads, 1024 + CNST KF_PW_CB bytes of shared memory
+ * kf_kda_segop above writes as bf16 [K][K] row-major (K-major: keys j along a row). bf16 operands as in every
+ * chunk's S^T W^T of the state pass; fp32 accumulation. Each S_s goes to the ss slot of segment s for
+ * kf_kda_state.
+ * Pipeline as the state pass's: a producer warpgroup (threads 0-127) copies M_s (K / 64 swizzled panels of K rows)
+ * and this block's columns of c_s ([K][VS + 4] fp32) by cp.async into KF_PF_WG_CNST stages (2..8, as many as fit),
+ * arriving on the stage's full barrier as its copies land; the consumers wait for it, fence the async proxy, and
+ * arrive on its empty barrier after the step's wgmma. Session 17's combine had every thread copy the stage of a
+ * later step and then fence for this one: the fence (MEMBAR.ALL.CTA in SASS) waited for those copies too, so a
+ * step cost a stage's load whatever the stage count (17.6 us at seg 8 with 2 or 3 stages).
+ * grid (V / VS, hv_heads, nseq), 128 + 128 VS / 64 threads, 1024 + CNST (KF_PW_CB + 16) bytes of shared memory
  * (templates/kda_prefill.lua mirrors both). */
 #define KF_PW_MB (2 * KF_PF_K * KF_PF_K)                 /* M_s: bf16 [K][K] */
 #define KF_PW_CP (KF_PF_VS + 4)                          /* c_s row stride: the accumulator-order reads avoid conflicts */
@@ -394,17 +398,17 @@ kf_kda_segop(const kf_kda_params p)
 #if !defined(KF_PF_WG_CNST) || KF_PF_WG_CNST < 2 || KF_PF_WG_CNST > 8
 #error "kforge kda prefill sm90: KF_PF_WG_CNST (the combine's stages) must be 2..8"
 #endif
-/* stage `dst` <- M_s and c_s of segment ws `seg` (no commit: the caller commits one group a step) */
+/* stage `dst` <- M_s and c_s of segment ws `seg`, thread t of the producer's 128 */
 __device__ __forceinline__ void kf_pw_fetch_mc(kf_u32 dst, const float *seg, int v0, int t)
 {
     const kf_u16 *m = (const kf_u16 *)(seg + KF_PF_SEG_MS);
-#pragma unroll 4
-    for (int e = t; e < KF_PF_K * KF_PF_K / 8; e += 128 * KF_PW_NWG) {
+#pragma unroll 2
+    for (int e = t; e < KF_PF_K * KF_PF_K / 8; e += 128) {
         const int r = e / (KF_PF_K / 8), c = e % (KF_PF_K / 8);
         kf_cp_async16(dst + kf_wg_swz(KF_PF_K, r, c), m + r * KF_PF_K + 8 * c, true);
     }
-#pragma unroll 4
-    for (int e = t; e < KF_PF_K * KF_PF_VS / 4; e += 128 * KF_PW_NWG) {
+#pragma unroll 2
+    for (int e = t; e < KF_PF_K * KF_PF_VS / 4; e += 128) {
         const int r = e / (KF_PF_VS / 4), c = e % (KF_PF_VS / 4);
         kf_cp_async16(dst + KF_PW_MB + 4 * (r * KF_PW_CP + 4 * c), seg + KF_PF_SEG_CS + r * KF_PF_V + v0 + 4 * c, true);
     }
@@ -420,26 +424,48 @@ __device__ __forceinline__ void kf_pw_store_ss(float *ss, const float (&st)[KF_P
             ss[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + vv + 8 * (e >> 1)] = st[4 * c + e];
 }
 
-extern "C" __global__ void __launch_bounds__(128 * KF_PW_NWG, 1)
+extern "C" __global__ void __launch_bounds__(KF_PW_THREADS, 1)
 kf_kda_segcomb(const kf_kda_params p)
 {
     extern __shared__ __attribute__((aligned(1024))) unsigned char pw_smem[];
     const kf_u32 sraw = kf_smem_u32(pw_smem), sbase = (sraw + 1023u) & ~1023u;
     const unsigned char *const gbase = pw_smem + (sbase - sraw);
     const int v0 = blockIdx.x * KF_PF_VS, hv = blockIdx.y, n = blockIdx.z, tid = threadIdx.x;
-    const int wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
-    const int vl = 64 * wg + 16 * wl + g;                  /* value column of accumulator half 0 (half 1: + 8) */
-    /* steps 0 .. CNST - 2 in flight: one commit group a step (empty past the last), so that step sg waits for
-     * all but the newest CNST - 1 */
+    const kf_u32 bar_f = sbase + KF_PF_WG_CNST * KF_PW_CB, bar_e = bar_f + 8 * KF_PF_WG_CNST;
+    if (tid == 0) {
 #pragma unroll
-    for (int j = 0; j < KF_PF_WG_CNST - 1; ++j) {
-        if (j + 1 < KF_PF_SEG)
-            kf_pw_fetch_mc(sbase + j * KF_PW_CB, kf_pf_segws(p, n, hv, j), v0, tid);
-        kf_cp_async_commit();
+        for (int s = 0; s < KF_PF_WG_CNST; ++s) {
+            kf_mbar_init(bar_f + 8 * s, 128);
+            kf_mbar_init(bar_e + 8 * s, 128 * KF_PW_NWG);
+        }
+    }
+    __syncthreads();
+
+    if (tid < 128) {
+        /* ---------------- producer warpgroup: M_s and c_s of steps 0 .. SEG - 2, a stage each, in order */
+#if KF_PW_NWG > 1
+        kf_setmaxnreg_dec<40>();
+#endif
+#pragma unroll 1
+        for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {
+            const int s = sg % KF_PF_WG_CNST, u = sg / KF_PF_WG_CNST;
+            if (u > 0)
+                kf_mbar_wait(bar_e + 8 * s, (u - 1) & 1);     /* every consumer is done with use u - 1 */
+            kf_pw_fetch_mc(sbase + s * KF_PW_CB, kf_pf_segws(p, n, hv, sg), v0, tid);
+            kf_mbar_arrive_cp_async(bar_f + 8 * s);
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        return;
     }
 
-    /* S_0 = h0, stored to its ss slot in step 0 after the fence (below); every step stores its S only after its
-     * fence, which waits for all the thread's memory operations in flight (MEMBAR.ALL.CTA) */
+    /* ---------------- consumer warpgroups: 64 value columns each */
+#if KF_PW_NWG > 1
+    kf_setmaxnreg_inc<232>();
+#endif
+    const int ct = tid - 128, wg = ct >> 7, wl = (ct >> 5) & 3, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
+    const int vl = 64 * wg + 16 * wl + g;                  /* value column of accumulator half 0 (half 1: + 8) */
+    /* S_0 = h0 (stored to its ss slot in step 0, after the fence: the fence waits for the thread's memory operations
+     * in flight, so each step's S stores overlap the next step instead) */
     float st[KF_PF_K / 2];                                 /* element e of column block c: key 8c + 2 c4 + (e % 2) */
 #pragma unroll
     for (int c = 0; c < KF_PF_K / 8; ++c)
@@ -449,23 +475,19 @@ kf_kda_segcomb(const kf_kda_params p)
 
 #pragma unroll 1
     for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {
-        const int ahead = sg + KF_PF_WG_CNST - 1;          /* its stage was step sg - 1's: freed by the barrier */
-        if (ahead + 1 < KF_PF_SEG)
-            kf_pw_fetch_mc(sbase + (ahead % KF_PF_WG_CNST) * KF_PW_CB, kf_pf_segws(p, n, hv, ahead), v0, tid);
-        kf_cp_async_commit();
+        const int s = sg % KF_PF_WG_CNST, ph = (sg / KF_PF_WG_CNST) & 1;
         kf_u32 sa[KF_PW_NK][4];
         kf_wg_pack_p<KF_PW_NK>(sa, st);
-        kf_cp_async_wait<KF_PF_WG_CNST - 1>();             /* step sg's stage landed */
-        __syncthreads();
+        kf_mbar_wait(bar_f + 8 * s, ph);                   /* step sg's stage landed */
         kf_fence_proxy_async();
         kf_pw_store_ss(kf_pf_segws(p, n, hv, sg) + KF_PF_SEG_SS, st, v0 + vl, c4);   /* S_sg, after the fence */
-        const float *const cs = (const float *)(gbase + (sg % KF_PF_WG_CNST) * KF_PW_CB + KF_PW_MB);
+        const float *const cs = (const float *)(gbase + s * KF_PW_CB + KF_PW_MB);
 #pragma unroll
         for (int c = 0; c < KF_PF_K / 8; ++c)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 st[4 * c + e] = cs[(8 * c + 2 * c4 + (e & 1)) * KF_PW_CP + vl + 8 * (e >> 1)];  /* KF_MUTANT_SEG_FIXUP */
-        kf_u32 sm = sbase + (sg % KF_PF_WG_CNST) * KF_PW_CB;
+        kf_u32 sm = sbase + s * KF_PW_CB;
         asm volatile("" : "+r"(sm));
         const unsigned long long dm = kf_gmma_desc(sm, 16, 1024);
         kf_wgmma_fence();
@@ -476,7 +498,7 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_wgmma_wait<0>();
         kf_wg_fence_regs(st);
         kf_wg_fence_frags(sa);
-        __syncthreads();                                   /* stage sg read by every warpgroup: free to refill */
+        kf_mbar_arrive(bar_e + 8 * s);                     /* stage s read (c_s and the wgmma's M_s): refill it */
     }
     kf_pw_store_ss(kf_pf_segws(p, n, hv, KF_PF_SEG - 1) + KF_PF_SEG_SS, st, v0 + vl, c4);
 }

@@ -86,6 +86,30 @@ class TestSustainedTimerOnCpu(unittest.TestCase):
         self.assertEqual(set(calls), {0, 1, 2})            # every set used
         self.assertGreaterEqual(t.warmups, 1)
 
+    def test_graph_of_calls_counts_each_call(self):
+        """A callable standing for a graph of 8 calls (fn.calls, as _kda_graph_all makes them) is counted 8
+        times a replay, so a sample is the burst's time over the calls inside the graphs, and the sets reported
+        are the input sets the graphs rotate over (fn.sets), not the graphs."""
+        from bench import harness
+        harness._DRY = True
+        replays = []
+        fns = [lambda i=i: replays.append(i) for i in range(2)]
+        for f in fns:
+            f.calls = 8
+        fns[0].rotation, fns[0].sets = fns, 16
+        t = harness.SustainedTimer(None, burst_ms=1.0, warm_ms=1.0)
+        from unittest import mock
+        with mock.patch.object(harness.statsmod, "burst_calls", lambda *a, **k: 5):
+            evs = t.time(fns[0], 3)
+        self.assertEqual(evs[2], 40)                      # calls a sample: 5 replays x 8
+        self.assertEqual(evs[3], 16)
+        self.assertEqual(len(harness._elapsed(evs)), 3)
+        ev = harness.Timer.__new__(harness.Timer)
+        ev.flush, ev.cushion, ev._sleep, ev._n = None, 0, None, 0
+        ev.before = lambda: None
+        out = ev.time(fns[0], 2)
+        self.assertEqual((out[0], out[2], len(out[1])), ("per", 8, 2))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -387,9 +387,9 @@ kf_kda_segop(const kf_kda_params p)
  * Pipeline as the state pass's: a producer warpgroup (threads 0-127) copies M_s (K / 64 swizzled panels of K rows)
  * and this block's columns of c_s ([K][VS + 4] fp32) by cp.async into KF_PF_WG_CNST stages (2..8, as many as fit),
  * arriving on the stage's full barrier as its copies land; the consumers wait for it, fence the async proxy, and
- * arrive on its empty barrier after the step's wgmma. Session 17's combine had every thread copy the stage of a
- * later step and then fence for this one: the fence (MEMBAR.ALL.CTA in SASS) waited for those copies too, so a
- * step cost a stage's load whatever the stage count (17.6 us at seg 8 with 2 or 3 stages).
+ * arrive on its empty barrier after the step's wgmma. (Session 17's combine had every thread copy a later step's
+ * stage and then fence for this one; the producer took it from 18.0 to 17.2 us at seg 8, 1 x 1K H2, session 18: the
+ * copies were not what a step costs. Without its start-state stores the combine took 12.3 us, without its wgmma 15.0.)
  * grid (V / VS, hv_heads, nseq), 128 + 128 VS / 64 threads, 1024 + CNST (KF_PW_CB + 16) bytes of shared memory
  * (templates/kda_prefill.lua mirrors both). */
 #define KF_PW_MB (2 * KF_PF_K * KF_PF_K)                 /* M_s: bf16 [K][K] */

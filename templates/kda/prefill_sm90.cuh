@@ -166,6 +166,21 @@ __device__ __forceinline__ void kf_pw_store_o(const float (&o)[KF_PF_C / 2], kf_
         }
 }
 
+/* A ring of N stages' mbarriers from bar_f: full [N] (the producer warpgroup's 128 arrivals), then empty [N] (one
+ * arrival a consumer thread); initialised by thread 0, then a block barrier */
+template <int N>
+__device__ __forceinline__ void kf_pw_init_ring(kf_u32 bar_f)
+{
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < N; ++s) {
+            kf_mbar_init(bar_f + 8 * s, 128);
+            kf_mbar_init(bar_f + 8 * (N + s), 128 * KF_PW_NWG);
+        }
+    }
+    __syncthreads();
+}
+
 /* The serial pass over the chunks of segment sg of sequence n, value head hv, VS value columns from v0 (MODE 0,
  * kf_kda_state), or MODE 1 (kf_kda_segop): no output; ident 0 the segment's offset from a zero state, ident 1 its
  * transition from the identity columns v0.. with U = 0. The contract of kda/prefill.cuh's kf_pf_state_body. */
@@ -188,14 +203,7 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
     const kf_u32 sbase = (sraw + 1023u) & ~1023u;           /* the swizzle is a function of the address bits */
     unsigned char *const gbase = smem + (sbase - sraw);
     const kf_u32 bar_f = sbase + KF_PW_BAR, bar_e = bar_f + 8 * KF_PF_WG_NST;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < KF_PF_WG_NST; ++s) {
-            kf_mbar_init(bar_f + 8 * s, 128);
-            kf_mbar_init(bar_e + 8 * s, 128 * KF_PW_NWG);
-        }
-    }
-    __syncthreads();
+    kf_pw_init_ring<KF_PF_WG_NST>(bar_f);
 
     if (tid < 128) {
         /* ---------------- producer warpgroup: the segment's slots, a stage each, in order */
@@ -432,14 +440,7 @@ kf_kda_segcomb(const kf_kda_params p)
     const unsigned char *const gbase = pw_smem + (sbase - sraw);
     const int v0 = blockIdx.x * KF_PF_VS, hv = blockIdx.y, n = blockIdx.z, tid = threadIdx.x;
     const kf_u32 bar_f = sbase + KF_PF_WG_CNST * KF_PW_CB, bar_e = bar_f + 8 * KF_PF_WG_CNST;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < KF_PF_WG_CNST; ++s) {
-            kf_mbar_init(bar_f + 8 * s, 128);
-            kf_mbar_init(bar_e + 8 * s, 128 * KF_PW_NWG);
-        }
-    }
-    __syncthreads();
+    kf_pw_init_ring<KF_PF_WG_CNST>(bar_f);
 
     if (tid < 128) {
         /* ---------------- producer warpgroup: M_s and c_s of steps 0 .. SEG - 2, a stage each, in order */

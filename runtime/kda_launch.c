@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 static int family_is(const gen_kvset *vp, rt_family_id id) { return rt_family_is(vp, id); }
 
@@ -148,10 +147,9 @@ int rt_kda_check(const gen_kvset *vp, const kf_kda_params *p, core_err *e)
             return fail(e, "ws is %s: the split prefill needs %zu bytes, 16-byte aligned",
                         p->ws ? "misaligned" : "NULL", rt_kda_workspace_bytes(vp, p));
     }
-    /* decode (and the prefill's token recurrence, the same kernel) reads and writes state rows as 16-byte vectors */
-    const char *impl = gen_kv_str(vp, "impl");
-    if (family_is(vp, RT_FAM_KDA_DECODE) ||
-        (family_is(vp, RT_FAM_KDA_PREFILL) && impl && !strcmp(impl, "recurrent"))) {
+    /* decode reads and writes state rows as 16-byte vectors (the prefill's token recurrence, kda/recur.cuh, one
+     * float at a time: any stride) */
+    if (family_is(vp, RT_FAM_KDA_DECODE)) {
         if (p->h0 && (((p->h0_sn | p->h0_sh | p->h0_sr) & 3) || ((uintptr_t)p->h0 & 15)))
             return fail(e, "h0 strides are (%lld, %lld, %lld): decode needs multiples of 4 and a 16-byte aligned h0",
                         p->h0_sn, p->h0_sh, p->h0_sr);

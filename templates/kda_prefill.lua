@@ -9,11 +9,11 @@
 -- workspace, the state pass as a producer warpgroup streaming the chunk slots and vs/64 consumer warpgroups holding
 -- S^T as a wgmma accumulator (block 128 + 2 vs threads; w 8, unused), the segment combine the same; the sm_90a default since
 -- session 9 (the GPU suite passed it, and it timed fastest). impl "recurrent" (any target; fused 1, one kernel, no
--- workspace, grid (dv/vs, hv, nseq) as the fused path): the token recurrence of kda/decode.cuh (state slice of dv/vs
--- columns in registers, warp slices) with the tokens taken 16 at a time, their inputs prepared in shared memory by
--- the whole block and the serial pass over them reading only shared memory: short sequences in one launch.
-local KL = import("lib/kda.lua")
-local REC_TB = 16              -- impl recurrent: tokens a batch (kda/decode.cuh KF_DEC_TB)
+-- workspace, grid (dv/vs, hv, nseq) as the fused path): the token recurrence of kda/recur.cuh (a slice of vs value
+-- columns in registers, vs / w columns a warp, the lanes of a column splitting the key rows) with the tokens taken
+-- REC_TB at a time, their inputs staged in shared memory by the whole block and the serial pass over them reading only
+-- shared memory and shuffles: short sequences in one launch.
+local REC_TB = 32              -- impl recurrent: tokens a batch (kda/recur.cuh KF_RC_TB)
 local REC_T = 16               -- the default's impl recurrent: small calls of few blocks up to this many tokens a sequence,
 local REC_T_ANY = 4            -- and any call up to this many
 -- impl wgmma's segments for the default (vs 64): the s of {1, 2, 4, 8, 16} whose estimated time is least, in units
@@ -118,18 +118,36 @@ local function valid_wgmma(p, f, dev)
   return true
 end
 
--- impl recurrent: the one kernel of kda/decode.cuh, a block per value slice of vs columns; the knobs of the chunked
--- paths are pinned (one variant a geometry).
-local function rec_params(p, f) return { vsplit = f.dv // p.vs, w = p.w, ipc = 1, ws = 1 } end
+-- impl recurrent: kda/recur.cuh, a block per value slice of vs columns; the knobs of the chunked paths are pinned (one
+-- variant a geometry). Mirrors KF_RC_*: cw columns a warp in groups of c (the fewest, of 1, 2, 4, that leave a lane at
+-- most 8 key rows: a token's shared-memory reads a block shrink with c, its shuffle levels grow), lc lanes a group, r
+-- key rows a lane, the batch's stage.
+local function rec_geom(p, f)
+  local g = { cw = p.vs // p.w, smem = 16 * REC_TB * f.dk + 4 * REC_TB * p.vs + 8 * REC_TB }
+  for _, c in ipairs({ 1, 2, 4 }) do
+    local grp = g.cw // c
+    if c <= g.cw and g.cw % c == 0 and 32 % grp == 0 then
+      g.c, g.lc = c, 32 // grp
+      g.r = f.dk // g.lc
+      if g.r <= 8 then break end
+    end
+  end
+  return g
+end
 local function valid_recurrent(p, f, dev)
   if p.chunk ~= 16 or p.tr ~= 1 or p.fused ~= 1 or p.mma ~= 1 or (p.seg or 1) ~= 1 or (p.prep or 0) ~= 0 then
     return false, "impl recurrent takes chunk 16, tr 1, fused 1, mma 1, seg 1, prep 0 (its knobs are vs and w)"
   end
-  local ok, why = KL.dec_valid(rec_params(p, f), f, dev)
-  if not ok then return ok, why end
-  -- the batch's staged loads sit beside the state: 16 rows a thread spill (dk 128: vs 64 w 4, vs 128 w 8)
-  local g = KL.dec_geom(rec_params(p, f), f)
-  if math.max(g.rk, g.rv) > 8 then return false, "impl recurrent: more than 8 state rows a thread (registers spill)" end
+  local g = rec_geom(p, f)
+  if p.vs % p.w ~= 0 or not g.c then
+    return false, "impl recurrent: vs " .. p.vs .. " over w " .. p.w .. " warps: the column groups of a warp must divide 32"
+  end
+  -- the lane's state and its rows' k values sit beside the batch's staged loads: more than 32 state values spill
+  if g.r * g.c > 32 then
+    return false, "impl recurrent: " .. g.r .. " key rows x " .. g.c .. " columns a lane (vs " .. p.vs .. ", w " .. p.w
+      .. "); at most 32 values"
+  end
+  if g.smem > dev.smem_optin then return false, "impl recurrent: shared memory " .. g.smem .. " > " .. dev.smem_optin end
   return true
 end
 
@@ -147,7 +165,7 @@ return {
   family   = "kda_prefill",
   doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync, or wgmma on sm_90a), or one fused kernel, or the token recurrence (short sequences)",
   includes = { "common/kda_params.h", "common/types.cuh", "common/mma.cuh", "kda/common.cuh", "kda/prefill.cuh",
-               "kda/prep_tc.cuh", "common/wgmma.cuh", "kda/prefill_sm90.cuh", "kda/decode.cuh", "lib/kda.lua" },
+               "kda/prep_tc.cuh", "common/wgmma.cuh", "kda/prefill_sm90.cuh", "kda/recur.cuh" },
   shape    = { n = "int", t = "int", h = "int", hv = "int", dk = "int", dv = "int" },
   -- chunk: tokens per chunk; vs: value columns per state block; w: warps of the state block;
   -- tr: state held transposed [vs, K]; fused: one kernel (small batches); mma: 0 = CUDA-core fragments (debug)
@@ -239,7 +257,13 @@ return {
     return { chunk = 16, vs = 32, w = 4, tr = 1, fused = 0, mma = 1, seg = seg, prep = 1, impl = "mma" }
   end,
   render   = function(p, f)
-    if p.impl == "recurrent" then return KL.dec_render(rec_params(p, f), f, REC_TB) end
+    if p.impl == "recurrent" then
+      return subst("#define KF_BF16 1\n#define KF_KDA_K ${dk}\n#define KF_KDA_V ${dv}\n#define KF_RC_VS ${vs}\n#define KF_RC_W ${w}\n"
+                   .. "#define KF_RC_C ${c}\n#define KF_RC_TB ${tb}\n",
+                   { dk = f.dk, dv = f.dv, vs = p.vs, w = p.w, c = rec_geom(p, f).c, tb = REC_TB })
+        .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n" .. fragment("kda/common.cuh")
+        .. "\n" .. fragment("kda/recur.cuh")
+    end
     local hdr = subst([[
 #define KF_BF16 1
 #define KF_KDA_K ${dk}
@@ -268,7 +292,7 @@ return {
     return src .. tc
   end,
   kernels  = function(p, f, dev)
-    if p.impl == "recurrent" then return { { name = "kf_kda_decode", threads = 32 * p.w, smem = 0 } } end
+    if p.impl == "recurrent" then return { { name = "kf_kda_recur", threads = 32 * p.w, smem = rec_geom(p, f).smem } } end
     local s = smem_of(p, f)
     -- impl wgmma: the state and segment passes run a producer warpgroup beside vs / 64 consumer warpgroups
     local st_threads = p.impl == "wgmma" and 128 + 2 * p.vs or 32 * p.w

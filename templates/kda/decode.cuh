@@ -103,32 +103,15 @@ __device__ __forceinline__ const float *kf_dec_h0_rows(const kf_kda_params &p, b
     return r0;
 }
 
-/* KF_DEC_TB > 1 (kda_prefill impl recurrent: short sequences in one launch): the tokens are taken in batches of TB.
- * A batch's inputs are prepared by the whole block at once (the gates' exp, beta, the normalised q and k and their
- * dot product, v) into shared memory; the serial pass over the batch then reads only
- * shared memory and, with the warp slices of ws 1, needs no barrier between tokens (each warp reduces over k by
- * shuffles and owns its value columns). TB 1 (decode) stages one token as below. */
-#ifndef KF_DEC_TB
-#define KF_DEC_TB 1
-#endif
-#if KF_DEC_TB > 1 && !KF_DEC_WS
-#error "kforge kda decode: token batches (KF_DEC_TB > 1) need the warp slices of KF_DEC_WS 1"
-#endif
-
 /* Every token of sequence n for value columns [c0, c0 + VC) of head hv, from the state slice s
  * (registers, layout of vfirst); writes o and the final state. */
 __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, int c0, int hv, int n, float (&s)[KF_DEC_R][4])
 {
-#if KF_DEC_TB == 1
     __shared__ float qs[KF_KDA_K], ks[KF_KDA_K], eg[KF_KDA_K], vsm[KF_DEC_VC], us[KF_DEC_VC];
-#else
-    __shared__ __align__(16) float4 tks[KF_DEC_TB][KF_KDA_K];   /* (exp g, k, q, 0) of each key element */
-    __shared__ float vsm[KF_DEC_TB][KF_DEC_VC];
-#endif
 #if !KF_DEC_WS
     __shared__ __align__(16) float red[2][KF_DEC_RG_K][KF_DEC_VC];
 #endif
-    __shared__ float beta_s[KF_DEC_TB], qk_s[KF_DEC_TB];
+    __shared__ float beta_s[1], qk_s[1];
 
     const int tid = threadIdx.x;
     const int h = hv / (p.hv_heads / p.h_heads);
@@ -139,9 +122,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
     (void)kc;
     const int kq = tid % KF_DEC_TPR_V, rgv = tid / KF_DEC_TPR_V;    /* V-first */
 
-    for (long long i0 = 0; i0 < len; i0 += KF_DEC_TB) {
-#if KF_DEC_TB == 1
-        const int nb = 1;
+    for (long long i0 = 0; i0 < len; ++i0) {
         const long long tok = bos + i0;
         /* Every global load of the token is issued before any of them is used (gate inputs: thread d < K takes
          * element d; beta; v; then q and k in warp 0), so the token costs one memory latency, not a chain of them
@@ -176,87 +157,12 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
         if (tid == 0)
             beta_s[0] = kf_kda_beta_of(p, braw);
         __syncthreads();
-#else
-        const int nb = (int)min((long long)KF_DEC_TB, len - i0);
         {
-            /* every load of the batch first (fixed counts, predicated), then the math; on the H200 this timed the
-             * same as a load-then-use loop: a batch costs its math, a lone warp's chain (bench/NOTES.md, session 15) */
-            constexpr int GE = (KF_DEC_TB * KF_KDA_K + KF_DEC_THREADS - 1) / KF_DEC_THREADS;   /* gate elements */
-            constexpr int VE = (KF_DEC_TB * KF_DEC_VC + KF_DEC_THREADS - 1) / KF_DEC_THREADS;  /* v elements */
-            constexpr int NW = KF_DEC_THREADS / 32, QT = (KF_DEC_TB + NW - 1) / NW;          /* tokens a warp */
-            const long long gs = p.cu_seqlens ? 0 : (long long)n * p.g_sb, vsb = p.cu_seqlens ? 0 : (long long)n * p.v_sb;
-            const long long t0 = bos + i0;
-            float gx[GE], gb[GE], vx[VE];
-            float qv[QT][(KF_KDA_K + 31) / 32], kv[QT][(KF_KDA_K + 31) / 32];
-#pragma unroll
-            for (int u = 0; u < GE; ++u) {                 /* gates: element d of token j */
-                const int e = tid + u * KF_DEC_THREADS, j = e / KF_KDA_K, d = e % KF_KDA_K;
-                const bool ok = j < nb;
-                gx[u] = ok ? p.g[gs + (t0 + j) * p.g_st + (long long)hv * p.g_sh + d] : 0.f;
-                gb[u] = ok && p.gate && p.dt_bias ? p.dt_bias[(long long)hv * p.dt_sh + d] : 0.f;
-            }
-#pragma unroll
-            for (int u = 0; u < VE; ++u) {                 /* v: column c of token j */
-                const int e = tid + u * KF_DEC_THREADS, j = e / KF_DEC_VC, c = e % KF_DEC_VC;
-                vx[u] = j < nb ? kf_to_float(((const kf_u16 *)p.v)[vsb + (t0 + j) * p.v_st + (long long)hv * p.v_sh + c0 + c])
-                               : 0.f;
-            }
-            const float braw = tid < nb ? kf_kda_beta_raw(p, n, t0 + tid, hv) : 0.f;
-#pragma unroll
-            for (int i = 0; i < QT; ++i) {                 /* q, k: warp w takes tokens w, w + NW, .. */
-                const int j = (tid >> 5) + NW * i;
-                if (j < nb)
-                    kf_kda_qk_load(p, n, t0 + j, h, qv[i], kv[i]);
-            }
-            const float ea = p.gate ? expf(p.a_log[hv]) : 0.f;   /* exp(a_log) */
-#pragma unroll
-            for (int u = 0; u < GE; ++u) {
-                const int e = tid + u * KF_DEC_THREADS, j = e / KF_KDA_K, d = e % KF_KDA_K;
-                if (j < nb)
-                    tks[j][d].x = expf(kf_kda_gate_of(p, gx[u], gb[u], ea));
-            }
-#pragma unroll
-            for (int u = 0; u < VE; ++u) {
-                const int e = tid + u * KF_DEC_THREADS, j = e / KF_DEC_VC, c = e % KF_DEC_VC;
-                if (j < nb)
-                    vsm[j][c] = vx[u];
-            }
-            if (tid < nb)
-                beta_s[tid] = kf_kda_beta_of(p, braw);
-#pragma unroll
-            for (int i = 0; i < QT; ++i) {
-                const int j = (tid >> 5) + NW * i;
-                if (j < nb) {
-                    const float qk = kf_kda_qk_finish(p, qv[i], kv[i], &tks[j][0].z, &tks[j][0].y, 4);
-                    if ((tid & 31) == 0)
-                        qk_s[j] = qk;
-                }
-            }
-        }
-        __syncthreads();
-#endif
-#if KF_DEC_TB > 1
-#pragma unroll 2            /* two tokens' independent work interleaved (their loads, o's reduction): 7-9% (H200) */
-#endif
-        for (int jt = 0; jt < nb; ++jt) {
-            const long long tok = bos + i0 + jt;
-            const float beta = beta_s[jt], qk = qk_s[jt];
+            const float beta = beta_s[0], qk = qk_s[0];
             kf_u16 *o = (kf_u16 *)p.o + (p.cu_seqlens ? 0 : (long long)n * p.o_sb) + tok * p.o_st + (long long)hv * p.o_sh + c0;
-#if KF_DEC_TB == 1
 #define KF_DEC_TOKROW(kk, e_, kv_, qv_) (e_ = eg[kk], kv_ = ks[kk], qv_ = qs[kk])
 #define KF_DEC_TOKK(kk) ks[kk]
             const float *vsmj = vsm;
-#else
-#define KF_DEC_TOKROW(kk, e_, kv_, qv_) do { const float4 x_ = tks[jt][kk]; e_ = x_.x, kv_ = x_.y, qv_ = x_.z; } while (0)
-#define KF_DEC_TOKK(kk) tks[jt][kk].y
-            const float *vsmj = vsm[jt];
-            float vsmr[4];
-            if (!vfirst) {
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    vsmr[j] = vsmj[kc + j];
-            }
-#endif
 
             if (!vfirst) {
                 /* a[j] = sum_k (exp(g_k) S[k, c+j]) k_k, b[j] = sum_k (exp(g_k) S[k, c+j]) q_k over this thread's
@@ -354,15 +260,10 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
                         s[r][j] += kv[j] * u;
                 }
             }
-#if KF_DEC_TB == 1
             __syncthreads();                   /* qs/ks/eg/vsm are rewritten by the next token */
-#endif
 #undef KF_DEC_TOKROW
 #undef KF_DEC_TOKK
         }
-#if KF_DEC_TB > 1
-        __syncthreads();                   /* the batch's inputs are rewritten by the next batch */
-#endif
     }
 
     if (!p.ht)

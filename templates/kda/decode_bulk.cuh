@@ -168,7 +168,7 @@ kf_kda_decode(const kf_kda_params p)
             }
             if (tid == 0)
                 beta_s = kf_kda_beta_of(p, raw.braw);
-            const float vc = raw.vx;
+            const float vsmc = raw.vx;           /* v of the thread's column */
             const long long tok = bos + i;
             __syncthreads();
             if (i + 1 < len)
@@ -196,7 +196,7 @@ kf_kda_decode(const kf_kda_params p)
                 b += red[1][g][c];
             }
 #endif
-            const float u = beta * (vc - a);  /* KF_MUTANT_BETA_TWICE */
+            const float u = beta * (vsmc - a);  /* KF_MUTANT_BETA_TWICE */
             if (rg == 0)
                 ((kf_u16 *)p.o)[(p.cu_seqlens ? 0 : (long long)n * p.o_sb) + tok * p.o_st + (long long)hv * p.o_sh + c] =
                     kf_kda_bf16(b + u * qk);

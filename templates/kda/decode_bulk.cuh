@@ -216,6 +216,8 @@ kf_kda_decode(const kf_kda_params p)
             if (tid == 0)
                 kf_dbk_store(p.ht + (long long)n * p.ht_sn + (long long)hv * p.ht_sh, stage0 + s * KF_DBK_BYTES, KF_DBK_BYTES);
         } else {
+            if (bin)
+                kf_fence_proxy_async();        /* this item's state writes, before the copy engine refills the stage */
             __syncthreads();                   /* the stage is written (slow store), or read (its refill below) */
             if (p.ht)
                 kf_dbk_drain(p, n, hv, st);

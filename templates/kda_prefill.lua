@@ -24,14 +24,41 @@ local REC_T_ANY = 4            -- and any call up to this many
 -- sustained, session 17) T 1K H2 8 (39.1 us; 4: 41.8, 16: 55.1), T 4K H2 16 (72.9; 8: 71.1, the one miss),
 -- 2 x 4K H4 8 (0.126 ms; 4: 0.131, 16: 0.148), 32K H8 8 (0.707; 16: 0.724), T 8K H16 4 (0.364; 8: 0.380), and 1 at
 -- T 8K H64 (0.868; 2: 1.23) and 8 x 2K H16 (0.456; 2: 0.659), where the state pass already fills the SMs.
-local function wg_seg(shape, dev, c)
-  local L, nhv, vb = (shape.t + c - 1) // c, shape.n * shape.hv, shape.dv // 64
+-- A plan of n > 1 sequences (t = max_tokens / max_seqs) is called with anything from n sequences of t tokens to
+-- one sequence of n t, and the two ends want different s: [1024, 0, 31] (n 3, t 352, H2) is 22 chunks a sequence
+-- (seg 4 best) or one chain of 66 (seg 8 or 16; seg 4 1.43x their cost). So it takes the s whose worse cost relative
+-- to the best s of either case is least (seg 8 there: 1.06x the best of 3 x 352), ties to the smaller s, among the s
+-- whose segment workspace (n hv s (2 K V + K^2) fp32, kda_launch.c) is at most 256 MiB, the two bests taken among
+-- them too (a many-sequence plan would otherwise reserve gigabytes for the one-sequence case). The price: equal
+-- sequences pay up to the model's worse ratio (4 x 1K H8 seg 4: 1.34x seg 1; 8 x 1K H2 seg 16: 1.22x seg 4; many
+-- short sequences at few heads the most, 64 x 1K H2 seg 4: 2.5x seg 1, against 4x for one 64K sequence at seg 1).
+-- One sequence keeps the rule above.
+local WG_SEG_WS = 256 * 1024 * 1024
+local function wg_seg_cost(n, t, hv, shape, dev, c, s)
+  local L, nhv, vb = (t + c - 1) // c, n * hv, shape.dv // 64
   local function waves(blocks) return (blocks + dev.sms - 1) // dev.sms end
-  local best, best_cost = 1, waves(nhv * vb) * L
-  for _, s in ipairs({ 2, 4, 8, 16 }) do
-    if shape.n * s > 65535 then break end          -- the grid's z (kda_launch.c refuses it)
-    local cost = (waves(nhv * (vb + shape.dk // 64) * (s - 1)) + waves(nhv * vb * s)) * ((L + s - 1) // s) + (s - 1) + 3
-    if cost < best_cost then best, best_cost = s, cost end
+  if s == 1 then return waves(nhv * vb) * L end
+  return (waves(nhv * (vb + shape.dk // 64) * (s - 1)) + waves(nhv * vb * s)) * ((L + s - 1) // s) + (s - 1) + 3
+end
+local function wg_seg(shape, dev, c)
+  local n, hv, cand = shape.n, shape.hv, {}
+  for _, s in ipairs({ 1, 2, 4, 8, 16 }) do
+    if n * s > 65535 then break end                -- the grid's z (kda_launch.c refuses it)
+    if n == 1 or s == 1 or 4 * n * hv * s * (2 * shape.dk * shape.dv + shape.dk * shape.dk) <= WG_SEG_WS then
+      cand[#cand + 1] = s
+    end
+  end
+  local ca, cb = {}, {}                            -- cost: n sequences of t; one sequence of n t
+  local ba, bb = math.huge, math.huge
+  for i, s in ipairs(cand) do
+    ca[i], cb[i] = wg_seg_cost(n, shape.t, hv, shape, dev, c, s), wg_seg_cost(1, n * shape.t, hv, shape, dev, c, s)
+    ba, bb = math.min(ba, ca[i]), math.min(bb, cb[i])
+  end
+  -- max(ca / ba, cb / bb) over the common denominator ba bb, in integers (n 1: ca = cb, the least cost)
+  local best, best_w = 1, math.huge
+  for i, s in ipairs(cand) do
+    local w = math.max(ca[i] * bb, cb[i] * ba)
+    if w < best_w then best, best_w = s, w end
   end
   return best
 end

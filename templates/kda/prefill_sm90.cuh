@@ -398,6 +398,11 @@ kf_kda_segop(const kf_kda_params p)
  * arrive on its empty barrier after the step's wgmma. (Session 17's combine had every thread copy a later step's
  * stage and then fence for this one; the producer took it from 18.0 to 17.2 us at seg 8, 1 x 1K H2, session 18: the
  * copies were not what a step costs. Without its start-state stores the combine took 12.3 us, without its wgmma 15.0.)
+ * The start states: step s's consumers swap S_s into the stage where they read c_s (each thread its own elements,
+ * so no barrier), and the producer, once the stage's empty barrier says the step is done, stores S_s from there to
+ * its ss slot in rows of 16-byte stores before it refills the stage; after the last step it drains the stages that
+ * no refill follows. So the consumers issue no global store before a fence (fence.proxy.async is MEMBAR.ALL.CTA in
+ * SASS: it would wait for them, ~4.7 us of the 17 at 1K seg 8), only S_{SEG-1}'s after their last step.
  * grid (V / VS, hv_heads, nseq), 128 + 128 VS / 64 threads, 1024 + CNST (KF_PW_CB + 16) bytes of shared memory
  * (templates/kda_prefill.lua mirrors both). */
 #define KF_PW_MB (2 * KF_PF_K * KF_PF_K)                 /* M_s: bf16 [K][K] */
@@ -432,6 +437,20 @@ __device__ __forceinline__ void kf_pw_store_ss(float *ss, const float (&st)[KF_P
             ss[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + vv + 8 * (e >> 1)] = st[4 * c + e];
 }
 
+/* a start state that the consumers swapped into the c_s part of stage `src` ([K][CP], this block's VS columns) into
+ * its ss slot, thread t of the producer's 128: 16-byte loads and stores, a row's VS columns by VS / 4 consecutive
+ * threads. Thread t reads exactly the 16-byte pieces that its kf_pw_fetch_mc copies into (the same e, r, c), and each
+ * store needs its load's data to issue, so the loads are done before the thread's refill of the stage is issued. */
+__device__ __forceinline__ void kf_pw_store_ss_stage(float *ss, const unsigned char *src, int v0, int t)
+{
+    const int r0 = t / (KF_PF_VS / 4), c = t % (KF_PF_VS / 4);   /* piece e = t + 128 i: row r0 + i 512 / VS, column c */
+#pragma unroll
+    for (int i = 0; i < KF_PF_K * KF_PF_VS / 512; ++i) {
+        const int r = r0 + i * (512 / KF_PF_VS);
+        *(float4 *)(ss + r * KF_PF_V + v0 + 4 * c) = *(const float4 *)(src + KF_PW_MB + 4 * (r * KF_PW_CP + 4 * c));
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(KF_PW_THREADS, 1)
 kf_kda_segcomb(const kf_kda_params p)
 {
@@ -443,17 +462,23 @@ kf_kda_segcomb(const kf_kda_params p)
     kf_pw_init_ring<KF_PF_WG_CNST>(bar_f);
 
     if (tid < 128) {
-        /* ---------------- producer warpgroup: M_s and c_s of steps 0 .. SEG - 2, a stage each, in order */
+        /* ---------------- producer warpgroup: M_s and c_s of steps 0 .. SEG - 2, a stage each, in order; before a
+         * stage's use u >= 1 (step sg) and after the last step, S_{sg - CNST} from the stage to its ss slot */
 #if KF_PW_NWG > 1
         kf_setmaxnreg_dec<40>();
 #endif
 #pragma unroll 1
-        for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {
+        for (int sg = 0; sg + 1 < KF_PF_SEG + KF_PF_WG_CNST; ++sg) {
             const int s = sg % KF_PF_WG_CNST, u = sg / KF_PF_WG_CNST;
-            if (u > 0)
+            if (u > 0) {
                 kf_mbar_wait(bar_e + 8 * s, (u - 1) & 1);     /* every consumer is done with use u - 1 */
-            kf_pw_fetch_mc(sbase + s * KF_PW_CB, kf_pf_segws(p, n, hv, sg), v0, tid);
-            kf_mbar_arrive_cp_async(bar_f + 8 * s);
+                kf_pw_store_ss_stage(kf_pf_segws(p, n, hv, sg - KF_PF_WG_CNST) + KF_PF_SEG_SS, gbase + s * KF_PW_CB,
+                                     v0, tid);
+            }
+            if (sg + 1 < KF_PF_SEG) {
+                kf_pw_fetch_mc(sbase + s * KF_PW_CB, kf_pf_segws(p, n, hv, sg), v0, tid);
+                kf_mbar_arrive_cp_async(bar_f + 8 * s);
+            }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
@@ -465,8 +490,7 @@ kf_kda_segcomb(const kf_kda_params p)
 #endif
     const int ct = tid - 128, wg = ct >> 7, wl = (ct >> 5) & 3, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
     const int vl = 64 * wg + 16 * wl + g;                  /* value column of accumulator half 0 (half 1: + 8) */
-    /* S_0 = h0 (stored to its ss slot in step 0, after the fence: the fence waits for the thread's memory operations
-     * in flight, so each step's S stores overlap the next step instead) */
+    /* S_0 = h0 (to its ss slot through stage 0, as every S_sg but the last) */
     float st[KF_PF_K / 2];                                 /* element e of column block c: key 8c + 2 c4 + (e % 2) */
 #pragma unroll
     for (int c = 0; c < KF_PF_K / 8; ++c)
@@ -481,13 +505,16 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_wg_pack_p<KF_PW_NK>(sa, st);
         kf_mbar_wait(bar_f + 8 * s, ph);                   /* step sg's stage landed */
         kf_fence_proxy_async();
-        kf_pw_store_ss(kf_pf_segws(p, n, hv, sg) + KF_PF_SEG_SS, st, v0 + vl, c4);   /* S_sg, after the fence */
-        const float *const cs = (const float *)(gbase + s * KF_PW_CB + KF_PW_MB);
+        /* st <- c_s, and S_sg in its place for the producer to store (the thread's own elements) */
+        float *const cs = (float *)(gbase + s * KF_PW_CB + KF_PW_MB);
 #pragma unroll
         for (int c = 0; c < KF_PF_K / 8; ++c)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                st[4 * c + e] = cs[(8 * c + 2 * c4 + (e & 1)) * KF_PW_CP + vl + 8 * (e >> 1)];  /* KF_MUTANT_SEG_FIXUP */
+            for (int e = 0; e < 4; ++e) {
+                const float a = cs[(8 * c + 2 * c4 + (e & 1)) * KF_PW_CP + vl + 8 * (e >> 1)];  /* KF_MUTANT_SEG_FIXUP */
+                cs[(8 * c + 2 * c4 + (e & 1)) * KF_PW_CP + vl + 8 * (e >> 1)] = st[4 * c + e];
+                st[4 * c + e] = a;
+            }
         kf_u32 sm = sbase + s * KF_PW_CB;
         asm volatile("" : "+r"(sm));
         const unsigned long long dm = kf_gmma_desc(sm, 16, 1024);
@@ -499,8 +526,9 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_wgmma_wait<0>();
         kf_wg_fence_regs(st);
         kf_wg_fence_frags(sa);
-        kf_mbar_arrive(bar_e + 8 * s);                     /* stage s read (c_s and the wgmma's M_s): refill it */
+        kf_mbar_arrive(bar_e + 8 * s);    /* stage s read (c_s and the wgmma's M_s), S_sg written: store it, refill */
     }
+    /* the last state: no fence follows, so the consumers store it themselves */
     kf_pw_store_ss(kf_pf_segws(p, n, hv, KF_PF_SEG - 1) + KF_PF_SEG_SS, st, v0 + vl, c4);
 }
 #endif

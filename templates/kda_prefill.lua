@@ -29,10 +29,10 @@ local REC_T_ANY = 4            -- and any call up to this many
 -- (seg 4 best) or one chain of 66 (seg 8 or 16; seg 4 1.43x their cost). So it takes the s whose worse cost relative
 -- to the best s of either case is least (seg 8 there: 1.06x the best of 3 x 352), ties to the smaller s, among the s
 -- whose segment workspace (n hv s (2 K V + K^2) fp32, kda_launch.c) is at most 256 MiB, the two bests taken among
--- them too (a many-sequence plan would otherwise reserve gigabytes for the one-sequence case). The price: equal
--- sequences pay up to the model's worse ratio (4 x 1K H8 seg 4: 1.34x seg 1; 8 x 1K H2 seg 16: 1.22x seg 4; many
--- short sequences at few heads the most, 64 x 1K H2 seg 4: 2.5x seg 1, against 4x for one 64K sequence at seg 1).
--- One sequence keeps the rule above.
+-- them too (a many-sequence plan would otherwise reserve gigabytes for the one-sequence case), and only among the s
+-- that cost n equal sequences at most 1.25x their best: without that bound equal sequences paid up to the model's
+-- worse ratio (4 x 1K H8 seg 4: 1.34x seg 1; many short sequences at few heads the most, 64 x 1K H2 seg 4: 2.5x
+-- seg 1). One sequence keeps the rule above.
 local WG_SEG_WS = 256 * 1024 * 1024
 local function wg_seg_cost(n, t, hv, shape, dev, c, s)
   local L, nhv, vb = (t + c - 1) // c, n * hv, shape.dv // 64
@@ -54,11 +54,12 @@ local function wg_seg(shape, dev, c)
     ca[i], cb[i] = wg_seg_cost(n, shape.t, hv, shape, dev, c, s), wg_seg_cost(1, n * shape.t, hv, shape, dev, c, s)
     ba, bb = math.min(ba, ca[i]), math.min(bb, cb[i])
   end
-  -- max(ca / ba, cb / bb) over the common denominator ba bb, in integers (n 1: ca = cb, the least cost)
+  -- max(ca / ba, cb / bb) over the common denominator ba bb, in integers (n 1: ca = cb, the least cost), among the s
+  -- that keep n equal sequences within 1.25x their best (batched prefill of equal lengths is the common call)
   local best, best_w = 1, math.huge
   for i, s in ipairs(cand) do
     local w = math.max(ca[i] * bb, cb[i] * ba)
-    if w < best_w then best, best_w = s, w end
+    if 4 * ca[i] <= 5 * ba and w < best_w then best, best_w = s, w end
   end
   return best
 end

@@ -40,7 +40,6 @@ static void load(void)
         SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
         SYM(CtxSetCurrent, "cuCtxSetCurrent"),
         SYM(CtxGetCurrent, "cuCtxGetCurrent"),
-        SYM(CtxGetDevice, "cuCtxGetDevice"),
         SYM(CtxPushCurrent, "cuCtxPushCurrent_v2"),
         SYM(CtxPopCurrent, "cuCtxPopCurrent_v2"),
         SYM(CtxSynchronize, "cuCtxSynchronize"),

@@ -55,7 +55,6 @@ typedef struct rt_cu {
     CUresult (*DevicePrimaryCtxRelease)(CUdevice);
     CUresult (*CtxSetCurrent)(CUcontext);
     CUresult (*CtxGetCurrent)(CUcontext *);
-    CUresult (*CtxGetDevice)(CUdevice *);
     CUresult (*CtxPushCurrent)(CUcontext);
     CUresult (*CtxPopCurrent)(CUcontext *);
     CUresult (*CtxSynchronize)(void);

@@ -1,6 +1,5 @@
 /* runtime/kda_launch.c: grids, workspace and argument checks of the KDA families (see kda_launch.h) */
 #include "kda_launch.h"
-#include "cuda.h"
 #include "family.h"
 #include "grid.h"
 #include "shape.h"
@@ -10,19 +9,6 @@
 #include <stdio.h>
 
 static int family_is(const gen_kvset *vp, rt_family_id id) { return rt_family_is(vp, id); }
-
-/* Multiprocessors of the current context's device; 0 when there is no driver or no current context (no launch
- * follows then: the grid only has to be valid). kda_decode bulk > 0 runs one block an SM (its ring of 64 KB stages
- * leaves room for one), so its grid is the device's SM count, a fact of the launch, not of the variant. */
-static long long current_sms(void)
-{
-    const rt_cu *cu = rt_cuda(NULL);
-    CUdevice dev;
-    int v = 0;
-    if (!cu || cu->CtxGetDevice(&dev) || cu->DeviceGetAttribute(&v, RT_CU_ATTR_SMS, dev))
-        return 0;
-    return v;
-}
 
 int rt_kda_kernel_count(const gen_kvset *vp)
 {
@@ -45,10 +31,6 @@ int rt_kda_grid(const gen_kvset *vp, const kf_kda_params *p, int kernel_index, u
         long long vsplit = gen_kv_int(vp, "vsplit", 0), ipc = gen_kv_int(vp, "ipc", 1);
         if (kernel_index != 0 || vsplit < 1 || ipc < 1)
             return -1;
-        if (gen_kv_int(vp, "bulk", 0) > 0) {   /* persistent: block b takes items (n, hv) b, b + grid, .. */
-            long long items = (long long)p->hv_heads * p->nseq, sms = current_sms();
-            return rt_set_grid(grid, sms > 0 && sms < items ? sms : items, 1, 1);
-        }
         if (ipc == 1)
             return rt_set_grid(grid, vsplit, p->hv_heads, p->nseq);
         long long items = vsplit * p->hv_heads * p->nseq;   /* a strided loop over the items */

@@ -16,8 +16,7 @@
  *
  * Grid convention (x, y, z), kernels in launch order:
  *   kda_naive    k0 kf_kda_naive  (hv_heads, nseq, 1)
- *   kda_decode   k0 kf_kda_decode (vsplit, hv_heads, nseq); ipc > 1: (ceil(vsplit hv_heads nseq / ipc), 1, 1);
- *                bulk > 0: (min(hv_heads nseq, SMs of the current context's device), 1, 1), persistent
+ *   kda_decode   k0 kf_kda_decode (vsplit, hv_heads, nseq)
  *   kda_prefill  fused 0: k0 kf_kda_prep  (total / chunk + nseq, hv_heads, 1)   virtual chunks
  *                         k1 kf_kda_state (dv / vs, hv_heads, nseq)
  *                fused 1: k0 kf_kda_state (dv / vs, hv_heads, nseq)

@@ -2,56 +2,24 @@
 -- Launch: ipc 1: grid = (vsplit, hv, nseq), no dynamic shared memory; ipc > 1: grid = ceil(vsplit*hv*nseq / ipc),
 -- each block loops over ipc items, prefetching the next state slice (dynamic shared memory, 16 B per row per
 -- thread); block = 32*w threads; ws unused. See kda/decode.cuh.
--- bulk > 0 (sm_90, sm_90a): kda/decode_bulk.cuh, a persistent grid of one block an SM (runtime/kda_launch.c) over the
--- (n, hv) items, each state brought into a ring of `bulk` shared-memory stages by one cp.async.bulk and written back
--- by one bulk store; dynamic shared memory bulk K V 4 bytes + the stages' mbarriers; block = 32*w threads. Its
--- vsplit, ipc and ws are unused and must be 1.
 local KL = import("lib/kda.lua")
 local geom = KL.dec_geom
-
--- bulk > 0: dynamic shared memory: the ring's stages (one K x V fp32 state each), then their mbarriers
-local function bulk_smem(p, f) return p.bulk * f.dk * f.dv * 4 + 8 * p.bulk end
-
-local function bulk_valid(p, f, dev)
-  if dev.arch ~= "sm_90" and dev.arch ~= "sm_90a" then
-    return false, "bulk " .. p.bulk .. " needs the sm_90 or sm_90a target (cp.async.bulk), got " .. tostring(dev.arch)
-  end
-  if p.vsplit ~= 1 or (p.ipc or 1) ~= 1 or (p.ws or 0) ~= 1 then
-    return false, "bulk " .. p.bulk .. " takes whole states: vsplit, ipc and ws are unused and must be 1"
-  end
-  local t = 32 * p.w
-  if t % f.dv ~= 0 or t < f.dk or f.dk % (t // f.dv) ~= 0 then
-    return false, "bulk: " .. t .. " threads do not tile " .. f.dv .. " value columns by row groups of dk " .. f.dk
-  end
-  -- the stages and the block's static shared memory (at most 4 KB: the token's rows and the row-group sums)
-  if bulk_smem(p, f) + 4096 > dev.smem_optin then return false, "bulk: " .. p.bulk .. " stages > smem_optin" end
-  return true
-end
-
-local function bulk_render(p, f)
-  return subst("#define KF_BF16 1\n#define KF_KDA_K ${dk}\n#define KF_KDA_V ${dv}\n#define KF_DBK_THREADS ${t}\n#define KF_DBK_NST ${nst}\n",
-               { dk = f.dk, dv = f.dv, t = 32 * p.w, nst = p.bulk })
-    .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n" .. fragment("common/mma.cuh") .. "\n"
-    .. fragment("common/wgmma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/decode_bulk.cuh")
-end
 
 return {
   family   = "kda_decode",
   doc      = "Kimi Delta Attention decode: one block per (value-column slice, value head, sequence), state in registers",
   includes = { "common/kda_params.h", "common/types.cuh", "common/mma.cuh", "kda/common.cuh", "kda/decode.cuh",
-               "common/wgmma.cuh", "kda/decode_bulk.cuh", "lib/kda.lua" },
+               "lib/kda.lua" },
   shape    = { n = "int", t = "int", h = "int", hv = "int", dk = "int", dv = "int" },
   -- vsplit: value-column slices per (sequence, head); w: warps per block; ipc: items (slice, head,
   -- sequence) per block, > 1 keeps the next state slice in flight while one computes
   -- ws 1: K-first state in warp slices (each warp owns VC/w value columns over all K rows; k reductions
   -- are shuffles, one barrier per token), ws 0: block-wide row groups reduced through shared memory
-  -- bulk: 0, or the ring stages of the sm_90 bulk-copy kernel (kda/decode_bulk.cuh; absent means 0)
-  params   = { vsplit = { 1, 2, 4, 8 }, w = { 4, 8 }, ipc = { 1, 4 }, ws = { 1, 0 }, bulk = { 0, 2, 3 } },
+  params   = { vsplit = { 1, 2, 4, 8 }, w = { 4, 8 }, ipc = { 1, 4 }, ws = { 1, 0 } },
   fixed    = function(shape) return { dk = shape.dk, dv = shape.dv } end,
   valid    = function(p, f, dev)
     if f.dk ~= 64 and f.dk ~= 128 then return false, "dk must be 64 or 128, got " .. f.dk end
     if f.dv ~= 64 and f.dv ~= 128 then return false, "dv must be 64 or 128, got " .. f.dv end
-    if (p.bulk or 0) > 0 then return bulk_valid(p, f, dev) end
     return KL.dec_valid(p, f, dev)
   end,
   default  = function(shape, dev)
@@ -79,17 +47,13 @@ return {
         vsplit = vsplit * 2
       end
       while vsplit < 8 and shape.dv // (2 * vsplit) >= 16 and vsplit * ctas < 4 * dev.sms do vsplit = vsplit * 2 end
-      return { vsplit = vsplit, w = 4, ipc = 1, ws = 1, bulk = 0 }
+      return { vsplit = vsplit, w = 4, ipc = 1, ws = 1 }
     end
-    if ctas >= dev.sms then return { vsplit = 2, w = 4, ipc = 4, ws = 0, bulk = 0 } end
-    return { vsplit = 4, w = 4, ipc = 1, ws = 0, bulk = 0 }
+    if ctas >= dev.sms then return { vsplit = 2, w = 4, ipc = 4, ws = 0 } end
+    return { vsplit = 4, w = 4, ipc = 1, ws = 0 }
   end,
-  render   = function(p, f)
-    if (p.bulk or 0) > 0 then return bulk_render(p, f) end
-    return KL.dec_render(p, f, 1)
-  end,
+  render   = function(p, f) return KL.dec_render(p, f, 1) end,
   kernels  = function(p, f, dev)
-    if (p.bulk or 0) > 0 then return { { name = "kf_kda_decode", threads = 32 * p.w, smem = bulk_smem(p, f) } } end
     local g = geom(p, f)
     return { { name = "kf_kda_decode", threads = 32 * p.w, smem = (p.ipc or 1) > 1 and 16 * math.max(g.rk, g.rv) * g.t or 0 } }
   end,

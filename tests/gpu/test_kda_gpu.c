@@ -247,7 +247,7 @@ static void run(const variant *v, dprob *d, result *r)
 {
     const ref_kda_host *hp = d->hp;
     CU(cu->MemsetD8(d->o, 0xFF, hp->no * 2));
-    if (d->ht && d->ht != d->h0)              /* in place (check_inplace): ht is the input */
+    if (d->ht)
         CU(cu->MemsetD32(d->ht, CHECK_POISON32, hp->nht));
     launch(v, d);
     CU(cu->CtxSynchronize());
@@ -360,23 +360,6 @@ static void check_variant(const char *what, const variant *v, dprob *d, const re
     result_free(&r);
 }
 
-/* The same with the final state written in place over the initial one (ht = h0, same layout); h0 is uploaded
- * afresh before and after. */
-static void check_inplace(const char *what, const variant *v, dprob *d, const refout *ref)
-{
-    const ref_kda_host *hp = d->hp;
-    assert_true(d->h0 && d->ht && hp->nh0 == hp->nht && d->p.h0_vfirst == d->p.ht_vfirst && d->p.h0_sr == d->p.ht_sr);
-    const CUdeviceptr ht = d->ht;
-    float *const pht = d->p.ht;
-    CU(cu->MemcpyHtoD(d->h0, hp->h0, hp->nh0 * 4));
-    d->ht = d->h0;
-    d->p.ht = (float *)d->h0;
-    check_variant(what, v, d, ref);
-    d->ht = ht;
-    d->p.ht = pht;
-    CU(cu->MemcpyHtoD(d->h0, hp->h0, hp->nh0 * 4));
-}
-
 /* ---- cases ------------------------------------------------------------------------------ */
 
 static ref_kda_case kcase(int nseq, const int *lens, int t, int h, int hv, int d)
@@ -481,11 +464,6 @@ static void test_kda_gpu__naive_matches_oracle(void **state)
 /* impl wgmma variants are valid on sm_90a only: elsewhere a named one is skipped, with a line that says so. */
 static int skip_off_sm90(const char *params, const char *what)
 {
-    if (params && strstr(params, "bulk=") && !strstr(params, "bulk=0") && strcmp(tg.arch, "sm_90a") &&
-        strcmp(tg.arch, "sm_90")) {
-        printf("  %s: %s skipped (kda_decode bulk needs sm_90, the device is %s)\n", what, params, tg.arch);
-        return 1;
-    }
     if (!params || !strstr(params, "impl=wgmma") || !strcmp(tg.arch, "sm_90a"))
         return 0;
     printf("  %s: %s skipped (impl wgmma needs sm_90a, the device is %s)\n", what, params, tg.arch);
@@ -570,64 +548,6 @@ static void test_kda_gpu__decode_every_variant(void **state)
     ref_kda_host_free(&hp);
     free(l);
     free(ones);
-}
-
-/* kda_decode bulk (sm_90): the fast path of the persistent grid (contiguous K-first states, one bulk copy in and
- * one out) and the slow path of the same kernel, on decode steps whose items (N HV = 453, an empty sequence and a
- * 3-token one among them) are no multiple of the grid: h0 NULL, ht NULL, in place, V-first, padded rows, and
- * K-first in with V-first out. */
-static void test_kda_gpu__decode_bulk_layouts(void **state)
-{
-    (void)state;
-    static const char *const bulks[] = { "bulk=3,vsplit=1,w=4,ipc=1,ws=1", "bulk=2,vsplit=1,w=8,ipc=1,ws=1" };
-    static const struct { const char *name; int h0, ht, pad, inplace; } lay[] = {
-        { "K-first", 1, 1, 0, 0 }, { "h0 NULL", 0, 1, 0, 0 }, { "ht NULL", 1, 0, 0, 0 }, { "in place", 1, 1, 0, 1 },
-        { "V-first", 2, 2, 0, 0 }, { "V-first in place", 2, 2, 0, 1 }, { "padded rows", 1, 1, 4, 0 },
-        { "K-first in, V-first out", 1, 2, 0, 0 }, { "V-first in, K-first out", 2, 1, 0, 0 } };
-    if (skip_off_sm90(bulks[0], "decode bulk layouts"))
-        return;
-    enum { N = 151 };
-    int *lens = malloc(N * sizeof(int));
-    for (int i = 0; i < N; ++i)
-        lens[i] = 1;
-    lens[7] = 0;
-    lens[N - 1] = 3;
-    for (int d = 128; d >= 64; d -= 64) {
-        gen_kvset sh;
-        shape_of(&sh, N, 3, 1, 3, d, d);
-        for (size_t i = 0; i < sizeof lay / sizeof lay[0]; ++i) {
-            ref_kda_case c = kcase(N, lens, 0, 1, 3, d);
-            c.h0 = lay[i].h0;
-            c.ht = lay[i].ht;
-            c.pad_state = lay[i].pad;
-            ref_kda_host hp;
-            assert_int_equal(ref_kda_host_make(&hp, &c, check_fresh_seed()), 0);
-            dprob dp;
-            dprob_make(&dp, &hp);
-            refout ref;
-            ref_cpu(&hp, 0, 0, &ref);
-            char what[96];
-            snprintf(what, sizeof what, "decode bulk d%d %s", d, lay[i].name);
-            for (size_t j = 0; j < sizeof bulks / sizeof bulks[0]; ++j) {
-                gen_kvset ps;
-                char err[128];
-                gen_kv_clear(&ps);
-                if (gen_kv_parse(&ps, bulks[j], err, sizeof err))
-                    fail_msg("bad params '%s': %s", bulks[j], err);
-                variant v;
-                variant_build(&v, "kda_decode", &sh, &ps);
-                if (lay[i].inplace)
-                    check_inplace(what, &v, &dp, &ref);
-                else
-                    check_variant(what, &v, &dp, &ref);
-                rt_module_unload(&v.m);
-            }
-            refout_free(&ref);
-            dprob_free(&dp);
-            ref_kda_host_free(&hp);
-        }
-    }
-    free(lens);
 }
 
 static void test_kda_gpu__prefill_every_variant(void **state)
@@ -894,8 +814,7 @@ static const char *const mut_prefill[] = {
     "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "chunk=32,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma",
     "chunk=16,vs=32,w=8,tr=1,fused=1,mma=1,seg=1,prep=0,impl=recurrent" };
 static const char *const mut_decode[] = { NULL, "vsplit=2,w=4,ipc=1,ws=0", "vsplit=2,w=4,ipc=4,ws=0",
-                                          "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1",
-                                          "bulk=3,vsplit=1,w=4,ipc=1,ws=1" };
+                                          "vsplit=2,w=8,ipc=4,ws=1", "vsplit=8,w=4,ipc=1,ws=1" };
 #define N_MUT_PREFILL ((int)(sizeof mut_prefill / sizeof mut_prefill[0]))
 #define N_MUT_DECODE ((int)(sizeof mut_decode / sizeof mut_decode[0]))
 
@@ -1102,7 +1021,6 @@ int main(void)
         cmocka_unit_test(test_kda_gpu__check_refuses_bad_arguments),
         cmocka_unit_test_setup_teardown(test_kda_gpu__naive_matches_oracle, reset_failures, check_failures),
         cmocka_unit_test_setup_teardown(test_kda_gpu__decode_every_variant, reset_failures, check_failures),
-        cmocka_unit_test_setup_teardown(test_kda_gpu__decode_bulk_layouts, reset_failures, check_failures),
         cmocka_unit_test(test_kda_gpu__decode_timings),
         cmocka_unit_test_setup_teardown(test_kda_gpu__prefill_every_variant, reset_failures, check_failures),
         cmocka_unit_test_setup_teardown(test_kda_gpu__prefill_long_sequences, reset_failures, check_failures),

@@ -52,7 +52,7 @@ return {
     if ctas >= dev.sms then return { vsplit = 2, w = 4, ipc = 4, ws = 0 } end
     return { vsplit = 4, w = 4, ipc = 1, ws = 0 }
   end,
-  render   = function(p, f) return KL.dec_render(p, f, 1) end,
+  render   = function(p, f) return KL.dec_render(p, f) end,
   kernels  = function(p, f, dev)
     local g = geom(p, f)
     return { { name = "kf_kda_decode", threads = 32 * p.w, smem = (p.ipc or 1) > 1 and 16 * math.max(g.rk, g.rv) * g.t or 0 } }

@@ -263,6 +263,8 @@ return {
     -- 160, but n 8 t 16 H 16 31 against 26 and n 16 t 16 64 against 44. So: t <= 4 always, t <= 16 while the value
     -- slices of 16 columns leave at most 2 blocks an SM. t is the plan's average tokens a sequence: a call whose tokens
     -- gather in one long sequence runs them in series (~0.35 us a token); a tuned winner overrides the rule.
+    -- Session 19 (kda/recur.cuh, the same rule): n 3 t 11 8.0 us (was 8.9), n 3 t 17 9.5 (13.6), n 1 t 32 11.5 (19.3),
+    -- n 8 t 16 H 16 vs 32 34.5 (vs 16 was 54.5), n 64 t 4 H 16 vs 32 156 (179): many blocks want vs 32 still.
     local vs16_blocks = shape.n * shape.hv * (shape.dv // 16)
     if shape.t <= REC_T_ANY or (small and shape.t <= REC_T and vs16_blocks <= 2 * dev.sms) then
       local vs = vs16_blocks <= 2 * dev.sms and 16 or 32

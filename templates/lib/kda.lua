@@ -1,5 +1,5 @@
--- lib/kda.lua: what the KDA templates share: the geometry of kda/decode.cuh's state slices (kda_decode, and
--- kda_prefill's impl recurrent, which renders the same kernel with token batches).
+-- lib/kda.lua: the geometry of kda/decode.cuh's state slices and its rendering (kda_decode; kda_prefill's impl
+-- recurrent has its own kernel since session 19, kda/recur.cuh).
 -- A template reads it with import("lib/kda.lua") and lists it in its includes.
 local K = {}
 
@@ -49,12 +49,11 @@ function K.dec_valid(p, f, dev)
   return true
 end
 
--- kda/decode.cuh for p (vsplit, w, ipc, ws) and tb tokens a batch (1: decode; > 1: kda_prefill impl recurrent).
-function K.dec_render(p, f, tb)
+-- kda/decode.cuh for p (vsplit, w, ipc, ws).
+function K.dec_render(p, f)
   local src = subst("#define KF_BF16 1\n#define KF_KDA_K ${dk}\n#define KF_KDA_V ${dv}\n#define KF_DEC_THREADS ${t}\n#define KF_DEC_VSPLIT ${vs}\n#define KF_DEC_IPC ${ipc}\n#define KF_DEC_WS ${ws}\n#define KF_DEC_MINB ${minb}\n",
                     { dk = f.dk, dv = f.dv, t = 32 * p.w, vs = p.vsplit, ipc = p.ipc or 1, ws = p.ws or 0,
-                      minb = tb > 1 and 1 or K.dec_geom(p, f).minb })   -- tb > 1: few blocks; no occupancy asked
-  if tb > 1 then src = src .. "#define KF_DEC_TB " .. tb .. "\n" end
+                      minb = K.dec_geom(p, f).minb })
   return src .. fragment("common/kda_params.h") .. "\n" .. fragment("common/types.cuh") .. "\n"
     .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/decode.cuh")
 end

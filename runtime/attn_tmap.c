@@ -19,9 +19,10 @@ int rt_attn_tma_pages_ok(int page_size, int bn)
 int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv_rows, kf_attn_tmaps *tm, core_err *e)
 {
     memset(tm, 0, sizeof *tm);
-    if (!geo->tma || (geo->d != 64 && geo->d != 128 && geo->d != 256) || geo->bn < 1 || geo->bn > 256) {
-        return core_err_set(e, KF_ERR_UNSUPPORTED,
-                            "impl wgmma_tma: no tensor-map geometry (head dim %d, bn %d)", geo->d, geo->bn);
+    if (!geo->tma || (geo->d != 64 && geo->d != 128 && geo->d != 256) || geo->bn < 1 || geo->bn > 256 ||
+        geo->bm < 1 || geo->bm > 256) {
+        return core_err_set(e, KF_ERR_UNSUPPORTED, "impl wgmma_tma: no tensor-map geometry (head dim %d, bm %lld, bn %d)",
+                            geo->d, geo->bm, geo->bn);
     }
     /* paged: a map over each pool, (head dim, row in page, head, page), boxes of pb = min(bn, page size) rows that
      * never cross a page and land on whole 8-row swizzle atoms (attn/fwd_sm90.cuh, kf_sm90_tma_kv_paged) */
@@ -44,7 +45,7 @@ int rt_attn_tmaps(const rt_attn_geom *geo, const kf_attn_params *p, long long kv
         if (pass == 1 && !(cu = rt_tmap_driver("wgmma_pp", &st, e)))
             return st;
         st = rt_tmap_encode(cu, &tm->q, "q", p->q, geo->d, qrows, p->hq, pq ? 1 : p->b, p->q_ss, p->q_sh, pq ? 0 : p->q_sb,
-                    128, e);
+                    (int)geo->bm, e);
         if (!st && paged) {   /* the pool's page count is not known here: any int32 page index is in the map */
             const int pb = ps < geo->bn ? ps : geo->bn;
             st = rt_tmap_encode(cu, &tm->k, "k", p->k, geo->d, ps, p->hkv, TMAP_PAGES, p->k_ss, p->k_sh, p->k_sb, pb, e);

@@ -10,7 +10,7 @@
 
 /*
  * Encodes tm (q, k, v) for the call p of a variant with geometry geo (geo->tma set): 4D maps (head dim, rows,
- * heads, batch) of 16-bit elements over p's pointers and strides, box 64 x 128 (q) or 64 x geo->bn (k, v) x 1 x 1,
+ * heads, batch) of 16-bit elements over p's pointers and strides, box 64 x geo->bm (q) or 64 x geo->bn (k, v) x 1 x 1,
  * 128-byte swizzle (templates/common/attn_params.h). Packed q (cu_seqlens_q) is one batch of p->ws_rows rows;
  * packed k/v (cu_seqlens_k) one of kv_rows rows (the caller knows the total, the params do not carry it; -1:
  * unknown, refused when packed).

@@ -25,7 +25,7 @@ local function shape_of(p, f)
     -- stage), the cp.async producer's page table of a paged block (8 bytes a key)
     local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2 + 1024 + 8 * (1 + 4 * p.stages)
     if p.impl ~= "wgmma_tma" then smem = smem + 8 * p.bn end
-    return { smem = smem, threads = 384 }
+    return { smem = smem, threads = 128 * (1 + p.bm // 64) }
   end
   local wm, wn = p.w, 1
   local mt = p.bm // (16 * wm)
@@ -40,7 +40,17 @@ local function valid_wgmma(p, f, dev)
   if f.d ~= 64 and f.d ~= 128 and f.d ~= 256 then
     return false, "impl wgmma supports head dims 64, 128 and 256, got " .. tostring(f.d)
   end
-  if p.bm ~= 128 or p.w ~= 8 then return false, "impl wgmma takes bm 128 and w 8 (two consumer warpgroups)" end
+  -- bm 192 (three consumer warpgroups, w 12): FlashAttention-3's tile at head dim 64, where the exponentials take
+  -- as many cycles as the GEMMs; 160 registers a consumer hold O, S and P only there, and only the TMA producer
+  -- lives in the 32 registers left to it
+  if p.bm == 192 then
+    if p.impl ~= "wgmma_tma" or f.d ~= 64 or p.w ~= 12 then
+      return false, "bm 192 is impl wgmma_tma's tile at head dim 64 with w 12 (three consumer warpgroups), got impl "
+                    .. p.impl .. ", head dim " .. f.d .. ", w " .. p.w
+    end
+  elseif p.bm ~= 128 or p.w ~= 8 then
+    return false, "impl wgmma takes bm 128 and w 8 (two consumer warpgroups), or bm 192 and w 12 (wgmma_tma, head dim 64)"
+  end
   -- O (64 x D) and S (64 x BN) fp32 per consumer warpgroup: 128 + 32 registers at D 256 with 64-key blocks
   local bn = (f.d == 256) and 64 or 128
   if p.bn ~= bn then return false, "impl wgmma takes bn " .. bn .. " at head dim " .. f.d .. ", got " .. p.bn end
@@ -55,6 +65,7 @@ local function valid(p, f, dev)
   if not ok then return false, why end
   if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
   if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
+  if p.bm > 128 or p.w > 8 then return false, "impl mma takes bm 64 or 128 and w 4 or 8" end
   if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
   local s = shape_of(p, f)
   -- fp32 registers per thread: O acc MT*D/2, S acc MT*BN/2, Q fragments MT*D/4 when held in registers
@@ -73,7 +84,7 @@ return {
                "common/attn_features.cuh", "attn/fwd.cuh", "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
   shape    = A.gqa_shape(),
   -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth
-  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128 }, w = { 4, 8 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
+  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128, 192 }, w = { 4, 8, 12 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
   fixed    = A.gqa_fixed,
   valid    = valid,
   default  = function(shape, dev)
@@ -91,9 +102,12 @@ return {
       local maps = ps == 0 or (pb % 8 == 0 and (bn % ps == 0 or ps % bn == 0))
       -- stages 3 at head dim 128 (wgmma_tma): the sustained, interleaved prefill sweep chose it on all six D128
       -- shapes, 1K..32K, x1.015..1.039 beyond a 1% band (H200, 2026-12-01, session 7's fourth call), and never
-      -- found it slower; D64 kept stages 2 there, D256 has no room for a third stage
-      local st = (maps and shape.d == 128) and 3 or 2
-      return { impl = maps and WGMMA_DEFAULT or "wgmma_pp", bm = 128, w = 8, bn = bn, stages = st }
+      -- found it slower; D64 (bm 128) kept stages 2 there, D256 has no room for a third stage
+      -- head dim 64: the 192-row tile of three consumers, stages 3 (H200, sustained, kforge run, session 20: causal
+      -- 32/8 8K 0.686 -> 0.636 ms, 8 x 2K 0.423 -> 0.416, 16/16 16K 1.281 -> 1.206 against bm 128 stages 2)
+      local bm = (maps and shape.d == 64) and 192 or 128
+      local st = (maps and (shape.d == 128 or shape.d == 64)) and 3 or 2
+      return { impl = maps and WGMMA_DEFAULT or "wgmma_pp", bm = bm, w = bm // 16, bn = bn, stages = st }
     end
     if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
     if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2 } end
@@ -109,11 +123,12 @@ return {
 #define KF_G ${g}
 #define KF_CAUSAL ${causal}
 #define KF_BN ${bn}
+#define KF_SM90_BM ${bm}
 #define KF_STAGES ${stages}
 #define KF_SM90_OVERLAP ${ov}
 #define KF_SM90_PINGPONG ${pp}
 #define KF_FWD_NAME kf_attn_prefill
-]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, bn = p.bn, stages = p.stages,
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, bn = p.bn, bm = p.bm, stages = p.stages,
       ov = (p.impl ~= "wgmma") and 1 or 0, pp = (p.impl == "wgmma_pp" or p.impl == "wgmma_tma") and 1 or 0 })
       if p.impl == "wgmma_tma" then   -- only then: the other impls' sources stay byte for byte those of before
         hdr = "#define KF_ATTN_TMA 1\n#define KF_SM90_TMA 1\n" .. hdr

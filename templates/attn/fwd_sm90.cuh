@@ -6,21 +6,24 @@
  * Compile-time constants (defined by the template): KF_D head dim (= Dv, 64, 128 or 256), KF_G = hq / hkv, KF_CAUSAL,
  * KF_BN keys per block (128; 64 at head dim 256), KF_STAGES K/V stages (2 or 3), KF_SM90_OVERLAP (1: S of block n+1 and P V of
  * block n in flight together, the softmax overlapping P V; 0: each GEMM waited for), KF_SM90_PINGPONG (1:
- * the two consumer warpgroups take turns issuing GEMMs; needs KF_SM90_OVERLAP), KF_FWD_NAME kernel name.
+ * the consumer warpgroups take turns issuing GEMMs; needs KF_SM90_OVERLAP), KF_SM90_BM (128, or 192: see
+ * Threads), KF_FWD_NAME kernel name.
  * Needs common/types.cuh, common/mma.cuh (cp.async), common/wgmma.cuh.
  *
- * Same contract as attn/fwd.cuh with KF_DECODE 0 (common/attn_params.h): grid (cdiv(sq, 128), hq, b), a CTA
- * owns query rows row0 .. row0+127 of head h (longest causal tiles first), kv head h / G, varlen, kv_len,
+ * Same contract as attn/fwd.cuh with KF_DECODE 0 (common/attn_params.h): grid (cdiv(sq, BM), hq, b), a CTA
+ * owns query rows row0 .. row0+BM-1 of head h (longest causal tiles first), kv head h / G, varlen, kv_len,
  * paged K/V, strides, bottom-right causal, o = 0 / lse = -inf for rows that see no key. No split-KV.
  *
- * Threads: 3 warpgroups (384). Warpgroup 0 is the producer: its 128 threads copy Q once and then K and V of
+ * Threads: 1 + NWG warpgroups (KF_SM90_BM = 64 NWG query rows; 128, or 192 at head dim 64 as FlashAttention-3's
+ * tile there, where the exponentials are as many cycles as the GEMMs and a third consumer gives the softmax two
+ * warpgroups' GEMMs to hide under). Warpgroup 0 is the producer: its 128 threads copy Q once and then K and V of
  * each key block with cp.async (16 bytes per copy, zero-fill past the key range so K/V tails are never read)
  * straight into the 128-byte-swizzled layout wgmma reads, and signal each copy's landing with
- * cp.async.mbarrier.arrive (no thread waits for its own copies). Warpgroups 1 and 2 are consumers, 64 query
+ * cp.async.mbarrier.arrive (no thread waits for its own copies). Warpgroups 1 .. NWG are consumers, 64 query
  * rows each: S = Q K^T (wgmma m64nBNk16, A = Q and B = K from shared memory, both K-major), mask, online
  * softmax in base 2 with the scale folded, then O += P V (A = P from registers, B = V from shared memory as an
  * MN-major operand: V is stored like K, keys as rows, so no transpose is needed). setmaxnreg moves registers
- * from the producer (40) to the consumers (232).
+ * from the producer (40; 32 with three consumers) to the consumers (232; 160).
  *
  * Why cp.async by default: a tensor map is built on the host per tensor base and stride (cuTensorMapEncodeTiled);
  * the producer's cp.async needs no second argument and also covers paged K/V and per-row zero fill.
@@ -42,12 +45,12 @@
  * 1.22x at 4K (the cp.async producer: 2.3x).
  *
  * Pipeline: KF_STAGES slots, each K [BN][D] + V [BN][D]. Barriers per slot: full_k, full_v (128 producer
- * arrivals, each fired when that thread's copies have landed), empty_k (256 consumer arrivals once S = Q K^T
+ * arrivals, each fired when that thread's copies have landed), empty_k (128 NWG consumer arrivals once S = Q K^T
  * has completed), empty_v (once P V has completed): K of a later block may land while P V still reads V.
  * Use u of a slot waits parity u & 1. The consumers fence the async proxy after each wait, before wgmma
  * reads what cp.async wrote. A wait that never completes traps (common/wgmma.cuh) rather than hanging.
  *
- * Shared memory (1024-byte aligned): Q [D/64 panels][128 rows][64] | stages x (K [D/64][BN][64], V [D/64][BN][64]) |
+ * Shared memory (1024-byte aligned): Q [D/64 panels][BM rows][64] | stages x (K [D/64][BN][64], V [D/64][BN][64]) |
  * mbarriers. A panel holds 64 columns of every row (128 bytes), rows in 8-row atoms of 1024 bytes, 16-byte
  * chunk c of row r at chunk c ^ (r & 7) (the 128-byte swizzle).
  *
@@ -58,8 +61,11 @@
  * after Q K^T completes, the softmax at scale 1; KF_SINK: the sink joins the denominator in the epilogue).
  * FP8 K/V is not served here (the template refuses it). Hooks KF_MUTANT_WINDOW, KF_MUTANT_SINK.
  */
-#define KF_SM90_BM 128
-#define KF_SM90_THREADS 384
+#ifndef KF_SM90_BM
+#define KF_SM90_BM 128                              /* query rows per CTA: 64 per consumer warpgroup */
+#endif
+#define KF_SM90_NWG (KF_SM90_BM / 64)               /* consumer warpgroups: 2, or 3 (bm 192, head dim 64, TMA) */
+#define KF_SM90_THREADS (128 * (1 + KF_SM90_NWG))
 #define KF_SM90_PANEL (KF_SM90_BM * 128)            /* bytes of one 64-column panel of Q */
 #define KF_SM90_KPANEL (KF_BN * 128)                /* bytes of one 64-column panel of K or V */
 #define KF_SM90_Q_BYTES (KF_SM90_BM * KF_D * 2)
@@ -74,13 +80,22 @@
 #if KF_SM90_PINGPONG && !KF_SM90_OVERLAP
 #error "kforge attn fwd_sm90: pingpong needs the overlapped loop"
 #endif
-/* Pingpong (FA3): the two consumers take turns issuing their GEMMs (named barriers 1 and 2, 256 threads:
- * 128 wait on their own, 128 arrive on the other's), so one warpgroup's softmax runs under the other's
- * GEMMs. Per key range: nblk + 1 issue points per warpgroup; warpgroup 1 passes once up front, warpgroup 0
- * takes the extra pass at the end, so every barrier phase sees 128 + 128 threads. */
+/* Registers (setmaxnreg): the producer lowers to PRODREG, the consumers rise to CONSREG, 128 PRODREG + 128 NWG
+ * CONSREG <= 65536. Three consumers (FlashAttention-3's 192 x 128 tile of head dim 64): 32 and 160. */
+#if KF_SM90_NWG == 3
+#define KF_SM90_PRODREG 32
+#define KF_SM90_CONSREG 160
+#else
+#define KF_SM90_PRODREG 40
+#define KF_SM90_CONSREG 232
+#endif
+/* Pingpong (FA3): the consumers take turns issuing their GEMMs, round robin (named barriers 1 .. NWG, 256
+ * threads: 128 wait on their own, the 128 of the warpgroup before arrive on it), so a warpgroup's softmax runs
+ * under the others' GEMMs. Per key range: nblk + 1 issue points per warpgroup; the last warpgroup passes once up
+ * front, warpgroup 0 takes the extra pass at the end, so every barrier phase sees 128 + 128 threads. */
 #if KF_SM90_PINGPONG
 #define KF_PP_TURN() asm volatile("bar.sync %0, 256;\n" :: "r"(1 + wg) : "memory")
-#define KF_PP_PASS() asm volatile("bar.arrive %0, 256;\n" :: "r"(2 - wg) : "memory")
+#define KF_PP_PASS() asm volatile("bar.arrive %0, 256;\n" :: "r"(1 + (wg + 1) % KF_SM90_NWG) : "memory")
 #else
 #define KF_PP_TURN() do { } while (0)
 #define KF_PP_PASS() do { } while (0)
@@ -154,6 +169,9 @@ __device__ __forceinline__ void kf_sm90_tail_kv(kf_u32 sdst, const kf_u16 *base,
 
 #if !(((KF_D == 64 || KF_D == 128) && KF_BN == 128) || (KF_D == 256 && KF_BN == 64)) || KF_STAGES < 2 || KF_STAGES > 3
 #error "kforge attn fwd_sm90: head dim 64 or 128 with 128-key blocks, 256 with 64-key blocks; 2..3 stages"
+#endif
+#if !(KF_SM90_BM == 128 || (KF_SM90_BM == 192 && KF_D == 64 && KF_SM90_TMA))
+#error "kforge attn fwd_sm90: 128 query rows a CTA, or 192 at head dim 64 with the TMA producer"
 #endif
 #define KF_SM90_OR (KF_D / 2)                       /* O accumulators per thread: 64 rows x D per warpgroup */
 #define KF_SM90_SN (KF_BN / 2)                      /* S accumulators per thread: 64 rows x BN per warpgroup */
@@ -318,15 +336,15 @@ KF_FWD_NAME(const kf_attn_params p)
         for (int s = 0; s < KF_STAGES; ++s) {
             kf_mbar_init(bar_k + 8 * s, KF_SM90_FULL_COUNT);
             kf_mbar_init(bar_v + 8 * s, KF_SM90_FULL_COUNT);
-            kf_mbar_init(bar_ek + 8 * s, 256);
-            kf_mbar_init(bar_ev + 8 * s, 256);
+            kf_mbar_init(bar_ek + 8 * s, 128 * KF_SM90_NWG);
+            kf_mbar_init(bar_ev + 8 * s, 128 * KF_SM90_NWG);
         }
     }
     __syncthreads();
 
     if (tid < 128) {
         /* ---------------- producer warpgroup */
-        kf_setmaxnreg_dec<40>();
+        kf_setmaxnreg_dec<KF_SM90_PRODREG>();
 #if KF_SM90_TMA
         if (tid >= 32)
             return;                                        /* one producer warp */
@@ -415,7 +433,7 @@ KF_FWD_NAME(const kf_attn_params p)
 #endif
     } else {
         /* ---------------- consumer warpgroups: 64 rows each */
-        kf_setmaxnreg_inc<232>();
+        kf_setmaxnreg_inc<KF_SM90_CONSREG>();
         const int ct = tid - 128, wg = ct >> 7, lane = tid & 31, wl = (ct >> 5) & 3;
         const int rbase = wg * 64 + wl * 16 + (lane >> 2);     /* tile row of accumulator half 0 (half 1: +8) */
         const int qi0 = row0 + rbase, qi1 = qi0 + 8;
@@ -469,7 +487,7 @@ KF_FWD_NAME(const kf_attn_params p)
         /* S(n+1) = Q K(n+1)^T and O += P(n) V(n) are issued back to back; the softmax of block n+1 runs
          * while P(n) V(n) is on the tensor cores. O is rescaled by block n's correction right before
          * P(n) V(n) is issued. */
-        if (KF_SM90_PINGPONG && wg == 1 && nblk > 0)
+        if (KF_SM90_PINGPONG && wg == KF_SM90_NWG - 1 && nblk > 0)
             asm volatile("bar.arrive 1, 256;\n" ::: "memory");   /* warpgroup 0 issues first */
         if (nblk > 0) {
             kf_mbar_wait(bar_k, 0);
@@ -529,7 +547,7 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_mbar_arrive(bar_ev + 8 * sp);
         }
         if (KF_SM90_PINGPONG && wg == 0 && nblk > 0)
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");     /* takes warpgroup 1's last pass */
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");     /* takes the last warpgroup's last pass */
 #endif
 
         rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 1);

@@ -110,6 +110,8 @@ const char *const suite_prefill_sm90_params_d256[3] = {"impl=wgmma,bm=128,w=8,bn
 #define TMA2 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"
 #define TMA3 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3"
 #define TMA256 .params = "impl=wgmma_tma,bm=128,w=8,bn=64,stages=2"
+#define TMA192 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=2"   /* three consumers, head dim 64 */
+#define TMA192S3 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3"
 const suite_case suite_prefill_sm90[] = {
     {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, WG2, .mut = MUT_YES},
     {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, OV3, .mut = MUT_YES},
@@ -236,6 +238,10 @@ const suite_case suite_feat_sm90[] = {
     {PRE, "bf16", 2, 400, 500, 8, 2, 64, 1, KV(500, 401), WIN(128), .sinks = 1, PP3},
     {PRE, "bf16", 1, 300, 300, 8, 2, 256, 1, WIN(64), .softcap = 50.0, .scale = 0.5,
      .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+    /* wgmma_tma's 192-row tile (three consumers, head dim 64): a window inside and across its rows, sinks over
+     * ragged lengths (0 and 1 among them), softcap */
+    {PRE, "bf16", 3, 400, 500, 8, 2, 64, 1, KV(500, 401, 0), WIN(100), .sinks = 1, TMA192, .mut = MUT_YES},
+    {PRE, "fp16", 2, 385, 385, 8, 4, 64, 1, KV(385, 1), .softcap = 20.0, .scale = 1.0, TMA192S3},
 };
 const int suite_feat_sm90_n = sizeof suite_feat_sm90 / sizeof suite_feat_sm90[0];
 
@@ -337,6 +343,8 @@ const suite_case suite_paged_sm90[] = {
     {PRE, "bf16", 2, 200, 520, 8, 2, 256, 0, KV(520, 192), PG(192), TMA256},
     {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .sinks = 1, TMA2},
     {PRE, "fp16", 2, 300, 777, 8, 8, 128, 1, KV(777, 640), PG(64), .softcap = 30.f, TMA3},
+    {PRE, "bf16", 3, 200, 700, 8, 2, 64, 1, KV(700, 0, 333), PG(64), TMA192, .mut = MUT_YES},
+    {PRE, "fp16", 2, 385, 1000, 8, 4, 64, 1, KV(1000, 256), PG(16), TMA192S3},
 };
 const int suite_paged_sm90_n = sizeof suite_paged_sm90 / sizeof suite_paged_sm90[0];
 
@@ -415,7 +423,8 @@ const int suite_decode_direct_n = sizeof suite_decode_direct / sizeof suite_deco
  * key lengths whose last block is partial, with NaN past the length (that block goes by cp.async with zero fill;
  * the map would read the NaNs: P = 0 times NaN is NaN), lengths on block edges (127..129, 255..257, 640 of a
  * 777-row cache: whole blocks, NaN right after), packed varlen whose boxes run into the next sequence, strided
- * views, GQA 8/4 and 8/2, stages 3, D 64 and 256, the model features with ragged lengths.
+ * views, GQA 8/4 and 8/2, stages 3, D 64 and 256, the model features with ragged lengths; the 192-row tile of
+ * head dim 64 (bm 192: test_attn_gpu also runs every head dim 64 case of this group on it).
  */
 const suite_case suite_prefill_tma[] = {
     {PRE, "bf16", 2, 300, 777, 8, 2, 128, 1, KV(777, 129), TMA2},
@@ -431,6 +440,14 @@ const suite_case suite_prefill_tma[] = {
     {PRE, "fp16", 2, 300, 777, 8, 2, 64, 1, KV(777, 129), TMA3},
     {PRE, "bf16", 3, 200, 0, 8, 4, 64, 1, KV(200, 63, 1), QL(200, 63, 1), .packed_kv = 1, TMA2},
     {PRE, "bf16", 2, 300, 777, 8, 4, 256, 1, KV(777, 65), TMA256},
+    /* the 192-row tile (three consumers, head dim 64): query lengths on and off its rows (1, 17, 191..193, 385),
+     * ratios 8/8, 8/4, 8/2 and 16/16, Sq < Skv, packed varlen with 0, strided, one long causal sequence */
+    {PRE, "bf16", 2, 193, 777, 8, 2, 64, 1, KV(777, 129), TMA192},
+    {PRE, "fp16", 2, 17, 17, 8, 8, 64, 1, TMA192S3},
+    {PRE, "bf16", 4, 385, 0, 8, 4, 64, 1, KV(385, 192, 1, 0), QL(385, 191, 1, 0), .packed_kv = 1, TMA192S3},
+    {PRE, "bf16", 2, 192, 200, 16, 16, 64, 0, KV(200, 191), TMA192},
+    {PRE, "fp16", 2, 200, 333, 8, 2, 64, 1, KV(333, 200), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA192},
+    {PRE, "bf16", 1, 4097, 4097, 16, 2, 64, 1, TMA192S3, .ref = REF_NAIVE},
     {PRE, "fp16", 2, 200, 300, 8, 2, 256, 0, KV(300, 100), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA256},
     /* the model features over ragged lengths */
     {PRE, "bf16", 2, 300, 450, 8, 2, 128, 1, KV(450, 130), WIN(100), TMA2},

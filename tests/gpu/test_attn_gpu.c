@@ -92,8 +92,8 @@ static void build_wgmma_cases(void)
 }
 
 /* The wgmma_tma group (issue 19): every case of the wgmma group and of suite_feat_sm90 with its impl swapped to
- * wgmma_tma (same bn and stages), then suite_prefill_tma. */
-#define MAX_TMA_CASES 192
+ * wgmma_tma (same bn and stages), then suite_prefill_tma, then each head dim 64 case of these on bm 192. */
+#define MAX_TMA_CASES 256
 static suite_case g_tma_cases[MAX_TMA_CASES];
 static char g_tma_params[MAX_TMA_CASES][96];
 static int g_tma_n;
@@ -120,6 +120,17 @@ static void build_tma_cases(void)
         add_tma_case(&suite_feat_sm90[i]);
     for (int i = 0; i < suite_prefill_tma_n && g_tma_n < MAX_TMA_CASES; i++)
         g_tma_cases[g_tma_n++] = suite_prefill_tma[i];
+    /* head dim 64 on the 192-row tile (three consumer warpgroups): every such case above again */
+    const int n = g_tma_n;
+    for (int i = 0; i < n && g_tma_n < MAX_TMA_CASES; i++) {
+        const char *rest = g_tma_cases[i].params ? strstr(g_tma_cases[i].params, ",bn=") : NULL;
+        if (g_tma_cases[i].d != 64 || !rest || !strstr(g_tma_cases[i].params, ",bm=128,w=8,"))
+            continue;
+        snprintf(g_tma_params[g_tma_n], sizeof g_tma_params[0], "impl=wgmma_tma,bm=192,w=12%s", rest);
+        g_tma_cases[g_tma_n] = g_tma_cases[i];
+        g_tma_cases[g_tma_n].params = g_tma_params[g_tma_n];
+        g_tma_n++;
+    }
 }
 
 /* The impl=direct group: every attn_decode case of suite_decode, suite_kv8, suite_feat and suite_paged again on

@@ -194,7 +194,15 @@ class TestFixture(unittest.TestCase):
 
 class TestSets(unittest.TestCase):
     def test_sets(self):
-        self.assertEqual(set(sets.available()), {"all", "gqa-decode", "gqa-prefill", "gqa-window", "kda", "tiny"})
+        self.assertEqual(set(sets.available()),
+                         {"all", "gqa-decode", "gqa-prefill", "gqa-window", "kda", "prefill-matrix", "tiny"})
+        # issue 19's matrix: D x length x heads, causal, Sq = Skv, 16K tokens a call, every shape once
+        mat = sets.load("prefill-matrix")
+        self.assertEqual(sorted({(s.d, s.sq, s.hq, s.hkv) for s in mat}),
+                         sorted((d, n, hq, hkv) for d in (64, 128, 256) for n in (2048, 4096, 8192, 16384)
+                                for hq, hkv in ((32, 8), (64, 8), (16, 16))))
+        self.assertTrue(all(s.causal and s.sq == s.skv and s.b * s.sq == 16384 for s in mat))
+        self.assertEqual(len({s.id for s in mat}), 36)
         dec, pre, al = sets.load("gqa-decode"), sets.load("gqa-prefill"), sets.load("all")
         self.assertEqual([s.id for s in al], [s.id for s in dec + pre])
         # the design.md reference rows are all there

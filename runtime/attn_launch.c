@@ -10,7 +10,7 @@
 
 rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
 {
-    rt_attn_geom geo = {RT_GEOM_NONE, 0, 0, 0, 0, 0, 0, 0};
+    rt_attn_geom geo = {RT_GEOM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     const rt_family *fam = rt_family_of(vp);
     if (!fam)
         return geo;
@@ -23,6 +23,8 @@ rt_attn_geom rt_attn_geom_of(const gen_kvset *vp)
             const char *impl = gen_kv_str(vp, "impl");
             geo.tma = impl && strcmp(impl, "wgmma_tma") == 0;
             geo.d = (int)gen_kv_int(vp, "d", 0), geo.bn = (int)gen_kv_int(vp, "bn", 0);
+            const char *sched = gen_kv_str(vp, "sched");
+            geo.persist = sched && strcmp(sched, "persist") == 0;
         }
         break;
     case RT_FAM_ATTN_DECODE:
@@ -48,6 +50,11 @@ int rt_attn_grid_geom(const rt_attn_geom *geo, const kf_attn_params *p, int kern
     case RT_GEOM_PREFILL:
         if (kernel_index != 0 || (long long)p->hkv * geo->g != p->hq)
             return -1;
+        if (geo->persist) {   /* units of two tiles (query blocks m and last - m of one head), one CTA an SM at most,
+                               * each looping over its units (attn/fwd_sm90.cuh) */
+            const long long units = rt_cdiv(rt_cdiv(p->sq, geo->bm), 2) * p->hq * p->b;
+            return rt_set_grid(grid, geo->ctas > 0 && units > geo->ctas ? geo->ctas : units, 1, 1);
+        }
         return rt_set_grid(grid, rt_cdiv(p->sq, geo->bm), p->hq, p->b);
     case RT_GEOM_DECODE:
         if ((long long)p->hkv * geo->g != p->hq || p->splits < 1)

@@ -13,6 +13,7 @@
  *
  * Grid convention (x, y, z), kernels in launch order:
  *   attn_prefill  k0 kf_attn_prefill  (cdiv(sq, bm), hq, b)               sq = max rows per sequence when packed
+ *                                     sched=persist: (min(cdiv(cdiv(sq, bm), 2) hq b, geo.ctas), 1, 1)
  *   attn_decode   k0 kf_attn_decode   (splits, hkv * cdiv(g * sq, tm), b) y = kv_head * tiles + tile
  *                 k1 kf_attn_combine  (cdiv(ws_rows * hq, crows), 1, 1)   only when splits > 1;
  *                                     crows = clamp(128 / (d / 4), 1, 8) (4 columns per thread)
@@ -29,6 +30,8 @@ typedef struct rt_attn_geom {
     long long bm, tm, g, rows; /* prefill bm, g; decode tm, g, its combine kernel's rows per block */
     int tma, d, bn;            /* prefill impl=wgmma_tma: its launch also passes tensor maps (runtime/attn_tmap.h),
                                 * encoded per call for head dim d and bn-key boxes; 0 elsewhere */
+    int persist, ctas;         /* prefill sched=persist: a 1-D grid of min(tiles, ctas) CTAs looping over the tiles
+                                * (ctas: the device's SMs, set by the plan or the tuner; 0: one CTA a tile) */
 } rt_attn_geom;
 
 /* Reads the variant's geometry; kind RT_GEOM_NONE when the family is unknown or a value is missing. */

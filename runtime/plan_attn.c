@@ -2,6 +2,7 @@
 #include "runtime/attn_features.h"
 #include "runtime/attn_launch.h"
 #include "runtime/attn_tmap.h"
+#include "runtime/ctx.h"
 #include "runtime/family.h"
 #include "runtime/plan.h"
 
@@ -22,6 +23,7 @@ static kf_status attn_finish(kf_plan *p, const void *desc, const rt_choice *ch, 
     p->d.attn = *d;
     rt_attn_base_params(d, &p->vp, &p->base.attn);
     p->geo = rt_attn_geom_of(&p->vp);
+    p->geo.ctas = p->ctx->dev.sms;   /* sched=persist: one CTA an SM */
     if (p->geo.tma && d->page_size > 0 && !rt_attn_tma_pages_ok(d->page_size, p->geo.bn)) {
         return core_err_set(e, KF_ERR_UNSUPPORTED,
                             "the variant '%s' (impl wgmma_tma) loads K/V pages by tensor map: desc.page_size %d and "

@@ -22,8 +22,8 @@ local function is_wgmma(impl) return impl == "wgmma" or impl == "wgmma_ov" or im
 local function shape_of(p, f)
   if is_wgmma(p.impl) then
     -- Q + stages x (K + V), 1024 bytes of alignment slack, 8-byte mbarriers (q; full_k, full_v, empty_k, empty_v per
-    -- stage), the cp.async producer's page table of a paged block (8 bytes a key)
-    local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2 + 1024 + 8 * (1 + 4 * p.stages)
+    -- stage; q empty), the cp.async producer's page table of a paged block (8 bytes a key)
+    local smem = p.bm * f.d * 2 + p.stages * 2 * p.bn * f.d * 2 + 1024 + 8 * (2 + 4 * p.stages)
     if p.impl ~= "wgmma_tma" then smem = smem + 8 * p.bn end
     return { smem = smem, threads = 128 * (1 + p.bm // 64) }
   end
@@ -55,6 +55,11 @@ local function valid_wgmma(p, f, dev)
   local bn = (f.d == 256) and 64 or 128
   if p.bn ~= bn then return false, "impl wgmma takes bn " .. bn .. " at head dim " .. f.d .. ", got " .. p.bn end
   if p.stages < 2 then return false, "impl wgmma needs 2 or 3 stages" end
+  -- sched persist: grid = min(units of two tiles, SMs), each CTA loops over units (its producer warp reloads Q per tile)
+  if p.sched == "persist" and p.impl ~= "wgmma_tma" then
+    return false, "sched persist is impl wgmma_tma's (its one-warp producer reloads Q per tile), got impl " .. p.impl
+                  .. " (name sched=grid with it)"
+  end
   return A.check_smem(shape_of(p, f).smem, dev)
 end
 
@@ -66,6 +71,7 @@ local function valid(p, f, dev)
   if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
   if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
   if p.bm > 128 or p.w > 8 then return false, "impl mma takes bm 64 or 128 and w 4 or 8" end
+  if p.sched == "persist" then return false, "impl mma takes sched grid (one CTA a tile), got sched persist" end
   if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
   local s = shape_of(p, f)
   -- fp32 registers per thread: O acc MT*D/2, S acc MT*BN/2, Q fragments MT*D/4 when held in registers
@@ -83,8 +89,12 @@ return {
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/fp8.cuh", "common/mma.cuh",
                "common/attn_features.cuh", "attn/fwd.cuh", "common/wgmma.cuh", "attn/fwd_sm90.cuh" },
   shape    = A.gqa_shape(),
-  -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth
-  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128, 192 }, w = { 4, 8, 12 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 } },
+  -- impl: kernel body; bm: query rows per CTA; w: warps (each 16*bm/(16w) rows); bn: keys per block; stages: K/V depth;
+  -- sched: grid (a CTA a tile of bm rows of one head) or persist (wgmma_tma: min(units, SMs) CTAs looping over units of
+  -- two tiles of one head, query blocks m and last - m, in L2-sized sections of heads; each CTA's next K and Q loaded
+  -- under its current tile's last blocks)
+  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128, 192 }, w = { 4, 8, 12 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 },
+               sched = { "grid", "persist" } },
   fixed    = A.gqa_fixed,
   valid    = valid,
   default  = function(shape, dev)
@@ -107,12 +117,15 @@ return {
       -- 32/8 8K 0.686 -> 0.636 ms, 8 x 2K 0.423 -> 0.416, 16/16 16K 1.281 -> 1.206 against bm 128 stages 2)
       local bm = (maps and shape.d == 64) and 192 or 128
       local st = (maps and (shape.d == 128 or shape.d == 64)) and 3 or 2
-      return { impl = maps and WGMMA_DEFAULT or "wgmma_pp", bm = bm, w = bm // 16, bn = bn, stages = st }
+      -- sched grid: the persistent schedule measured slower on the long rows (H200, session 20, kforge run, causal:
+      -- 32/8 16K 3.79 ms grid against 3.98 persist, 2 x 8K D 64 1.27 / 1.35, 8 x 2K D 256 16/16 0.62 / 0.71;
+      -- only 8 x 2K D 64 0.430 / 0.421 the other way; bench/NOTES.md), a knob for the tuner
+      return { impl = maps and WGMMA_DEFAULT or "wgmma_pp", bm = bm, w = bm // 16, bn = bn, stages = st, sched = "grid" }
     end
-    if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2 } end
-    if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2 } end
+    if shape.d <= 64 then return { impl = "mma", bm = 128, w = 4, bn = 64, stages = 2, sched = "grid" } end
+    if shape.d <= 128 then return { impl = "mma", bm = 128, w = 8, bn = 128, stages = 2, sched = "grid" } end
     -- D 256: the first whose tiles fit the device's shared memory (192 KB at bn 64 exceeds an sm_80's 163 KB)
-    return A.first_valid(valid, A.gqa_fixed(shape), dev, { impl = "mma", bm = 128, w = 8, bn = 64, stages = 2 },
+    return A.first_valid(valid, A.gqa_fixed(shape), dev, { impl = "mma", bm = 128, w = 8, bn = 64, stages = 2, sched = "grid" },
                          { {}, { bn = 32 }, { bm = 64, w = 4, bn = 32 }, { bm = 64, w = 4, bn = 32, stages = 1 } })
   end,
   render   = function(p, f)
@@ -124,11 +137,12 @@ return {
 #define KF_CAUSAL ${causal}
 #define KF_BN ${bn}
 #define KF_SM90_BM ${bm}
+#define KF_SM90_PERSIST ${persist}
 #define KF_STAGES ${stages}
 #define KF_SM90_OVERLAP ${ov}
 #define KF_SM90_PINGPONG ${pp}
 #define KF_FWD_NAME kf_attn_prefill
-]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, bn = p.bn, bm = p.bm, stages = p.stages,
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, bn = p.bn, bm = p.bm, stages = p.stages, persist = p.sched == "persist" and 1 or 0,
       ov = (p.impl ~= "wgmma") and 1 or 0, pp = (p.impl == "wgmma_pp" or p.impl == "wgmma_tma") and 1 or 0 })
       if p.impl == "wgmma_tma" then   -- only then: the other impls' sources stay byte for byte those of before
         hdr = "#define KF_ATTN_TMA 1\n#define KF_SM90_TMA 1\n" .. hdr

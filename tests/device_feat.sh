@@ -50,7 +50,7 @@ run paged64_4k_causal attn_prefill "$P,sq=4096,skv=4096,causal=1" --page-size 64
 # the same kernel contiguous (a paged shape takes wgmma_pp; the contiguous default is wgmma_tma), other page sizes,
 # paged decode, and the FP8 decode at other depths (EXTRA=0 skips them)
 if [ "${EXTRA:-1}" = 1 ]; then
-  run dense_4k_causal_pp attn_prefill "$P,sq=4096,skv=4096,causal=1" --params impl=wgmma_pp,bm=128,w=8,bn=128,stages=2
+  run dense_4k_causal_pp attn_prefill "$P,sq=4096,skv=4096,causal=1" --params impl=wgmma_pp,bm=128,w=8,bn=128,stages=2,sched=grid
   run paged16_4k_causal attn_prefill "$P,sq=4096,skv=4096,causal=1" --page-size 16
   run paged256_4k_causal attn_prefill "$P,sq=4096,skv=4096,causal=1" --page-size 256
   run dec_paged64_32k attn_decode "dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0" --page-size 64

@@ -800,6 +800,7 @@ static int dev_launch(tune_ctx *ctx, const tune_compiled *v, const rt_module *m,
     kf_attn_tmaps tm;          /* attn_prefill impl=wgmma_tma: its second argument, encoded for these pointers */
     void *args[] = {p, &tm};
     rt_attn_geom geo = rt_attn_geom_of(&v->vp);
+    geo.ctas = ctx->info.sms;   /* sched=persist: one CTA an SM, as a plan launches it */
     if (geo.tma && rt_attn_tmaps(&geo, p, kv_rows, &tm, &ctx->err))
         return -1;
     /* A binary lists every kernel it holds (gen_build_prepare merges kernels() over the runtime
@@ -811,7 +812,7 @@ static int dev_launch(tune_ctx *ctx, const tune_compiled *v, const rt_module *m,
     }
     for (int i = 0; i < l.n; i++) {
         unsigned grid[3];
-        if (rt_attn_grid(&v->vp, p, i, grid)) {
+        if (rt_attn_grid_geom(&geo, p, i, grid)) {
             return tune_ctx_seterr(ctx, KF_ERR_ARG, "rt_attn_grid refused kernel %d of %s (b %d sq %d hq %d hkv %d"
                                    " splits %d)", i, v->key ? v->key : v->family, p->b, p->sq, p->hq, p->hkv,
                                    p->splits);

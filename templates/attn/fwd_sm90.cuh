@@ -91,8 +91,9 @@
 #endif
 /* Pingpong (FA3): the consumers take turns issuing their GEMMs, round robin (named barriers 1 .. NWG, 256
  * threads: 128 wait on their own, the 128 of the warpgroup before arrive on it), so a warpgroup's softmax runs
- * under the others' GEMMs. Per key range: nblk + 1 issue points per warpgroup; the last warpgroup passes once up
- * front, warpgroup 0 takes the extra pass at the end, so every barrier phase sees 128 + 128 threads. */
+ * under the others' GEMMs. Per tile: nblk + 1 issue points per warpgroup; the turns run on from tile to tile of
+ * a persistent CTA; the last warpgroup passes once up front (its first tile), warpgroup 0 takes the extra pass at
+ * the end (after its last tile), so every barrier phase sees 128 + 128 threads. */
 #if KF_SM90_PINGPONG
 #define KF_PP_TURN() asm volatile("bar.sync %0, 256;\n" :: "r"(1 + wg) : "memory")
 #define KF_PP_PASS() asm volatile("bar.arrive %0, 256;\n" :: "r"(1 + (wg + 1) % KF_SM90_NWG) : "memory")
@@ -103,6 +104,12 @@
 
 #ifndef KF_SM90_TMA
 #define KF_SM90_TMA 0
+#endif
+#ifndef KF_SM90_PERSIST
+#define KF_SM90_PERSIST 0
+#endif
+#if KF_SM90_PERSIST && !KF_SM90_TMA
+#error "kforge attn fwd_sm90: the persistent schedule comes with the TMA producer (one warp reloads Q per tile)"
 #endif
 #if KF_SM90_TMA
 #if !KF_SM90_PINGPONG
@@ -279,18 +286,44 @@ __device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_a
 #define KF_SM90_FEAT(j0) do { } while (0)
 #endif
 
-extern "C" __global__ void __launch_bounds__(KF_SM90_THREADS, 1)
-#if KF_SM90_TMA
-KF_FWD_NAME(const kf_attn_params p, const __grid_constant__ kf_attn_tmaps tm)
-#else
-KF_FWD_NAME(const kf_attn_params p)
-#endif
+/* One tile of the kernel's work: query rows row0 .. row0+BM-1 of head h of sequence b, and its key range. */
+struct kf_sm90_tile {
+    int b, h, kvh, r0, n_q, k0, n_kv, row0, imin, imax, coff, wwin, kwmask, kbeg, kend, kstop, kmask, nblk;
+};
+
+/* The tile at index tile (KF_SM90_PERSIST; else the CTA's own, from blockIdx): false when it holds no rows (past a
+ * shorter sequence of a packed or ragged batch, or the second half of an odd middle pair). Persistent work comes in
+ * units of two tiles of one head, query blocks m and nmb-1-m, so that every causal unit costs nmb + 1 key blocks
+ * and units dealt round robin (CTA c: c, c + grid, ...) balance within one unit: dealing tiles ordered longest
+ * first balanced too, but not once they were also grouped for L2 (below), where a section's lengths restart;
+ * that static deal was 25% over the mean on causal D 256 16/16 8 x 2K (H200, session 20). Units are ordered by
+ * sections of hs (batch, head) pairs, then pair, then batch and head (the G heads of one kv head side by side),
+ * so the units running at once read the K/V of about one section, which L2 holds: ordering every head's tiles by
+ * length first read each head's K/V from DRAM once a tile (the same row 36% slower than one CTA a tile;
+ * FlashAttention-3's scheduler groups heads for L2 likewise). A section is the fewest whole kv heads whose units
+ * outnumber the CTAs, as one CTA a tile's neighbours span about one head: sections of 32 MB of K/V
+ * (FlashAttention-3's figure) left the long rows 7-10% slower than one CTA a tile. Still 5-14% slower on the long
+ * rows than one CTA a tile (bench/NOTES.md, session 20): sched persist is a knob, not the default. */
+__device__ __forceinline__ bool kf_sm90_tile_at(const kf_attn_params &p, int tile, kf_sm90_tile &T)
 {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
-    const int tid = threadIdx.x;
+#if KF_SM90_PERSIST
+    const int nbh = p.hq * p.b, nmb = (p.sq + KF_SM90_BM - 1) / KF_SM90_BM, npair = (nmb + 1) / 2;
+    const int hs = min(nbh, ((int)gridDim.x / npair + 1 + KF_G - 1) / KF_G * KF_G);
+    const int tl = tile; // KF_MUTANT_SCHED2
+    const int unit = tl >> 1, half = tl & 1;
+    const int sec = unit / (hs * npair), r = unit - sec * hs * npair, hsec = min(hs, nbh - sec * hs);
+    const int k = r / hsec, bh = sec * hs + (r - k * hsec);
+    const int b = bh / p.hq;
+    const int mblk = half ? k : nmb - 1 - k;                        /* the long tile first */
+    if (half && k == nmb - 1 - k)
+        return false;                                               /* the middle of an odd count: once */
+    const int h = bh - b * p.hq; // KF_MUTANT_SCHEDHEAD
+#else
+    (void)tile;
     const int b = blockIdx.z;
     const int mblk = KF_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;  /* long tiles first */
     const int h = blockIdx.y;
+#endif
     const int split = 0, nsplit = 1;
     const int kvh = h / KF_G; // KF_MUTANT_KVHEAD
 
@@ -300,7 +333,7 @@ KF_FWD_NAME(const kf_attn_params p)
     const int n_kv = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - k0 : (p.kv_len ? p.kv_len[b] : p.skv);
     const int row0 = mblk * KF_SM90_BM;
     if (row0 >= n_q)
-        return;
+        return false;
     const int imin = row0, imax = min(row0 + KF_SM90_BM, n_q) - 1;
     const int coff = n_kv - n_q; // KF_MUTANT_CAUSAL
 #if KF_WIN
@@ -322,13 +355,35 @@ KF_FWD_NAME(const kf_attn_params p)
     const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
     const int nblk = kstop > kbeg ? (kstop - kbeg + KF_BN - 1) / KF_BN : 0;
 
+    T = kf_sm90_tile{b, h, kvh, r0, n_q, k0, n_kv, row0, imin, imax, coff, wwin, kwmask, kbeg, kend, kstop, kmask,
+                     nblk};
+    return true;
+}
+
+/* The tile's values as the kernel's locals */
+#define KF_SM90_TILE_LOCALS(T)                                                                                      \
+    const int b = T.b, h = T.h, kvh = T.kvh, r0 = T.r0, n_q = T.n_q, k0 = T.k0, row0 = T.row0, wwin = T.wwin;        \
+    const int kwmask = T.kwmask, kbeg = T.kbeg, kend = T.kend, kmask = T.kmask, coff = T.coff, nblk = T.nblk;       \
+    (void)b, (void)h, (void)kvh, (void)r0, (void)n_q, (void)k0, (void)row0, (void)wwin, (void)kwmask, (void)kbeg;    \
+    (void)kend, (void)kmask, (void)coff, (void)nblk
+
+extern "C" __global__ void __launch_bounds__(KF_SM90_THREADS, 1)
+#if KF_SM90_TMA
+KF_FWD_NAME(const kf_attn_params p, const __grid_constant__ kf_attn_tmaps tm)
+#else
+KF_FWD_NAME(const kf_attn_params p)
+#endif
+{
+    extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
+    const int tid = threadIdx.x;
     /* 1024-byte aligned base (the swizzle pattern is a function of the address bits) */
     const kf_u32 sbase = (kf_smem_u32(kf_smem) + 1023u) & ~1023u;
     const kf_u32 sQ = sbase, sKV = sbase + KF_SM90_Q_BYTES;
     const kf_u32 bar_q = sbase + KF_SM90_BAR_OFF;
     const kf_u32 bar_k = bar_q + 8, bar_v = bar_k + 8 * KF_STAGES;
     const kf_u32 bar_ek = bar_v + 8 * KF_STAGES, bar_ev = bar_ek + 8 * KF_STAGES;
-    const kf_u32 spt = bar_ev + 8 * KF_STAGES;             /* paged K/V: the block's page table (not with TMA) */
+    const kf_u32 bar_qe = bar_ev + 8 * KF_STAGES;          /* Q may be refilled: every consumer's last Q K^T is done */
+    const kf_u32 spt = bar_qe + 8;                         /* paged K/V: the block's page table (not with TMA) */
 
     if (tid == 0) {
         kf_mbar_init(bar_q, KF_SM90_FULL_COUNT);
@@ -339,8 +394,19 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_mbar_init(bar_ek + 8 * s, 128 * KF_SM90_NWG);
             kf_mbar_init(bar_ev + 8 * s, 128 * KF_SM90_NWG);
         }
+        kf_mbar_init(bar_qe, 128 * KF_SM90_NWG);
     }
     __syncthreads();
+#if KF_SM90_PERSIST
+    /* persistent: CTA c takes units c, c + grid, c + 2 grid, ..., two tiles each (grid = min(units, SMs):
+     * runtime/attn_launch.c) */
+    const int nunits = ((p.sq + KF_SM90_BM - 1) / KF_SM90_BM + 1) / 2 * p.hq * p.b;
+    const int ufirst = blockIdx.x, ustep = gridDim.x; // KF_MUTANT_SCHED
+#define KF_SM90_TILES(tile)                                                                                        \
+    for (int kf_k = 0, tile; (tile = 2 * (ufirst + (kf_k >> 1) * ustep) + (kf_k & 1)) < 2 * nunits; ++kf_k)
+#else
+#define KF_SM90_TILES(tile) for (int tile = 0; tile < 1; ++tile)
+#endif
 
     if (tid < 128) {
         /* ---------------- producer warpgroup */
@@ -348,7 +414,13 @@ KF_FWD_NAME(const kf_attn_params p)
 #if KF_SM90_TMA
         if (tid >= 32)
             return;                                        /* one producer warp */
-        {
+        int gn = 0, tq = 0;                                /* key blocks and tiles with blocks so far */
+#pragma unroll 1
+        KF_SM90_TILES(tile) {
+            kf_sm90_tile T;
+            if (!kf_sm90_tile_at(p, tile, T) || T.nblk == 0)
+                continue;                                  /* (no block: the consumers never wait for Q) */
+            KF_SM90_TILE_LOCALS(T);
             const int *ck = p.cu_seqlens_k;
             const int qrow = r0 + row0, qb = p.cu_seqlens_q ? 0 : b;   /* packed: one batch of every row */
             const int krow = k0, kb = ck ? 0 : b;
@@ -359,18 +431,14 @@ KF_FWD_NAME(const kf_attn_params p)
             const long long vbo = bt ? 0 : (ck ? 0 : (long long)b * p.v_sb) + (long long)k0 * p.v_ss;
             const kf_u16 *kg = (const kf_u16 *)p.k + (long long)kvh * p.k_sh + kbo;
             const kf_u16 *vg = (const kf_u16 *)p.v + (long long)kvh * p.v_sh + vbo;
-            if (tid == 0 && nblk > 0) {   /* (no block: the consumers never wait for Q, nothing may land after exit) */
+            if (tid == 0 && tq == 0) {
                 kf_tma_prefetch(&tm.q);
                 kf_tma_prefetch(&tm.k);
                 kf_tma_prefetch(&tm.v);
-                kf_mbar_expect_tx(bar_q, KF_SM90_Q_BYTES);
-#pragma unroll
-                for (int c = 0; c < KF_D / 64; ++c)
-                    kf_tma_load4(sQ + c * KF_SM90_PANEL, &tm.q, c * 64, qrow, h, qb, bar_q);
             }
 #pragma unroll 1
             for (int n = 0; n < nblk; ++n) {
-                const int s = n % KF_STAGES, u = n / KF_STAGES;
+                const int s = (gn + n) % KF_STAGES, u = (gn + n) / KF_STAGES;
                 const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
                 const int j0 = kbeg + n * KF_BN;
                 const bool whole = j0 + KF_BN <= kend;       /* else the last block of a ragged length */
@@ -384,6 +452,14 @@ KF_FWD_NAME(const kf_attn_params p)
                     kf_sm90_tma_kv_paged(sK, &tm.k, ps, pb, pg, j0, kvh, bar_k + 8 * s, tid);
                 else if (tid == 0)
                     kf_sm90_tma_kv(sK, &tm.k, krow + j0, kvh, kb, bar_k + 8 * s);
+                if (n == 0 && tid == 0) {   /* Q after the tile's first K: that K may land under the last tile */
+                    if (tq > 0)
+                        kf_mbar_wait(bar_qe, (tq - 1) & 1);   /* the previous tile's Q K^T are done */
+                    kf_mbar_expect_tx(bar_q, KF_SM90_Q_BYTES);
+#pragma unroll
+                    for (int c = 0; c < KF_D / 64; ++c)
+                        kf_tma_load4(sQ + c * KF_SM90_PANEL, &tm.q, c * 64, qrow, h, qb, bar_q);
+                }
                 if (u > 0)
                     kf_mbar_wait(bar_ev + 8 * s, (u - 1) & 1);
                 if (!whole)
@@ -394,8 +470,14 @@ KF_FWD_NAME(const kf_attn_params p)
                     kf_sm90_tma_kv(sK + KF_SM90_KV_BYTES, &tm.v, krow + j0, kvh, kb, bar_v + 8 * s);
                 __syncwarp();
             }
+            gn += nblk;
+            ++tq;
         }
 #else
+        kf_sm90_tile T;
+        if (!kf_sm90_tile_at(p, 0, T))
+            return;
+        KF_SM90_TILE_LOCALS(T);
         const kf_u16 *qg = (const kf_u16 *)p.q + (p.cu_seqlens_q ? 0 : (long long)b * p.q_sb) + (long long)r0 * p.q_ss
                            + (long long)h * p.q_sh;
         const int *bt = p.block_table ? p.block_table + (long long)b * p.bt_sb : 0;
@@ -436,156 +518,173 @@ KF_FWD_NAME(const kf_attn_params p)
         kf_setmaxnreg_inc<KF_SM90_CONSREG>();
         const int ct = tid - 128, wg = ct >> 7, lane = tid & 31, wl = (ct >> 5) & 3;
         const int rbase = wg * 64 + wl * 16 + (lane >> 2);     /* tile row of accumulator half 0 (half 1: +8) */
-        const int qi0 = row0 + rbase, qi1 = qi0 + 8;
 #if KF_CAP
         const float sl2 = 1.4426950408889634f, snat = 1.f;   /* capped scores are already scaled */
 #else
         const float sl2 = p.scale_log2, snat = p.scale;
 #endif
-        (void)wwin, (void)kwmask;
+        int gn = 0, tq = 0;                                    /* as the producer's */
+#pragma unroll 1
+        KF_SM90_TILES(tile) {
+            kf_sm90_tile T;
+            if (!kf_sm90_tile_at(p, tile, T))
+                continue;
+            KF_SM90_TILE_LOCALS(T);
+            const int qi0 = row0 + rbase, qi1 = qi0 + 8;
 
-        float o[KF_SM90_OR];
+            float o[KF_SM90_OR];
 #pragma unroll
-        for (int i = 0; i < KF_SM90_OR; ++i)
-            o[i] = 0.f;
-        float rmax0 = KF_NEG_INF, rmax1 = KF_NEG_INF, rsum0 = 0.f, rsum1 = 0.f;
+            for (int i = 0; i < KF_SM90_OR; ++i)
+                o[i] = 0.f;
+            float rmax0 = KF_NEG_INF, rmax1 = KF_NEG_INF, rsum0 = 0.f, rsum1 = 0.f;
 
-        /* descriptors: Q (A, K-major) rows wg*64.., K (B, K-major), V (B, MN-major: LBO = panel stride) */
-        const kf_u32 qa = sQ + wg * 64 * 128;
-        float sc[KF_SM90_SN];
-        kf_u32 pa[KF_BN / 16][4];
-        float corr0, corr1;
+            /* descriptors: Q (A, K-major) rows wg*64.., K (B, K-major), V (B, MN-major: LBO = panel stride) */
+            const kf_u32 qa = sQ + wg * 64 * 128;
+            float sc[KF_SM90_SN];
+            kf_u32 pa[KF_BN / 16][4];
+            float corr0, corr1;
 
-        if (nblk > 0)
-            kf_mbar_wait(bar_q, 0);
+            if (nblk > 0)
+                kf_mbar_wait(bar_q, tq & 1);
 #if !KF_SM90_OVERLAP
 #pragma unroll 1
-        for (int n = 0; n < nblk; ++n) {
-            const int s = n % KF_STAGES, ph = (n / KF_STAGES) & 1;
-            const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES, sV = sK + KF_SM90_KV_BYTES;
-            kf_mbar_wait(bar_k + 8 * s, ph);
-            kf_fence_proxy_async();
-            kf_sm90_qk(sc, qa, sK);
-            kf_wgmma_commit();
-            kf_wgmma_wait<0>();
-            kf_wg_fence_regs(sc);
-            kf_mbar_arrive(bar_ek + 8 * s);
-            KF_SM90_FEAT(kbeg + n * KF_BN);
-            kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
-                                                rmax1, rsum0, rsum1, corr0, corr1);
-            kf_wg_pack_p(pa, sc);
-            kf_wg_scale_rows(o, corr0, corr1);
-            kf_mbar_wait(bar_v + 8 * s, ph);
-            kf_fence_proxy_async();
-            kf_sm90_pv(o, pa, sV);
-            kf_wgmma_commit();
-            kf_wgmma_wait<0>();
-            kf_wg_fence_regs(o);
-            kf_mbar_arrive(bar_ev + 8 * s);                  /* this slot's V may be refilled */
-        }
+            for (int n = 0; n < nblk; ++n) {
+                const int s = (gn + n) % KF_STAGES, ph = ((gn + n) / KF_STAGES) & 1;
+                const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES, sV = sK + KF_SM90_KV_BYTES;
+                kf_mbar_wait(bar_k + 8 * s, ph);
+                kf_fence_proxy_async();
+                kf_sm90_qk(sc, qa, sK);
+                kf_wgmma_commit();
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(sc);
+                kf_mbar_arrive(bar_ek + 8 * s);
+                KF_SM90_FEAT(kbeg + n * KF_BN);
+                kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
+                                                    rmax1, rsum0, rsum1, corr0, corr1);
+                kf_wg_pack_p(pa, sc);
+                kf_wg_scale_rows(o, corr0, corr1);
+                kf_mbar_wait(bar_v + 8 * s, ph);
+                kf_fence_proxy_async();
+                kf_sm90_pv(o, pa, sV);
+                kf_wgmma_commit();
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(o);
+                kf_mbar_arrive(bar_ev + 8 * s);                  /* this slot's V may be refilled */
+            }
 #else
-        /* S(n+1) = Q K(n+1)^T and O += P(n) V(n) are issued back to back; the softmax of block n+1 runs
-         * while P(n) V(n) is on the tensor cores. O is rescaled by block n's correction right before
-         * P(n) V(n) is issued. */
-        if (KF_SM90_PINGPONG && wg == KF_SM90_NWG - 1 && nblk > 0)
-            asm volatile("bar.arrive 1, 256;\n" ::: "memory");   /* warpgroup 0 issues first */
-        if (nblk > 0) {
-            kf_mbar_wait(bar_k, 0);
-            kf_fence_proxy_async();
-            KF_PP_TURN();
-            kf_sm90_qk(sc, qa, sKV);
-            kf_wgmma_commit();
-            KF_PP_PASS();
-            kf_wgmma_wait<0>();
-            kf_wg_fence_regs(sc);
-            kf_mbar_arrive(bar_ek);
-            KF_SM90_FEAT(kbeg);
-            kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1, rsum0,
-                                                rsum1, corr0, corr1);
-            kf_wg_pack_p(pa, sc);
-        }
+            /* S(n+1) = Q K(n+1)^T and O += P(n) V(n) are issued back to back; the softmax of block n+1 runs
+             * while P(n) V(n) is on the tensor cores. O is rescaled by block n's correction right before
+             * P(n) V(n) is issued. */
+            if (KF_SM90_PINGPONG && wg == KF_SM90_NWG - 1 && nblk > 0 && tq == 0)
+                asm volatile("bar.arrive 1, 256;\n" ::: "memory");   /* warpgroup 0 issues first */
+            if (nblk > 0) {
+                const int s = gn % KF_STAGES, ph = (gn / KF_STAGES) & 1;
+                kf_mbar_wait(bar_k + 8 * s, ph);
+                kf_fence_proxy_async();
+                KF_PP_TURN();
+                kf_sm90_qk(sc, qa, sKV + s * KF_SM90_STAGE_BYTES);
+                kf_wgmma_commit();
+                KF_PP_PASS();
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(sc);
+                kf_mbar_arrive(bar_ek + 8 * s);
+                KF_SM90_FEAT(kbeg);
+                kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0, rmax1,
+                                                    rsum0, rsum1, corr0, corr1);
+                kf_wg_pack_p(pa, sc);
+            }
 #pragma unroll 1
-        for (int n = 1; n < nblk; ++n) {
-            const int s = n % KF_STAGES, ph = (n / KF_STAGES) & 1;
-            const int sp = (n - 1) % KF_STAGES, php = ((n - 1) / KF_STAGES) & 1;
-            const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
-            const kf_u32 sVp = sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES;
-            kf_mbar_wait(bar_k + 8 * s, ph);
-            kf_mbar_wait(bar_v + 8 * sp, php);
-            kf_fence_proxy_async();
-            KF_PP_TURN();
-            kf_sm90_qk(sc, qa, sK);
-            kf_wgmma_commit();
-            kf_wg_scale_rows(o, corr0, corr1);
-            kf_sm90_pv(o, pa, sVp);
-            kf_wgmma_commit();
-            KF_PP_PASS();
-            kf_wgmma_wait<1>();                              /* S(n) has landed; P(n-1) V(n-1) may still run */
-            kf_wg_fence_regs(sc);
-            kf_mbar_arrive(bar_ek + 8 * s);
-            KF_SM90_FEAT(kbeg + n * KF_BN);
-            kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
-                                                rmax1, rsum0, rsum1, corr0, corr1);
-            kf_wgmma_wait<0>();
-            kf_wg_fence_regs(o);
-            kf_wg_fence_frags(pa);                           /* pa was read by the wgmma until here */
-            kf_mbar_arrive(bar_ev + 8 * sp);                 /* V of block n-1 may be refilled */
-            kf_wg_pack_p(pa, sc);
-        }
-        if (nblk > 0) {
-            const int sp = (nblk - 1) % KF_STAGES, php = ((nblk - 1) / KF_STAGES) & 1;
-            kf_mbar_wait(bar_v + 8 * sp, php);
-            kf_fence_proxy_async();
-            kf_wg_scale_rows(o, corr0, corr1);
-            KF_PP_TURN();
-            kf_sm90_pv(o, pa, sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES);
-            kf_wgmma_commit();
-            KF_PP_PASS();
-            kf_wgmma_wait<0>();
-            kf_wg_fence_regs(o);
-            kf_wg_fence_frags(pa);
-            kf_mbar_arrive(bar_ev + 8 * sp);
-        }
-        if (KF_SM90_PINGPONG && wg == 0 && nblk > 0)
-            asm volatile("bar.sync 1, 256;\n" ::: "memory");     /* takes the last warpgroup's last pass */
-#endif
-
-        rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 1);
-        rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 2);
-        rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 1);
-        rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 2);
-
-        /* ---- epilogue: O / sum -> o, lse = max*scale + log(sum) */
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-            const int i = hf ? qi1 : qi0;
-            if (i >= n_q)
-                continue;
-            const float l = hf ? rsum1 : rsum0, m = hf ? rmax1 : rmax0;
-#if KF_SINK || KF_CAP
-            float inv = l > 0.f ? 1.f / l : 0.f;
-            float lse = l > 0.f ? m * snat + logf(l) : KF_NEG_INF;
-#if KF_SINK
-            {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
-                const float sk = p.sinks[h], lse0 = lse;
-                const float mm = fmaxf(lse0, sk);
-                lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
-                inv *= expf(lse0 - lse); // KF_MUTANT_SINK
+            for (int n = 1; n < nblk; ++n) {
+                const int s = (gn + n) % KF_STAGES, ph = ((gn + n) / KF_STAGES) & 1;
+                const int sp = (gn + n - 1) % KF_STAGES, php = ((gn + n - 1) / KF_STAGES) & 1;
+                const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
+                const kf_u32 sVp = sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES;
+                kf_mbar_wait(bar_k + 8 * s, ph);
+                kf_mbar_wait(bar_v + 8 * sp, php);
+                kf_fence_proxy_async();
+                KF_PP_TURN();
+                kf_sm90_qk(sc, qa, sK);
+                kf_wgmma_commit();
+                kf_wg_scale_rows(o, corr0, corr1);
+                kf_sm90_pv(o, pa, sVp);
+                kf_wgmma_commit();
+                KF_PP_PASS();
+                kf_wgmma_wait<1>();                              /* S(n) has landed; P(n-1) V(n-1) may still run */
+                kf_wg_fence_regs(sc);
+                kf_mbar_arrive(bar_ek + 8 * s);
+                KF_SM90_FEAT(kbeg + n * KF_BN);
+                kf_wg_softmax<KF_BN / 8, KF_CAUSAL>(sc, kbeg + n * KF_BN, kmask, kend, coff, qi0, qi1, lane, sl2, rmax0,
+                                                    rmax1, rsum0, rsum1, corr0, corr1);
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(o);
+                kf_wg_fence_frags(pa);                           /* pa was read by the wgmma until here */
+                kf_mbar_arrive(bar_ev + 8 * sp);                 /* V of block n-1 may be refilled */
+                kf_wg_pack_p(pa, sc);
+            }
+            if (nblk > 0) {
+                kf_mbar_arrive(bar_qe);                      /* every Q K^T of the tile is done: Q may be refilled */
+                const int sp = (gn + nblk - 1) % KF_STAGES, php = ((gn + nblk - 1) / KF_STAGES) & 1;
+                kf_mbar_wait(bar_v + 8 * sp, php);
+                kf_fence_proxy_async();
+                kf_wg_scale_rows(o, corr0, corr1);
+                KF_PP_TURN();
+                kf_sm90_pv(o, pa, sKV + sp * KF_SM90_STAGE_BYTES + KF_SM90_KV_BYTES);
+                kf_wgmma_commit();
+                KF_PP_PASS();
+                kf_wgmma_wait<0>();
+                kf_wg_fence_regs(o);
+                kf_wg_fence_frags(pa);
+                kf_mbar_arrive(bar_ev + 8 * sp);
             }
 #endif
-#else
-            (void)snat;
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const float lse = l > 0.f ? m * p.scale + logf(l) : KF_NEG_INF;
-#endif
-            kf_u16 *og = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
-                         + (long long)h * p.o_sh + 2 * (lane & 3);
+
+            rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 1);
+            rsum0 += __shfl_xor_sync(0xffffffffu, rsum0, 2);
+            rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 1);
+            rsum1 += __shfl_xor_sync(0xffffffffu, rsum1, 2);
+
+            /* ---- epilogue: O / sum -> o, lse = max*scale + log(sum) */
 #pragma unroll
-            for (int c = 0; c < KF_D / 8; ++c)
-                *(kf_u32 *)(og + c * 8) = kf_pack2(o[4 * c + 2 * hf] * inv, o[4 * c + 2 * hf + 1] * inv);
-            if (p.lse && (lane & 3) == 0)
-                p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)h * p.lse_sh + r0 + i] = lse;
-        }
+            for (int hf = 0; hf < 2; ++hf) {
+                const int i = hf ? qi1 : qi0;
+                if (i >= n_q)
+                    continue;
+                const float l = hf ? rsum1 : rsum0, m = hf ? rmax1 : rmax0;
+#if KF_SINK || KF_CAP
+                float inv = l > 0.f ? 1.f / l : 0.f;
+                float lse = l > 0.f ? m * snat + logf(l) : KF_NEG_INF;
+#if KF_SINK
+                {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
+                    const float sk = p.sinks[h], lse0 = lse;
+                    const float mm = fmaxf(lse0, sk);
+                    lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
+                    inv *= expf(lse0 - lse); // KF_MUTANT_SINK
+                }
+#endif
+#else
+                (void)snat;
+                const float inv = l > 0.f ? 1.f / l : 0.f;
+                const float lse = l > 0.f ? m * p.scale + logf(l) : KF_NEG_INF;
+#endif
+                kf_u16 *og = (kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)(r0 + i) * p.o_ss
+                             + (long long)h * p.o_sh + 2 * (lane & 3);
+#pragma unroll
+                for (int c = 0; c < KF_D / 8; ++c)
+                    *(kf_u32 *)(og + c * 8) = kf_pack2(o[4 * c + 2 * hf] * inv, o[4 * c + 2 * hf + 1] * inv);
+                if (p.lse && (lane & 3) == 0)
+                    p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)h * p.lse_sh + r0 + i] = lse;
+            }
+            if (nblk > 0) {
+                gn += nblk;
+                ++tq;
+            }
+        }   /* tiles */
+#if KF_SM90_OVERLAP
+        /* the turns run on from tile to tile (warpgroup 0's first of a tile takes the last one's last pass of the
+         * tile before): warpgroup 0 takes the last pass of all once its tiles are done */
+        if (KF_SM90_PINGPONG && wg == 0 && tq > 0)
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+#endif
     }
 }
 

@@ -875,6 +875,44 @@ static void test_api__hostile_descriptions_are_refused_cleanly(void **state)
 }
 
 /* impl wgmma_tma: the layouts a tensor map cannot describe are refused before any driver call, naming the tensor */
+/* attn_prefill sched=persist: a 1-D grid of min(units, SMs) CTAs, a unit two query blocks (m, last - m) of one
+ * head; without an SM count (geo.ctas 0) one CTA a unit; sched grid keeps (cdiv(sq, bm), hq, b). */
+static void test_api__persistent_prefill_grid(void **state)
+{
+    (void)state;
+    gen_kvset vp;
+    gen_kv_clear(&vp);
+    gen_kv_set_str(&vp, "family", "attn_prefill");
+    gen_kv_set_str(&vp, "impl", "wgmma_tma");
+    gen_kv_set_str(&vp, "sched", "persist");
+    gen_kv_set_int(&vp, "bm", 192), gen_kv_set_int(&vp, "g", 4), gen_kv_set_int(&vp, "d", 64);
+    gen_kv_set_int(&vp, "bn", 128);
+    rt_attn_geom geo = rt_attn_geom_of(&vp);
+    assert_int_equal(geo.kind, RT_GEOM_PREFILL);
+    assert_int_equal(geo.persist, 1);
+    kf_attn_params p;
+    memset(&p, 0, sizeof p);
+    p.b = 2, p.sq = 8192, p.skv = 8192, p.hq = 32, p.hkv = 8;
+    unsigned grid[3];
+    geo.ctas = 132;   /* 43 query blocks: 22 units a head, 1408 units */
+    assert_int_equal(rt_attn_grid_geom(&geo, &p, 0, grid), 0);
+    assert_true(grid[0] == 132 && grid[1] == 1 && grid[2] == 1);
+    geo.ctas = 0;
+    assert_int_equal(rt_attn_grid_geom(&geo, &p, 0, grid), 0);
+    assert_true(grid[0] == 22 * 32 * 2 && grid[1] == 1 && grid[2] == 1);
+    p.b = 1, p.sq = 100, p.hq = 4, p.hkv = 1;   /* fewer units than SMs: one CTA a unit */
+    geo.ctas = 132;
+    assert_int_equal(rt_attn_grid_geom(&geo, &p, 0, grid), 0);
+    assert_true(grid[0] == 4 && grid[1] == 1 && grid[2] == 1);
+    gen_kv_set_str(&vp, "sched", "grid");
+    geo = rt_attn_geom_of(&vp);
+    geo.ctas = 132;
+    assert_int_equal(geo.persist, 0);
+    p.b = 2, p.sq = 8192, p.hq = 32, p.hkv = 8;
+    assert_int_equal(rt_attn_grid_geom(&geo, &p, 0, grid), 0);
+    assert_true(grid[0] == 43 && grid[1] == 32 && grid[2] == 2);
+}
+
 static void test_api__tma_maps_refuse_what_they_cannot_describe(void **state)
 {
     (void)state;
@@ -986,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_api__attn_run_refuses_what_it_would_ignore),
         cmocka_unit_test(test_api__hostile_descriptions_are_refused_cleanly),
         cmocka_unit_test(test_api__tma_maps_refuse_what_they_cannot_describe),
+        cmocka_unit_test(test_api__persistent_prefill_grid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,10 +82,17 @@ const suite_case suite_prefill[] = {
     {PRE, "fp16", 2, 130, 130, 8, 2, 128, 0, .layout = TUNE_LAYOUT_BHSD},
     {PRE, "bf16", 2, 100, 0, 4, 2, 64, 1, KV(150, 37), QL(100, 37), .packed_kv = 1, .layout = TUNE_LAYOUT_BHSD,
      .row_pad = 2},
+    /* many tiles (more than SMs: the persistent schedule's cases when the TMA group runs them with sched persist):
+     * 1024 and 512 tiles of 128 rows; ragged packed rows with empty sequences, 640 tiles of 192 rows at head dim 64,
+     * most of them past their rows */
+    {PRE, "bf16", 8, 1000, 1000, 16, 4, 128, 1, .ref = REF_NAIVE},
+    {PRE, "bf16", 4, 1000, 1000, 16, 4, 256, 1, .ref = REF_NAIVE},
+    {PRE, "fp16", 8, 900, 0, 16, 2, 64, 1, KV(900, 0, 1, 500, 17, 899, 300, 64), QL(900, 0, 1, 333, 17, 640, 300, 64),
+     .packed_kv = 1, .ref = REF_NAIVE},
     /* tile params */
-    {PRE, "fp16", 1, 300, 333, 8, 2, 64, 1, .params = "impl=mma,bm=64,w=4,bn=128,stages=3"},
-    {PRE, "bf16", 1, 300, 333, 8, 2, 128, 0, .params = "impl=mma,bm=64,w=4,bn=32,stages=1"},
-    {PRE, "bf16", 1, 257, 257, 6, 2, 256, 1, .params = "impl=mma,bm=64,w=4,bn=32,stages=2"},
+    {PRE, "fp16", 1, 300, 333, 8, 2, 64, 1, .params = "impl=mma,bm=64,w=4,bn=128,stages=3,sched=grid"},
+    {PRE, "bf16", 1, 300, 333, 8, 2, 128, 0, .params = "impl=mma,bm=64,w=4,bn=32,stages=1,sched=grid"},
+    {PRE, "bf16", 1, 257, 257, 6, 2, 256, 1, .params = "impl=mma,bm=64,w=4,bn=32,stages=2,sched=grid"},
 };
 const int suite_prefill_n = sizeof suite_prefill / sizeof suite_prefill[0];
 
@@ -95,23 +102,25 @@ const int suite_prefill_n = sizeof suite_prefill / sizeof suite_prefill[0];
  * 64-key blocks; see test_attn_gpu.c). Extra here: GQA 8/4 and 8/2 at more lengths, stages 3, rows that see no
  * key (causal, kv_len < sq), non-causal 4097; the same for head dims 64 and 256.
  */
-const char *const suite_prefill_sm90_params[3] = {"impl=wgmma,bm=128,w=8,bn=128,stages=2",
-                                                  "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2",
-                                                  "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"};
-const char *const suite_prefill_sm90_params_d256[3] = {"impl=wgmma,bm=128,w=8,bn=64,stages=2",
-                                                       "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2",
-                                                       "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"};
-#define WG2 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"
-#define WG3 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=3"
-#define OV2 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"
-#define OV3 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3"
-#define PP2 .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"
-#define PP3 .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"
-#define TMA2 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"
-#define TMA3 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3"
-#define TMA256 .params = "impl=wgmma_tma,bm=128,w=8,bn=64,stages=2"
-#define TMA192 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=2"   /* three consumers, head dim 64 */
-#define TMA192S3 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3"
+const char *const suite_prefill_sm90_params[3] = {"impl=wgmma,bm=128,w=8,bn=128,stages=2,sched=grid",
+                                                  "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2,sched=grid",
+                                                  "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2,sched=grid"};
+const char *const suite_prefill_sm90_params_d256[3] = {"impl=wgmma,bm=128,w=8,bn=64,stages=2,sched=grid",
+                                                       "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2,sched=grid",
+                                                       "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"};
+#define WG2 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2,sched=grid"
+#define WG3 .params = "impl=wgmma,bm=128,w=8,bn=128,stages=3,sched=grid"
+#define OV2 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2,sched=grid"
+#define OV3 .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3,sched=grid"
+#define PP2 .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2,sched=grid"
+#define PP3 .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3,sched=grid"
+/* wgmma_tma's cases named here run persistent (sched persist); its other cases (every wgmma case again, the default
+ * ones) one CTA a tile, the default */
+#define TMA2 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2,sched=persist"
+#define TMA3 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3,sched=persist"
+#define TMA256 .params = "impl=wgmma_tma,bm=128,w=8,bn=64,stages=2,sched=persist"
+#define TMA192 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=2,sched=persist"   /* three consumers, head dim 64 */
+#define TMA192S3 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3,sched=persist"
 const suite_case suite_prefill_sm90[] = {
     {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, WG2, .mut = MUT_YES},
     {PRE, "fp16", 2, 17, 17, 8, 4, 128, 1, OV3, .mut = MUT_YES},
@@ -147,16 +156,16 @@ const suite_case suite_prefill_sm90[] = {
     {PRE, "fp16", 1, 4097, 4097, 16, 2, 64, 1, WG3, .ref = REF_NAIVE},
     {PRE, "bf16", 2, 200, 300, 8, 2, 64, 0, .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, PP3},
     /* head dim 256 (64-key blocks, 2 stages) */
-    {PRE, "fp16", 2, 17, 17, 8, 4, 256, 1, .params = "impl=wgmma,bm=128,w=8,bn=64,stages=2", .mut = MUT_YES},
-    {PRE, "bf16", 1, 1000, 1000, 8, 2, 256, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
-    {PRE, "bf16", 1, 1000, 1000, 8, 4, 256, 0, .params = "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2"},
-    {PRE, "fp16", 2, 300, 777, 8, 4, 256, 1, KV(777, 129), .params = "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2"},
-    {PRE, "bf16", 2, 300, 300, 8, 2, 256, 1, KV(300, 100), .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
-    {PRE, "fp16", 1, 4097, 4097, 16, 2, 256, 0, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2", .ref = REF_NAIVE},
+    {PRE, "fp16", 2, 17, 17, 8, 4, 256, 1, .params = "impl=wgmma,bm=128,w=8,bn=64,stages=2,sched=grid", .mut = MUT_YES},
+    {PRE, "bf16", 1, 1000, 1000, 8, 2, 256, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"},
+    {PRE, "bf16", 1, 1000, 1000, 8, 4, 256, 0, .params = "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2,sched=grid"},
+    {PRE, "fp16", 2, 300, 777, 8, 4, 256, 1, KV(777, 129), .params = "impl=wgmma_ov,bm=128,w=8,bn=64,stages=2,sched=grid"},
+    {PRE, "bf16", 2, 300, 300, 8, 2, 256, 1, KV(300, 100), .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"},
+    {PRE, "fp16", 1, 4097, 4097, 16, 2, 256, 0, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid", .ref = REF_NAIVE},
     {PRE, "bf16", 3, 260, 0, 8, 2, 256, 1, KV(260, 1, 129), QL(260, 129, 1), .packed_kv = 1,
-     .params = "impl=wgmma,bm=128,w=8,bn=64,stages=2"},
+     .params = "impl=wgmma,bm=128,w=8,bn=64,stages=2,sched=grid"},
     {PRE, "bf16", 2, 200, 300, 8, 2, 256, 0, .row_pad = 2, .layout = TUNE_LAYOUT_BHSD,
-     .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+     .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"},
 };
 const int suite_prefill_sm90_n = sizeof suite_prefill_sm90 / sizeof suite_prefill_sm90[0];
 
@@ -192,7 +201,7 @@ const suite_case suite_feat[] = {
     {PRE, "fp16", 2, 200, 450, 8, 4, 64, 1, KV(450, 130), WIN(1), .mut = MUT_YES},
     {PRE, "bf16", 1, 100, 100, 6, 2, 128, 1, WIN(0)},
     {PRE, "bf16", 2, 257, 257, 8, 2, 128, 1, WIN(300)},
-    {PRE, "fp16", 1, 700, 900, 8, 2, 128, 1, WIN(129), .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
+    {PRE, "fp16", 1, 700, 900, 8, 2, 128, 1, WIN(129), .params = "impl=mma,bm=64,w=4,bn=64,stages=2,sched=grid"},
     {PRE, "bf16", 3, 200, 0, 8, 2, 64, 1, KV(300, 1, 0), QL(200, 1, 0), .packed_kv = 1, WIN(64)},
     /* sliding window, decode (split-KV: the splits cover the window only) */
     {DEC, "bf16", 3, 4, 900, 8, 2, 128, 1, KV(900, 3, 0), WIN(100), .params = "sp=1", .mut = MUT_YES},
@@ -205,7 +214,7 @@ const suite_case suite_feat[] = {
     /* scale 8: raw scaled logits ~ N(0, 90), the capped ones within +-5: a max taken before the cap (the mutant)
      * leaves exp(cap - max) below fp32's range, where at smaller logits the shift would cancel out */
     {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 8.0, .params = "sp=1", .mut = MUT_YES},
-    {PRE, "fp16", 1, 200, 300, 8, 2, 128, 1, .softcap = 5.0, .scale = 8.0, .params = "impl=mma,bm=128,w=8,bn=128,stages=2",
+    {PRE, "fp16", 1, 200, 300, 8, 2, 128, 1, .softcap = 5.0, .scale = 8.0, .params = "impl=mma,bm=128,w=8,bn=128,stages=2,sched=grid",
      .mut = MUT_YES},
     {DEC, "fp16", 2, 1, 700, 8, 2, 128, 0, KV(700, 17), .softcap = 50.0, .scale = 2.0, .params = "sp=4"},
     /* sinks, empty sequences included */
@@ -237,10 +246,13 @@ const suite_case suite_feat_sm90[] = {
     {PRE, "bf16", 3, 100, 120, 8, 2, 128, 1, KV(120, 0, 1), .sinks = 1, OV3, .mut = MUT_YES},
     {PRE, "bf16", 2, 400, 500, 8, 2, 64, 1, KV(500, 401), WIN(128), .sinks = 1, PP3},
     {PRE, "bf16", 1, 300, 300, 8, 2, 256, 1, WIN(64), .softcap = 50.0, .scale = 0.5,
-     .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+     .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"},
     /* wgmma_tma's 192-row tile (three consumers, head dim 64): a window inside and across its rows, sinks over
      * ragged lengths (0 and 1 among them), softcap */
     {PRE, "bf16", 3, 400, 500, 8, 2, 64, 1, KV(500, 401, 0), WIN(100), .sinks = 1, TMA192, .mut = MUT_YES},
+    /* persistent with more units than SMs (512 units of two tiles; ragged lengths): the schedule's mutants die here */
+    {PRE, "bf16", 8, 1000, 1000, 8, 2, 64, 1, KV(1000, 999, 640, 1, 0, 1000, 300, 129), WIN(700), .sinks = 1, TMA3,
+     .mut = MUT_YES},
     {PRE, "fp16", 2, 385, 385, 8, 4, 64, 1, KV(385, 1), .softcap = 20.0, .scale = 1.0, TMA192S3},
 };
 const int suite_feat_sm90_n = sizeof suite_feat_sm90 / sizeof suite_feat_sm90[0];
@@ -270,9 +282,9 @@ const suite_case suite_kv8[] = {
     {DEC, "bf16", 2, 1, 700, 8, 2, 128, 0, KV(700, 5), E4M3, .q_amp = 1e5, .scale = 8.838834764831845e-07,
      MMA8(2), .mut = MUT_YES},
     {DEC, "bf16", 2, 4, 600, 8, 4, 64, 1, KV(600, 1), E4M3, .q_amp = 1e-30, .scale = 1.25e29, MMA8(1)},
-    {PRE, "bf16", 2, 130, 300, 8, 2, 128, 1, KV(300, 64), E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=2",
+    {PRE, "bf16", 2, 130, 300, 8, 2, 128, 1, KV(300, 64), E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=2,sched=grid",
      .mut = MUT_YES},
-    {PRE, "fp16", 1, 200, 200, 8, 4, 64, 0, E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=3"},
+    {PRE, "fp16", 1, 200, 200, 8, 4, 64, 0, E4M3, .params = "impl=mma,bm=64,w=4,bn=64,stages=3,sched=grid"},
 };
 const int suite_kv8_n = sizeof suite_kv8 / sizeof suite_kv8[0];
 
@@ -310,15 +322,15 @@ const int suite_naive_feat_n = sizeof suite_naive_feat / sizeof suite_naive_feat
  */
 #define PG(n) .page_size = (n)
 const suite_case suite_paged[] = {
-    {PRE, "bf16", 4, 200, 700, 8, 2, 128, 1, KV(700, 0, 1, 333), PG(16), .params = "impl=mma,bm=64,w=4,bn=64,stages=2",
+    {PRE, "bf16", 4, 200, 700, 8, 2, 128, 1, KV(700, 0, 1, 333), PG(16), .params = "impl=mma,bm=64,w=4,bn=64,stages=2,sched=grid",
      .mut = MUT_YES},
     {PRE, "fp16", 4, 150, 600, 8, 4, 64, 1, KV(600, 1, 0, 257), QL(150, 1, 0, 100), PG(64), .mut = MUT_YES},
-    {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(128), .params = "impl=mma,bm=128,w=8,bn=64,stages=2"},
-    {PRE, "fp16", 2, 65, 500, 6, 2, 128, 0, KV(500, 64), PG(16), .params = "impl=mma,bm=64,w=4,bn=128,stages=3"},
+    {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(128), .params = "impl=mma,bm=128,w=8,bn=64,stages=2,sched=grid"},
+    {PRE, "fp16", 2, 65, 500, 6, 2, 128, 0, KV(500, 64), PG(16), .params = "impl=mma,bm=64,w=4,bn=128,stages=3,sched=grid"},
     {PRE, "bf16", 2, 100, 300, 8, 4, 128, 1, KV(300, 100), PG(64), .layout = TUNE_LAYOUT_BHSD, .row_pad = 2,
-     .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
-    {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
-    {PRE, "bf16", 1, 64, 64, 8, 2, 256, 1, PG(16), .params = "impl=mma,bm=64,w=4,bn=32,stages=2"},
+     .params = "impl=mma,bm=64,w=4,bn=64,stages=2,sched=grid"},
+    {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .params = "impl=mma,bm=64,w=4,bn=64,stages=2,sched=grid"},
+    {PRE, "bf16", 1, 64, 64, 8, 2, 256, 1, PG(16), .params = "impl=mma,bm=64,w=4,bn=32,stages=2,sched=grid"},
     {DEC, "bf16", 3, 4, 700, 8, 2, 128, 1, KV(700, 0, 1), PG(16), .params = "sp=4", .mut = MUT_YES},
     {DEC, "fp16", 2, 1, 900, 32, 8, 128, 0, KV(900, 65), PG(128), .params = "sp=1"},
 };
@@ -330,7 +342,7 @@ const suite_case suite_paged_sm90[] = {
     {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(128), PP3},
     {PRE, "bf16", 2, 300, 1000, 8, 2, 64, 1, KV(1000, 129), PG(64), WG3},
     {PRE, "fp16", 2, 130, 400, 8, 4, 128, 0, KV(400, 1), PG(16), OV2},
-    {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 1), PG(64), .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+    {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 1), PG(64), .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"},
     {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .sinks = 1, WG2},
     {PRE, "fp16", 2, 130, 500, 8, 2, 128, 1, KV(500, 77), PG(48), PP2},   /* no page map serves 48 */
     /* wgmma_tma by page maps (session 7): boxes of min(bn, page) rows, pages 8..256, the tail block by cp.async */
@@ -448,6 +460,10 @@ const suite_case suite_prefill_tma[] = {
     {PRE, "bf16", 2, 192, 200, 16, 16, 64, 0, KV(200, 191), TMA192},
     {PRE, "fp16", 2, 200, 333, 8, 2, 64, 1, KV(333, 200), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA192},
     {PRE, "bf16", 1, 4097, 4097, 16, 2, 64, 1, TMA192S3, .ref = REF_NAIVE},
+    /* one CTA a tile (sched grid) */
+    {PRE, "bf16", 2, 300, 777, 8, 2, 128, 1, KV(777, 129), .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2,sched=grid"},
+    {PRE, "fp16", 3, 385, 0, 8, 4, 64, 1, KV(385, 191, 0), QL(385, 191, 0), .packed_kv = 1,
+     .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3,sched=grid"},
     {PRE, "fp16", 2, 200, 300, 8, 2, 256, 0, KV(300, 100), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA256},
     /* the model features over ragged lengths */
     {PRE, "bf16", 2, 300, 450, 8, 2, 128, 1, KV(450, 130), WIN(100), TMA2},
@@ -465,6 +481,11 @@ const suite_mutant suite_mutants[] = {
     {"causal bound -1", "KF_MUTANT_CAUSAL", "n_kv - n_q", "n_kv - n_q - 1"},
     {"split end -1", "KF_MUTANT_SPLIT", "kbeg + bps * KF_BN)", "kbeg + bps * KF_BN - 1)"},
     {"split start overlaps", "KF_MUTANT_SPLIT", "split * bps * KF_BN,", "split * (bps - 1) * KF_BN,"},
+    /* the persistent schedule of attn_prefill wgmma_tma (attn/fwd_sm90.cuh; the cases with more tiles than SMs) */
+    {"persist: a unit skipped", "KF_MUTANT_SCHED", "ustep = gridDim.x;", "ustep = gridDim.x + 1;", 1},
+    {"persist: a tile twice", "KF_MUTANT_SCHED2", "const int tl = tile;",
+     "const int tl = tile == 2 * npair * nbh - 2 ? tile + 1 : tile;", 1},
+    {"persist: wrong head", "KF_MUTANT_SCHEDHEAD", "bh - b * p.hq;", "(bh - b * p.hq) % p.hkv;", 1},
     /* the model features (issue 21): only in the sources built with them (suite_feat) */
     {"window +1", "KF_MUTANT_WINDOW", "p.window_left;", "p.window_left + 1;"},
     {"window -1", "KF_MUTANT_WINDOW", "p.window_left;", "p.window_left - 1;"},

@@ -71,6 +71,7 @@ extern const int suite_prefill_tma_n;
 /* A mutation: in each line holding `marker`, replace `from` by `to`. */
 typedef struct suite_mutant {
     const char *name, *marker, *from, *to;
+    int prefill_sm90;          /* 1: a line of attn/fwd_sm90.cuh alone (not in attn_decode impl=direct's source) */
 } suite_mutant;
 extern const suite_mutant suite_mutants[];
 extern const int suite_mutants_n;

@@ -36,24 +36,24 @@ static const suite_case bitwise_cases[] = {
      .params = "impl=mma,tm=16,w=4,bn=64,stages=2,sp=1"},
     {.family = "attn_decode", "fp16", 2, 8, 500, 6, 2, 128, 1, .kv_len = {500, 77}, .kv_len_n = 2,
      .params = "impl=mma,tm=32,w=4,bn=64,stages=2,sp=2"},
-    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
-    {.family = "attn_prefill", "fp16", 2, 65, 200, 6, 2, 64, 0, .params = "impl=mma,bm=128,w=8,bn=64,stages=2"},
-    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"},
-    {.family = "attn_prefill", "fp16", 2, 65, 300, 8, 4, 128, 0, .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3"},
-    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2"},
-    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 64, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"},
-    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 256, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2"},
+    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=mma,bm=64,w=4,bn=64,stages=2,sched=grid"},
+    {.family = "attn_prefill", "fp16", 2, 65, 200, 6, 2, 64, 0, .params = "impl=mma,bm=128,w=8,bn=64,stages=2,sched=grid"},
+    {.family = "attn_prefill", "fp16", 1, 300, 300, 8, 2, 128, 1, .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2,sched=grid"},
+    {.family = "attn_prefill", "fp16", 2, 65, 300, 8, 4, 128, 0, .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=3,sched=grid"},
+    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2,sched=grid"},
+    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 64, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3,sched=grid"},
+    {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 256, 1, .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"},
     /* paged prefill (shuffled pages; the expanded twin pages exactly alike): mma and the sm_90a impls */
     {.family = "attn_prefill", "fp16", 3, 200, 600, 8, 2, 128, 1, .kv_len = {600, 1, 0}, .kv_len_n = 3, .page_size = 64,
-     .params = "impl=mma,bm=64,w=4,bn=64,stages=2"},
+     .params = "impl=mma,bm=64,w=4,bn=64,stages=2,sched=grid"},
     {.family = "attn_prefill", "fp16", 2, 130, 500, 8, 4, 64, 1, .kv_len = {500, 129}, .kv_len_n = 2,
-     .q_lens = {130, 17}, .q_lens_n = 2, .page_size = 16, .params = "impl=mma,bm=128,w=8,bn=64,stages=3"},
+     .q_lens = {130, 17}, .q_lens_n = 2, .page_size = 16, .params = "impl=mma,bm=128,w=8,bn=64,stages=3,sched=grid"},
     {.family = "attn_prefill", "fp16", 3, 200, 600, 8, 2, 128, 1, .kv_len = {600, 1, 0}, .kv_len_n = 3, .page_size = 16,
-     .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2"},
+     .params = "impl=wgmma,bm=128,w=8,bn=128,stages=2,sched=grid"},
     {.family = "attn_prefill", "fp16", 2, 300, 700, 8, 4, 128, 1, .kv_len = {700, 300}, .kv_len_n = 2, .page_size = 128,
-     .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3"},
+     .params = "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3,sched=grid"},
     {.family = "attn_prefill", "fp16", 2, 300, 700, 8, 2, 128, 0, .kv_len = {700, 65}, .kv_len_n = 2, .page_size = 64,
-     .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2"},
+     .params = "impl=wgmma_ov,bm=128,w=8,bn=128,stages=2,sched=grid"},
     {.family = "attn_decode", "fp16", 2, 4, 900, 16, 4, 128, 0, .kv_len = {900, 333}, .kv_len_n = 2, .page_size = 64,
      .params = "impl=mma,tm=16,w=4,bn=64,stages=2,sp=4"},
     {.family = "attn_prefill", "fp16", 1, 200, 200, 8, 2, 128, 1, .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2"},
@@ -103,7 +103,14 @@ static void add_tma_case(const suite_case *c)
     const char *rest = c->params ? strstr(c->params, ",bm=") : NULL;
     if (!rest || g_tma_n >= MAX_TMA_CASES)
         return;
-    snprintf(g_tma_params[g_tma_n], sizeof g_tma_params[0], "impl=wgmma_tma%s", rest);
+    /* the rest with sched persist for its sched grid (the other impls' only schedule; wgmma_tma's default); a case
+     * naming wgmma_tma's sched keeps it */
+    const char *g = strstr(rest, ",sched=grid");
+    if (g)
+        snprintf(g_tma_params[g_tma_n], sizeof g_tma_params[0], "impl=wgmma_tma%.*s,sched=persist%s", (int)(g - rest),
+                 rest, g + strlen(",sched=grid"));
+    else
+        snprintf(g_tma_params[g_tma_n], sizeof g_tma_params[0], "impl=wgmma_tma%s", rest);
     g_tma_cases[g_tma_n] = *c;
     g_tma_cases[g_tma_n].params = g_tma_params[g_tma_n];
     g_tma_cases[g_tma_n].mut = MUT_NONE;

@@ -124,21 +124,24 @@ static void test_mutants__every_mutant_killed(void **state)
     assert_int_equal(killed, planted);
 }
 
-/* The same mutants on attn_decode impl=direct's cases alone (attn/decode_direct.cuh carries every marker: each
+/* The same mutants on attn_decode impl=direct's cases alone (attn/decode_direct.cuh carries every marker but the persistent prefill's: each
  * mutant must be planted there and die there, not only in the other kernels) */
 static void test_mutants__every_mutant_killed_on_direct_decode(void **state)
 {
     (void)state;
     time_t t0 = time(NULL);
-    int killed = 0, planted = 0;
+    int killed = 0, planted = 0, n = 0;
     for (int m = 0; m < suite_mutants_n; m++) {
+        if (suite_mutants[m].prefill_sm90)
+            continue;   /* the persistent prefill's schedule: not in the decode source */
+        n++;
         printf("== mutant %d on impl=direct: %s\n", m, suite_mutants[m].name);
         const char *verdict = mut_verdict(spawn(m, 0, 1), 0, &planted, &killed);
         printf("mutant %d %-22s %s\n", m, suite_mutants[m].name, verdict);
     }
-    printf("\nimpl=direct: mutants killed %d / planted %d (of %d) (%ld s)\n", killed, planted, suite_mutants_n,
+    printf("\nimpl=direct: mutants killed %d / planted %d (of %d) (%ld s)\n", killed, planted, n,
            (long)(time(NULL) - t0));
-    assert_int_equal(planted, suite_mutants_n);
+    assert_int_equal(planted, n);
     assert_int_equal(killed, planted);
 }
 

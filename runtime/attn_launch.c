@@ -53,6 +53,8 @@ int rt_attn_grid_geom(const rt_attn_geom *geo, const kf_attn_params *p, int kern
         if (geo->persist) {   /* units of two tiles (query blocks m and last - m of one head), one CTA an SM at most,
                                * each looping over its units (attn/fwd_sm90.cuh) */
             const long long units = rt_cdiv(rt_cdiv(p->sq, geo->bm), 2) * p->hq * p->b;
+            if (2 * units > 2147483647LL)
+                return -1;    /* the kernel's tile index is an int */
             return rt_set_grid(grid, geo->ctas > 0 && units > geo->ctas ? geo->ctas : units, 1, 1);
         }
         return rt_set_grid(grid, rt_cdiv(p->sq, geo->bm), p->hq, p->b);

@@ -13,7 +13,8 @@
  *
  * Grid convention (x, y, z), kernels in launch order:
  *   attn_prefill  k0 kf_attn_prefill  (cdiv(sq, bm), hq, b)               sq = max rows per sequence when packed
- *                                     sched=persist: (min(cdiv(cdiv(sq, bm), 2) hq b, geo.ctas), 1, 1)
+ *                                     sched=persist: (min(cdiv(cdiv(sq, bm), 2) hq b, geo.ctas), 1, 1),
+ *                                     refused past 2^30 units (the kernel's int tile index)
  *   attn_decode   k0 kf_attn_decode   (splits, hkv * cdiv(g * sq, tm), b) y = kv_head * tiles + tile
  *                 k1 kf_attn_combine  (cdiv(ws_rows * hq, crows), 1, 1)   only when splits > 1;
  *                                     crows = clamp(128 / (d / 4), 1, 8) (4 columns per thread)

@@ -900,6 +900,8 @@ static void test_api__persistent_prefill_grid(void **state)
     geo.ctas = 0;
     assert_int_equal(rt_attn_grid_geom(&geo, &p, 0, grid), 0);
     assert_true(grid[0] == 22 * 32 * 2 && grid[1] == 1 && grid[2] == 1);
+    p.b = 65535, p.sq = 1 << 20, p.hq = 64, p.hkv = 8;   /* 2^32 tiles: past the kernel's int tile index */
+    assert_int_equal(rt_attn_grid_geom(&geo, &p, 0, grid), -1);
     p.b = 1, p.sq = 100, p.hq = 4, p.hkv = 1;   /* fewer units than SMs: one CTA a unit */
     geo.ctas = 132;
     assert_int_equal(rt_attn_grid_geom(&geo, &p, 0, grid), 0);

@@ -1051,8 +1051,9 @@ static void test_embedded__build_refuses_an_invalid_merged_variant(void **state)
  * vs 64 or 128 and w 8, each refusal naming its reason; vs 128 only with it; its render replaces the mma state pass
  * (kf_pf_state_body) and the segment combine with its own (kf_pw_fetch_mc) and keeps the preparation (cut from
  * kda/prefill.cuh by the template); seg 2, 8, 16 only with it; impl mma renders no wgmma. */
-static const char *kda_valid(gen_tmpl *t, const char *shape, const char *params, const char *arch, char *why,
-                             size_t n)
+/* NULL when params are a valid variant of t at shape on arch, else the template's refusal (in why) */
+static const char *tmpl_refusal(gen_tmpl *t, const char *shape, const char *params, const char *arch, char *why,
+                                size_t n)
 {
     gen_device dev;
     gen_device_for_arch(&dev, arch);
@@ -1073,9 +1074,9 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
                         "chunk=64,vs=128,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma",
                         "chunk=32,vs=64,w=8,tr=1,fused=0,mma=1,seg=16,impl=wgmma"};
     for (int i = 0; i < 3; ++i)
-        if (kda_valid(t, d128, ok[i], "sm_90a", why, sizeof why))
+        if (tmpl_refusal(t, d128, ok[i], "sm_90a", why, sizeof why))
             fail_msg("%s refused on sm_90a: %s", ok[i], why);
-    if (kda_valid(t, d64, "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma", "sm_90a", why, sizeof why))
+    if (tmpl_refusal(t, d64, "chunk=64,vs=64,w=8,tr=1,fused=0,mma=1,seg=4,impl=wgmma", "sm_90a", why, sizeof why))
         fail_msg("dk 64 chunk 64 vs 64 seg 4 refused on sm_90a: %s", why);
     static const struct { int d64; const char *params, *arch, *why; } no[] = {
         {0, "chunk=16,vs=64,w=8,tr=1,fused=0,mma=1,seg=1,impl=wgmma", "sm_80", "needs the sm_90a target"},
@@ -1088,7 +1089,7 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
         {0, "chunk=16,vs=32,w=4,tr=1,fused=0,mma=1,seg=8,impl=mma", "sm_90a", "seg 8 only with impl wgmma"},
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; ++i) {
-        const char *w = kda_valid(t, no[i].d64 ? d64 : d128, no[i].params, no[i].arch, why, sizeof why);
+        const char *w = tmpl_refusal(t, no[i].d64 ? d64 : d128, no[i].params, no[i].arch, why, sizeof why);
         if (!w || !strstr(w, no[i].why))
             fail_msg("%s on %s: '%s', expected a refusal naming '%s'", no[i].params, no[i].arch, w ? w : "valid",
                      no[i].why);
@@ -1114,6 +1115,66 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
         assert_non_null(strstr(j.src, "kf_kda_segcomb(const kf_kda_params p)"));   /* (compiled where seg > 1) */
         assert_int_equal(strstr(j.src, "kf_pw_fetch_mc(") != NULL, r[i].wgmma);       /* the combine on wgmma */
         assert_int_equal(strstr(j.src, "wgmma.mma_async") != NULL, r[i].wgmma);
+        gen_job_free(&j);
+    }
+    gen_host_free(h);
+}
+
+/* attn_prefill's sm_90a tiles and schedules: bm 192 (three consumers) only on wgmma_tma at head dim 64, sched persist
+ * only on wgmma_tma; each refusal names what is wrong; the D 64 default is bm 192 with sched grid; persist renders
+ * the persistent kernel */
+static void test_embedded__prefill_tile_and_sched_scope(void **state)
+{
+    (void)state;
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_prefill");
+    assert_non_null(t);
+    const char *d64 = "dtype=bf16,b=1,sq=4096,skv=4096,hq=32,hkv=8,d=64,causal=1";
+    const char *d128 = "dtype=bf16,b=1,sq=4096,skv=4096,hq=32,hkv=8,d=128,causal=1";
+    char why[256];
+    static const struct { int d64; const char *params; } ok[] = {
+        {1, "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3,sched=grid"},
+        {1, "impl=wgmma_tma,bm=192,w=12,bn=128,stages=2,sched=persist"},
+        {0, "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3,sched=persist"},
+        {0, "impl=wgmma_pp,bm=128,w=8,bn=128,stages=3,sched=grid"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; ++i)
+        if (tmpl_refusal(t, ok[i].d64 ? d64 : d128, ok[i].params, "sm_90a", why, sizeof why))
+            fail_msg("%s refused: %s", ok[i].params, why);
+    static const struct { int d64; const char *params, *arch, *why; } no[] = {
+        {0, "impl=wgmma_tma,bm=192,w=12,bn=128,stages=2,sched=grid", "sm_90a",
+         "bm 192 is impl wgmma_tma's tile at head dim 64"},
+        {1, "impl=wgmma_pp,bm=192,w=12,bn=128,stages=2,sched=grid", "sm_90a", "got impl wgmma_pp, head dim 64, w 12"},
+        {1, "impl=wgmma_tma,bm=192,w=8,bn=128,stages=2,sched=grid", "sm_90a", "w 8"},
+        {1, "impl=wgmma_tma,bm=128,w=12,bn=128,stages=2,sched=grid", "sm_90a", "bm 192 and w 12"},
+        {0, "impl=wgmma_pp,bm=128,w=8,bn=128,stages=2,sched=persist", "sm_90a", "name sched=grid with it"},
+        {0, "impl=mma,bm=128,w=8,bn=128,stages=2,sched=persist", "sm_90a", "impl mma takes sched grid"},
+        {1, "impl=mma,bm=192,w=12,bn=64,stages=2,sched=grid", "sm_90a", "impl mma takes bm 64 or 128"},
+        {1, "impl=wgmma_tma,bm=192,w=12,bn=128,stages=2,sched=grid", "sm_80", "needs the sm_90a target"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; ++i) {
+        const char *w = tmpl_refusal(t, no[i].d64 ? d64 : d128, no[i].params, no[i].arch, why, sizeof why);
+        if (!w || !strstr(w, no[i].why))
+            fail_msg("%s on %s: '%s', expected a refusal naming '%s'", no[i].params, no[i].arch, w ? w : "valid",
+                     no[i].why);
+    }
+    gen_device dev;
+    assert_int_equal(gen_device_for_arch(&dev, "sm_90a"), 0);
+    gen_kvset sh = shape_of(d64), params;
+    assert_int_equal(gen_tmpl_default(t, &sh, &dev, &params), 0);
+    assert_int_equal(gen_kv_int(&params, "bm", 0), 192);
+    assert_string_equal(gen_kv_str(&params, "sched"), "grid");
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    for (int persist = 0; persist < 2; ++persist) {
+        gen_job j = {0};
+        j.tmpl = t;
+        assert_int_equal(gen_tmpl_fixed(t, &sh, &j.fixed), 0);
+        j.params = shape_of(persist ? "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3,sched=persist"
+                                    : "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3,sched=grid");
+        assert_int_equal(gen_build_prepare(&j, &tg), 0);
+        assert_non_null(strstr(j.src, persist ? "#define KF_SM90_PERSIST 1" : "#define KF_SM90_PERSIST 0"));
+        assert_non_null(strstr(j.src, "#define KF_SM90_BM 192"));
         gen_job_free(&j);
     }
     gen_host_free(h);
@@ -1218,6 +1279,7 @@ int main(void)
         cmocka_unit_test(test_embedded__kda_default_segments),
         cmocka_unit_test(test_embedded__build_refuses_an_invalid_merged_variant),
         cmocka_unit_test(test_embedded__kda_wgmma_scope_and_render),
+        cmocka_unit_test(test_embedded__prefill_tile_and_sched_scope),
         cmocka_unit_test(test_kernels__list_is_parsed_back),
         cmocka_unit_test(test_json__escapes_quotes_backslashes_and_controls),
         cmocka_unit_test(test_json__truncates_whole_escapes_and_keeps_the_quote),

@@ -288,7 +288,7 @@ __device__ __forceinline__ void kf_sm90_feat(float (&sc)[KF_SM90_SN], const kf_a
 
 /* One tile of the kernel's work: query rows row0 .. row0+BM-1 of head h of sequence b, and its key range. */
 struct kf_sm90_tile {
-    int b, h, kvh, r0, n_q, k0, n_kv, row0, imin, imax, coff, wwin, kwmask, kbeg, kend, kstop, kmask, nblk;
+    int b, h, kvh, r0, n_q, k0, row0, coff, wwin, kwmask, kbeg, kend, kmask, nblk;
 };
 
 /* The tile at index tile (KF_SM90_PERSIST; else the CTA's own, from blockIdx): false when it holds no rows (past a
@@ -355,8 +355,7 @@ __device__ __forceinline__ bool kf_sm90_tile_at(const kf_attn_params &p, int til
     const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
     const int nblk = kstop > kbeg ? (kstop - kbeg + KF_BN - 1) / KF_BN : 0;
 
-    T = kf_sm90_tile{b, h, kvh, r0, n_q, k0, n_kv, row0, imin, imax, coff, wwin, kwmask, kbeg, kend, kstop, kmask,
-                     nblk};
+    T = kf_sm90_tile{b, h, kvh, r0, n_q, k0, row0, coff, wwin, kwmask, kbeg, kend, kmask, nblk};
     return true;
 }
 

@@ -4,7 +4,8 @@
 -- (Hopper sm_90a: wgmma, a cp.async producer warpgroup and two consumer warpgroups of 64 rows, mbarrier
 -- pipeline; "wgmma_ov" also overlaps each block's softmax with the previous block's P V, "wgmma_pp" adds
 -- FA3's pingpong: the two consumers take turns issuing GEMMs); for them bm = 128 and w = 8 are the two
--- consumer warpgroups (8 warps of 16 rows), bn = 128 (64 at head dim 256), stages 2 or 3; head dim 64, 128 or 256.
+-- consumer warpgroups (8 warps of 16 rows), bn = 128 (64 at head dim 256, or 80 on wgmma_tma: its default there),
+-- stages 2 or 3; head dim 64, 128 or 256.
 -- The default takes WGMMA_DEFAULT where it is valid (sm_90a, head dim 64, 128 or 256), "mma" elsewhere. Measured
 -- on the H200 (2026-11-29, bf16 causal 32/8, kforge run, L2 flushed): D128 16K: mma 339 TFLOP/s, wgmma 522 (stages
 -- 3: 536), wgmma_ov 583 (562), wgmma_pp 585 (575); D64 8K: mma 296, wgmma 340, wgmma_ov 359 (347), wgmma_pp 403
@@ -51,9 +52,13 @@ local function valid_wgmma(p, f, dev)
   elseif p.bm ~= 128 or p.w ~= 8 then
     return false, "impl wgmma takes bm 128 and w 8 (two consumer warpgroups), or bm 192 and w 12 (wgmma_tma, head dim 64)"
   end
-  -- O (64 x D) and S (64 x BN) fp32 per consumer warpgroup: 128 + 32 registers at D 256 with 64-key blocks
+  -- O (64 x D) and S (64 x BN) fp32 per consumer warpgroup: 128 + 32 registers at D 256 with 64-key blocks; 80-key
+  -- blocks there (FlashAttention-3's 128 x 80 tile: S 40, P 20 registers) on wgmma_tma, whose two stages fit 224 KB
   local bn = (f.d == 256) and 64 or 128
-  if p.bn ~= bn then return false, "impl wgmma takes bn " .. bn .. " at head dim " .. f.d .. ", got " .. p.bn end
+  if not (p.bn == bn or (f.d == 256 and p.bn == 80 and p.impl == "wgmma_tma")) then
+    return false, "impl " .. p.impl .. " takes bn " .. bn .. " at head dim " .. f.d
+                  .. (f.d == 256 and " (or 80 with impl wgmma_tma)" or "") .. ", got " .. p.bn
+  end
   if p.stages < 2 then return false, "impl wgmma needs 2 or 3 stages" end
   -- sched persist: grid = min(units of two tiles, SMs), each CTA loops over units (its producer warp reloads Q per tile)
   if p.sched == "persist" and p.impl ~= "wgmma_tma" then
@@ -71,6 +76,7 @@ local function valid(p, f, dev)
   if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
   if is_wgmma(p.impl) then return valid_wgmma(p, f, dev) end
   if p.bm > 128 or p.w > 8 then return false, "impl mma takes bm 64 or 128 and w 4 or 8" end
+  if p.bn == 80 then return false, "bn 80 is impl wgmma_tma's at head dim 256" end
   if p.sched == "persist" then return false, "impl mma takes sched grid (one CTA a tile), got sched persist" end
   if p.bm % (16 * p.w) ~= 0 then return false, "bm must be a multiple of 16 * warps" end
   local s = shape_of(p, f)
@@ -93,7 +99,7 @@ return {
   -- sched: grid (a CTA a tile of bm rows of one head) or persist (wgmma_tma: min(units, SMs) CTAs looping over units of
   -- two tiles of one head, query blocks m and last - m, in L2-sized sections of heads; each CTA's next K and Q loaded
   -- under its current tile's last blocks)
-  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128, 192 }, w = { 4, 8, 12 }, bn = { 32, 64, 128 }, stages = { 1, 2, 3 },
+  params   = { impl = { "mma", "wgmma", "wgmma_ov", "wgmma_pp", "wgmma_tma" }, bm = { 64, 128, 192 }, w = { 4, 8, 12 }, bn = { 32, 64, 80, 128 }, stages = { 1, 2, 3 },
                sched = { "grid", "persist" } },
   fixed    = A.gqa_fixed,
   valid    = valid,
@@ -106,10 +112,13 @@ return {
        and A.dtype_ok(shape.dtype) and not fp8 then
       -- paged: the page map's boxes (min(bn, page) rows, a multiple of 8, bn and the page size multiples of one
       -- another: runtime/attn_tmap.c); other page sizes take wgmma_pp's cp.async producer
-      local bn = shape.d == 256 and 64 or 128
       local ps = shape.page_size or 0
-      local pb = math.min(bn, ps)
-      local maps = ps == 0 or (pb % 8 == 0 and (bn % ps == 0 or ps % bn == 0))
+      local function maps_ok(b) local pb = math.min(b, ps); return ps == 0 or (pb % 8 == 0 and (b % ps == 0 or ps % b == 0)) end
+      -- head dim 256: 80-key blocks (FlashAttention-3's 128 x 80 tile) where the page maps take them (H200, session 21,
+      -- kforge run, sustained, causal bf16: 32/8 4K 2.10 -> 2.01 / 2.03 ms, 16/16 8K 1.98 -> 1.89, 64/8 8 x 2K 2.49 ->
+      -- 2.31 against bn 64), else 64
+      local bn = shape.d ~= 256 and 128 or (maps_ok(80) and 80 or 64)
+      local maps = maps_ok(bn)
       -- stages 3 at head dim 128 (wgmma_tma): the sustained, interleaved prefill sweep chose it on all six D128
       -- shapes, 1K..32K, x1.015..1.039 beyond a 1% band (H200, 2026-12-01, session 7's fourth call), and never
       -- found it slower; D64 (bm 128) kept stages 2 there, D256 has no room for a third stage

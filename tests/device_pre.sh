@@ -5,10 +5,11 @@
 # (MATRIX set) the harness's prefill-matrix rows against SDPA's cuDNN backend. Logs tarred under $OUT, summary.txt
 # beside them.
 # usage: KF_BUILD=.devbuild [TESTS='*prefill_tma* *features*'] [PARAMS='sched=grid sched=persist'] [ROWS='...']
-#        [ROUNDS=1] [MATRIX=d64] [BUDGET_S=500] bash tests/device_pre.sh
+#        [ROUNDS=1] [MATRIX=d64] [NCU='...'] [BUDGET_S=500] bash tests/device_pre.sh
 #   PARAMS: --params overrides on each row's default (space-separated sets, "default" for none); ROWS: shape fields
-#   after dtype=bf16,causal=1 (space-separated); MATRIX: --shapes filter of bench/sets/prefill-matrix.json ("all":
-#   every row; unset: no harness); TESTS=" ": no suite.
+#   after dtype=bf16,causal=1 (space-separated; a row ending in @N runs K/V in pages of N rows); MATRIX: --shapes filter of bench/sets/prefill-matrix.json ("all":
+#   every row; unset: no harness); NCU: rows (as ROWS) of which Nsight Compute reads one launch of the default, every
+#   section (--set full), the details page in ncu_<row>.txt; TESTS=" ": no suite.
 KF_LOGS=pre; KF_BUDGET_DEFAULT=500; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_TEST_DB=/tmp/kf_pre_test.db
 # 1. correctness: the binaries first (16 cores, GPU hidden), then each cmocka filter in its own process
@@ -28,7 +29,8 @@ for r in $(seq 1 "${ROUNDS:-1}"); do
   for row in $ROWS; do
     for pr in $PARAMS; do
       [ "$(left 30)" -lt 25 ] && { say "run $row $pr: skipped (budget)"; continue; }
-      js=$(timeout 60 "$K" run attn_prefill --shape "dtype=bf16,causal=1,$row" \
+      shp=${row%@*}; pg=$( [ "$shp" != "$row" ] && echo "--page-size ${row##*@}" )
+      js=$(timeout 60 "$K" run attn_prefill --shape "dtype=bf16,causal=1,$shp" $pg \
              $( [ "$pr" != default ] && echo --params "$pr" ) --db /tmp/kf_pre_run.db --json --quiet 2>> "$OUT/run.err")
       echo "$js" > "$OUT/run_r${r}_$(echo "$row $pr" | tr -c 'a-z0-9=\n' '_').json"
       say "run r$r $row $pr: $(echo "$js" | python3 -c 'import json,sys
@@ -47,5 +49,15 @@ if [ -n "${MATRIX:-}" ] && [ "$(left 30)" -gt 60 ]; then
   say "harness (prefill-matrix ${MATRIX}): exit $?"
   grep -E "^\| prefill|^\|  \| " "$OUT/bench/results.md" 2>/dev/null | cut -c1-200 | tee -a "$SUM"
 fi
+# 4. Nsight Compute, one launch of each NCU row's default (after the check's and two more)
+for row in ${NCU:-}; do
+  command -v ncu > /dev/null || { say "ncu: not found"; break; }
+  [ "$(left 20)" -lt 60 ] && { say "ncu $row: skipped (budget)"; continue; }
+  shp=${row%@*}; pg=$( [ "$shp" != "$row" ] && echo "--page-size ${row##*@}" )
+  f="$OUT/ncu_$(echo "$row" | tr -c 'a-z0-9=\n' '_').txt"
+  timeout "$(left 15)" ncu --set full -k regex:kf_attn_prefill --launch-skip 3 --launch-count 1 --print-units base \
+    "$K" run attn_prefill --shape "dtype=bf16,causal=1,$shp" $pg --timing burst --db /tmp/kf_pre_run.db --quiet > "$f" 2>&1
+  say "ncu $row: exit $? $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Compute \(SM\) Throughput) ' "$f" | tr -s ' ' | tr '\n' ';')"
+done
 say "done"
 pack

@@ -4,7 +4,8 @@
 
 /*
  * Compile-time constants (defined by the template): KF_D head dim (= Dv, 64, 128 or 256), KF_G = hq / hkv, KF_CAUSAL,
- * KF_BN keys per block (128; 64 at head dim 256), KF_STAGES K/V stages (2 or 3), KF_SM90_OVERLAP (1: S of block n+1 and P V of
+ * KF_BN keys per block (128; 64 or 80 at head dim 256: FlashAttention-3's 128 x 80 tile, O 128 + S 40 + P 20
+ * registers, 224 KB of shared memory with two stages), KF_STAGES K/V stages (2 or 3), KF_SM90_OVERLAP (1: S of block n+1 and P V of
  * block n in flight together, the softmax overlapping P V; 0: each GEMM waited for), KF_SM90_PINGPONG (1:
  * the consumer warpgroups take turns issuing GEMMs; needs KF_SM90_OVERLAP), KF_SM90_BM (128, or 192: see
  * Threads), KF_FWD_NAME kernel name.
@@ -174,8 +175,9 @@ __device__ __forceinline__ void kf_sm90_tail_kv(kf_u32 sdst, const kf_u16 *base,
 #define KF_SM90_FULL_COUNT 128
 #endif
 
-#if !(((KF_D == 64 || KF_D == 128) && KF_BN == 128) || (KF_D == 256 && KF_BN == 64)) || KF_STAGES < 2 || KF_STAGES > 3
-#error "kforge attn fwd_sm90: head dim 64 or 128 with 128-key blocks, 256 with 64-key blocks; 2..3 stages"
+#if !(((KF_D == 64 || KF_D == 128) && KF_BN == 128) || (KF_D == 256 && (KF_BN == 64 || KF_BN == 80))) ||         \
+    KF_STAGES < 2 || KF_STAGES > 3
+#error "kforge attn fwd_sm90: head dim 64 or 128 with 128-key blocks, 256 with 64- or 80-key blocks; 2..3 stages"
 #endif
 #if !(KF_SM90_BM == 128 || (KF_SM90_BM == 192 && KF_D == 64 && KF_SM90_TMA))
 #error "kforge attn fwd_sm90: 128 query rows a CTA, or 192 at head dim 64 with the TMA producer"

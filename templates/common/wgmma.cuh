@@ -56,11 +56,13 @@ template <int R> __device__ __forceinline__ void kf_wg_fence_regs(float (&d)[R])
                     "+f"(d[i + 6]), "+f"(d[i + 7])
 #define KF_WG_D32_AT(i) KF_WG_D8(i), KF_WG_D8(i + 8), KF_WG_D8(i + 16), KF_WG_D8(i + 24)
 #define KF_WG_D16 KF_WG_D8(0), KF_WG_D8(8)
+#define KF_WG_D40 KF_WG_D32_AT(0), KF_WG_D8(32)
 #define KF_WG_D32 KF_WG_D32_AT(0)
 #define KF_WG_D64 KF_WG_D32_AT(0), KF_WG_D32_AT(32)
 #define KF_WG_D128 KF_WG_D64, KF_WG_D32_AT(64), KF_WG_D32_AT(96)
 #define KF_WG_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define KF_WG_R32 KF_WG_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define KF_WG_R40 KF_WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39"
 #define KF_WG_R64 KF_WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "      \
                   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define KF_WG_R128 KF_WG_R64 ", "                                                                                     \
@@ -101,7 +103,7 @@ __device__ __forceinline__ void kf_wgmma_ss(float (&d)[64], unsigned long long d
 
 /* ---- the other shapes, chosen by the accumulator array's size
  *
- * d (+)= A (64x16, K-major, shared) * B (16xN, K-major, shared), N = 32 or 64; scale_d 0 overwrites d. */
+ * d (+)= A (64x16, K-major, shared) * B (16xN, K-major, shared), N = 32, 64 or 80; scale_d 0 overwrites d. */
 __device__ __forceinline__ void kf_wgmma_ss(float (&d)[16], unsigned long long da, unsigned long long db, int scale_d)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
@@ -116,6 +118,15 @@ __device__ __forceinline__ void kf_wgmma_ss(float (&d)[32], unsigned long long d
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R32 "}, "
                  "%32, %33, p, 1, 1, 0, 0;\n}\n"
                  : KF_WG_D32 : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* N = 80 (the prefill's 80-key blocks at head dim 256, FlashAttention-3's tile there) */
+__device__ __forceinline__ void kf_wgmma_ss(float (&d)[40], unsigned long long da, unsigned long long db, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n80k16.f32." KF_WG_T "." KF_WG_T " {" KF_WG_R40 "}, "
+                 "%40, %41, p, 1, 1, 0, 0;\n}\n"
+                 : KF_WG_D40 : "l"(da), "l"(db), "r"(scale_d));
 }
 
 /* d += A (64x16, K-major, shared) * B (16xN, MN-major, shared), N = 128 or 256 (O += P V with P in shared memory) */

@@ -119,6 +119,8 @@ const char *const suite_prefill_sm90_params_d256[3] = {"impl=wgmma,bm=128,w=8,bn
 #define TMA2 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2,sched=persist"
 #define TMA3 .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=3,sched=persist"
 #define TMA256 .params = "impl=wgmma_tma,bm=128,w=8,bn=64,stages=2,sched=persist"
+#define TMA256_80 .params = "impl=wgmma_tma,bm=128,w=8,bn=80,stages=2,sched=grid"   /* 80-key blocks, head dim 256 */
+#define TMA256_80P .params = "impl=wgmma_tma,bm=128,w=8,bn=80,stages=2,sched=persist"
 #define TMA192 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=2,sched=persist"   /* three consumers, head dim 64 */
 #define TMA192S3 .params = "impl=wgmma_tma,bm=192,w=12,bn=128,stages=3,sched=persist"
 const suite_case suite_prefill_sm90[] = {
@@ -247,6 +249,7 @@ const suite_case suite_feat_sm90[] = {
     {PRE, "bf16", 2, 400, 500, 8, 2, 64, 1, KV(500, 401), WIN(128), .sinks = 1, PP3},
     {PRE, "bf16", 1, 300, 300, 8, 2, 256, 1, WIN(64), .softcap = 50.0, .scale = 0.5,
      .params = "impl=wgmma_pp,bm=128,w=8,bn=64,stages=2,sched=grid"},
+    {PRE, "bf16", 2, 300, 300, 8, 2, 256, 1, KV(300, 95), WIN(100), .softcap = 50.0, .scale = 0.5, .sinks = 1, TMA256_80},
     /* wgmma_tma's 192-row tile (three consumers, head dim 64): a window inside and across its rows, sinks over
      * ragged lengths (0 and 1 among them), softcap */
     {PRE, "bf16", 3, 400, 500, 8, 2, 64, 1, KV(500, 401, 0), WIN(100), .sinks = 1, TMA192, .mut = MUT_YES},
@@ -353,6 +356,8 @@ const suite_case suite_paged_sm90[] = {
     {PRE, "fp16", 2, 130, 400, 8, 4, 128, 0, KV(400, 128), PG(8), TMA2},
     {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 1), PG(32), TMA256},
     {PRE, "bf16", 2, 200, 520, 8, 2, 256, 0, KV(520, 192), PG(192), TMA256},
+    {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 161), PG(16), TMA256_80},
+    {PRE, "fp16", 2, 170, 400, 8, 4, 256, 1, KV(400, 81), PG(80), TMA256_80},
     {PRE, "bf16", 2, 200, 700, 8, 2, 128, 1, KV(700, 300), PG(64), WIN(128), .sinks = 1, TMA2},
     {PRE, "fp16", 2, 300, 777, 8, 8, 128, 1, KV(777, 640), PG(64), .softcap = 30.f, TMA3},
     {PRE, "bf16", 3, 200, 700, 8, 2, 64, 1, KV(700, 0, 333), PG(64), TMA192, .mut = MUT_YES},
@@ -460,6 +465,13 @@ const suite_case suite_prefill_tma[] = {
     {PRE, "bf16", 2, 192, 200, 16, 16, 64, 0, KV(200, 191), TMA192},
     {PRE, "fp16", 2, 200, 333, 8, 2, 64, 1, KV(333, 200), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA192},
     {PRE, "bf16", 1, 4097, 4097, 16, 2, 64, 1, TMA192S3, .ref = REF_NAIVE},
+    /* head dim 256 with 80-key blocks: lengths one past a block and on two (81, 160), packed with 79, 80 and 1,
+     * strided, causal 16/16 over 1000 keys */
+    {PRE, "bf16", 2, 300, 777, 8, 4, 256, 1, KV(777, 81), TMA256_80},
+    {PRE, "bf16", 3, 500, 640, 8, 2, 256, 1, KV(640, 0, 161), .sinks = 1, TMA256_80P},
+    {PRE, "fp16", 2, 200, 300, 8, 2, 256, 0, KV(300, 160), .row_pad = 2, .layout = TUNE_LAYOUT_BHSD, TMA256_80},
+    {PRE, "bf16", 3, 161, 0, 8, 4, 256, 1, KV(161, 80, 1), QL(161, 79, 1), .packed_kv = 1, TMA256_80},
+    {PRE, "bf16", 1, 1000, 1000, 16, 16, 256, 1, .ref = REF_NAIVE, TMA256_80},
     /* one CTA a tile (sched grid) */
     {PRE, "bf16", 2, 300, 777, 8, 2, 128, 1, KV(777, 129), .params = "impl=wgmma_tma,bm=128,w=8,bn=128,stages=2,sched=grid"},
     {PRE, "fp16", 3, 385, 0, 8, 4, 64, 1, KV(385, 191, 0), QL(385, 191, 0), .packed_kv = 1,

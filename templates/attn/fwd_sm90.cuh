@@ -128,24 +128,64 @@ __device__ __forceinline__ void kf_sm90_tma_kv(kf_u32 sdst, const kf_tmap *map, 
 /* A whole K or V block over pages, by the producer warp: lane l copies rows l pb .. l pb + pb - 1 of the block,
  * pb = min(BN, page size) (a multiple of 8, BN and the page size multiples of one another: the host checks,
  * runtime/attn_tmap.c), so a box never crosses a page and lands on whole 1024-byte swizzle atoms of the panel.
- * The map's dims are (head dim, row in page, head, page): a page is its batch coordinate. pg is the lane's page,
- * looked up before the slot wait (one coalesced load for the warp). Lane 0 expects the whole block's bytes first;
- * the lanes issue their boxes in parallel (one lane issuing 8 or 16 boxes in turn made pages of 16 keys 1.8x
- * slower than contiguous, H200, session 7). */
-__device__ __forceinline__ void kf_sm90_tma_kv_paged(kf_u32 sdst, const kf_tmap *map, int ps, int pb, int pg, int j0,
-                                                     int kh, kf_u32 bar, int lane)
+ * The map's dims are (head dim, row in page, head, page): a page is its batch coordinate. pg is the lane's page and
+ * row its first row in it (0 when pages are no longer than a block), both tracked by the caller without a division
+ * (kf_sm90_pages). Lane 0 expects the whole block's bytes first; the lanes issue their boxes in parallel (one lane
+ * issuing 8 or 16 boxes in turn made pages of 16 keys 1.8x slower than contiguous, H200, session 7). */
+__device__ __forceinline__ void kf_sm90_tma_kv_paged(kf_u32 sdst, const kf_tmap *map, int pb, int pg, int row, int kh,
+                                                     kf_u32 bar, int lane)
 {
     if (lane == 0)
         kf_mbar_expect_tx(bar, KF_SM90_KV_BYTES);
     __syncwarp();
     const int sub = lane * pb;
     if (sub < KF_BN) {
-        const int j = j0 + sub;
 #pragma unroll
         for (int c = 0; c < KF_D / 64; ++c)
-            kf_tma_load4(sdst + c * KF_SM90_KPANEL + sub * 128, map, c * 64, j % ps, kh, pg, bar);
+            kf_tma_load4(sdst + c * KF_SM90_KPANEL + sub * 128, map, c * 64, row, kh, pg, bar);
     }
 }
+
+/* The pages of a tile's whole key blocks, for the producer warp, block after block from kbeg (a multiple of BN:
+ * kf_sm90_tile_at): the block table read 32 entries a load (one a lane, the next window's loaded a window ahead),
+ * each block's entries taken by a shuffle, the entry and the row in the page advanced by adds. The division and
+ * the table load of every block before it cost ~120 producer instructions a block, on the scheduler the producer
+ * shares with two consumer warps: paged 4K 1.076x the contiguous time (H200, session 21). */
+struct kf_sm90_pages {
+    const int *bt;
+    int ps, ppb, win;      /* page size; table entries a block (pages no longer than a block; else 1); entries a window */
+    int last, base;        /* the last entry the tile reads; the window's first */
+    int off, row;          /* this block's first entry in the window, and its row in its page */
+    int cur, nxt;          /* the lane's entry of this window and of the next */
+
+    __device__ __forceinline__ int load(int i, int lane) const { return i + lane <= last ? bt[i + lane] : 0; }
+    __device__ __forceinline__ void start(const int *t, int page, int kbeg, int kend, int lane)
+    {
+        bt = t, ps = page;
+        ppb = ps <= KF_BN ? KF_BN / ps : 1;
+        win = 32 / ppb * ppb;                        /* a block's entries never straddle two windows */
+        last = (kend - 1) / ps, base = kbeg / ps;
+        off = 0, row = kbeg - base * ps;
+        cur = load(base, lane), nxt = load(base + win, lane);
+    }
+    /* the lane's page for this block (lanes past the block's pages: any) */
+    __device__ __forceinline__ int page(int lane)
+    {
+        if (off + ppb > win) {                       /* uniform: the next window */
+            base += win, off -= win;
+            cur = nxt; // KF_MUTANT_PAGEWIN
+            nxt = load(base + win, lane);
+        }
+        return __shfl_sync(0xffffffffu, cur, (off + (ps <= KF_BN ? lane : 0)) & 31);
+    }
+    __device__ __forceinline__ void next()
+    {
+        if (ps <= KF_BN)
+            off += ppb;
+        else if ((row += KF_BN) >= ps)
+            row -= ps, ++off; // KF_MUTANT_PAGEROW
+    }
+};
 
 /* The last, partial key block by the producer warp's 32 lanes: cp.async, zero fill from kend on, all copies
  * landed before lane 0 arrives (count 1) on bar. Paged (bt set): row j at page bt[j / ps], row j % ps of it,
@@ -428,6 +468,9 @@ KF_FWD_NAME(const kf_attn_params p)
             /* paged: the maps' batch is the page, k/v the pools (no batch or k0 offset) */
             const int *bt = p.block_table ? p.block_table + (long long)b * p.bt_sb : 0;
             const int ps = p.page_size, pb = min(KF_BN, ps);
+            kf_sm90_pages pgs;
+            if (bt && nblk > 0)
+                pgs.start(bt, ps, kbeg, kend, tid);
             const long long kbo = bt ? 0 : (ck ? 0 : (long long)b * p.k_sb) + (long long)k0 * p.k_ss;
             const long long vbo = bt ? 0 : (ck ? 0 : (long long)b * p.v_sb) + (long long)k0 * p.v_ss;
             const kf_u16 *kg = (const kf_u16 *)p.k + (long long)kvh * p.k_sh + kbo;
@@ -443,14 +486,14 @@ KF_FWD_NAME(const kf_attn_params p)
                 const kf_u32 sK = sKV + s * KF_SM90_STAGE_BYTES;
                 const int j0 = kbeg + n * KF_BN;
                 const bool whole = j0 + KF_BN <= kend;       /* else the last block of a ragged length */
-                /* paged: this lane's page, looked up under the slot wait */
-                const int pg = bt && whole && tid * pb < KF_BN ? bt[(j0 + tid * pb) / ps] : 0;
+                /* paged: this lane's page, before the slot wait */
+                const int pg = bt && whole ? pgs.page(tid) : 0;
                 if (u > 0)
                     kf_mbar_wait(bar_ek + 8 * s, (u - 1) & 1);
                 if (!whole)
                     kf_sm90_tail_kv(sK, kg, p.k_ss, j0, kend, tid, bar_k + 8 * s, bt, ps, p.k_sb);
                 else if (bt)
-                    kf_sm90_tma_kv_paged(sK, &tm.k, ps, pb, pg, j0, kvh, bar_k + 8 * s, tid);
+                    kf_sm90_tma_kv_paged(sK, &tm.k, pb, pg, pgs.row, kvh, bar_k + 8 * s, tid);
                 else if (tid == 0)
                     kf_sm90_tma_kv(sK, &tm.k, krow + j0, kvh, kb, bar_k + 8 * s);
                 if (n == 0 && tid == 0) {   /* Q after the tile's first K: that K may land under the last tile */
@@ -466,9 +509,11 @@ KF_FWD_NAME(const kf_attn_params p)
                 if (!whole)
                     kf_sm90_tail_kv(sK + KF_SM90_KV_BYTES, vg, p.v_ss, j0, kend, tid, bar_v + 8 * s, bt, ps, p.v_sb);
                 else if (bt)
-                    kf_sm90_tma_kv_paged(sK + KF_SM90_KV_BYTES, &tm.v, ps, pb, pg, j0, kvh, bar_v + 8 * s, tid);
+                    kf_sm90_tma_kv_paged(sK + KF_SM90_KV_BYTES, &tm.v, pb, pg, pgs.row, kvh, bar_v + 8 * s, tid);
                 else if (tid == 0)
                     kf_sm90_tma_kv(sK + KF_SM90_KV_BYTES, &tm.v, krow + j0, kvh, kb, bar_v + 8 * s);
+                if (bt)
+                    pgs.next();
                 __syncwarp();
             }
             gn += nblk;

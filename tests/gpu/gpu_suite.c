@@ -351,7 +351,7 @@ const suite_case suite_paged_sm90[] = {
     /* wgmma_tma by page maps (session 7): boxes of min(bn, page) rows, pages 8..256, the tail block by cp.async */
     {PRE, "bf16", 4, 200, 700, 8, 2, 128, 1, KV(700, 0, 1, 333), PG(16), TMA2, .mut = MUT_YES},
     {PRE, "fp16", 4, 150, 600, 8, 4, 128, 1, KV(600, 1, 0, 257), QL(150, 1, 0, 100), PG(64), TMA3, .mut = MUT_YES},
-    {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(256), TMA2},
+    {PRE, "bf16", 2, 300, 1000, 8, 2, 128, 1, KV(1000, 129), PG(256), TMA2, .mut = MUT_YES},
     {PRE, "bf16", 2, 300, 1000, 8, 2, 64, 1, KV(1000, 256), PG(128), TMA3},
     {PRE, "fp16", 2, 130, 400, 8, 4, 128, 0, KV(400, 128), PG(8), TMA2},
     {PRE, "bf16", 2, 200, 500, 8, 2, 256, 1, KV(500, 1), PG(32), TMA256},
@@ -512,6 +512,10 @@ const suite_mutant suite_mutants[] = {
      * this change's to edit); it reaches every GQA source, and only the paged cases (suite_paged*) can see it */
     {"page of the wrong sequence", "p.block_table + (long long)b * p.bt_sb", "(long long)b * p.bt_sb",
      "(long long)((b + 1) % p.b) * p.bt_sb"},
+    /* wgmma_tma's page walk (kf_sm90_pages): the next window of table entries not taken (pages of 16: four blocks
+     * a window), the entry not advanced when a block's rows wrap a page longer than the block (pages of 256) */
+    {"paged: window not advanced", "KF_MUTANT_PAGEWIN", "cur = nxt;", "cur = cur;", 1},
+    {"paged: page row wraps in place", "KF_MUTANT_PAGEROW", "row -= ps, ++off;", "row -= ps;", 1},
 };
 const int suite_mutants_n = sizeof suite_mutants / sizeof suite_mutants[0];
 

@@ -93,9 +93,9 @@ static void progress(const gen_job *j, int done, int total, void *arg)
     if (j->failed)
         cli_progress(o, "[%d/%d] FAILED %s\n", done, total, j->binary_key);
     else
-        cli_progress(o, "[%d/%d] %-10s %s  %.0f ms, %d regs, %d B spills\n", done, total,
+        cli_progress(o, "[%d/%d] %-10s %s  %.0f ms, %d regs, %d B spills%s\n", done, total,
                      j->cache_hit ? "cache hit" : "compiled", j->binary_key, j->bin.ms, j->bin.regs,
-                     j->bin.spill_bytes);
+                     j->bin.spill_bytes, j->bin.wgmma_serial ? ", wgmma SERIALIZED by ptxas (C7520)" : "");
 }
 
 static void report(const cli_opts *o, job_list *l)

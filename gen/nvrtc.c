@@ -84,6 +84,8 @@ void gen_parse_ptxas_log(const char *log, gen_binary_out *out)
             if (sscanf(b, "%d", &v) == 1 && v > out->smem_static)
                 out->smem_static = v;
         }
+        if (strstr(line, "C7520") || strstr(line, "wgmma.mma_async instructions are serialized"))
+            out->wgmma_serial = 1;
         int stack, st, ld;
         const char *f = strstr(line, "bytes stack frame");
         if (f) {

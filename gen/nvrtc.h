@@ -14,6 +14,8 @@ typedef struct gen_binary_out {
     int smem_static;      /* max static shared memory over the kernels */
     int spill_bytes;      /* spill stores + loads summed over the kernels */
     int stack_bytes;      /* max stack frame */
+    int wgmma_serial;     /* 1: ptxas serialized the kernel's wgmma (its remark C7520; e.g. a wgmma under a condition,
+                           * bench/NOTES.md session 22): every wgmma waits for the one before */
 } gen_binary_out;
 
 /* "13.0" */
@@ -35,7 +37,7 @@ int gen_nvrtc_compile_headers(const char *src, const char *name, const char *arc
                               gen_binary_out *out, char *err, size_t errn);
 void gen_binary_out_free(gen_binary_out *b);
 
-/* Parses ptxas -v lines of a log into regs/smem/spills/stack (exposed for tests). */
+/* Parses ptxas -v lines of a log into regs/smem/spills/stack and the wgmma serialization remark (exposed for tests). */
 void gen_parse_ptxas_log(const char *log, gen_binary_out *out);
 
 #endif

@@ -87,7 +87,8 @@ static void add_shape(gen_host *h, jobs *l, const gen_kvset *shape, int all, con
 }
 
 /* Compiles the jobs on every core, reports failures (and spills), frees the jobs and the host, and
- * asserts that none failed (and, when spill_max >= 0, that none spilled more than spill_max bytes). */
+ * asserts that none failed, that ptxas serialized no kernel's wgmma (C7520: 25-35% slower, session 22) and, when
+ * spill_max >= 0, that none spilled more than spill_max bytes. */
 /* The slice of the set this run compiles: the distinct binaries whose index is g_slice modulo g_of (the
  * order of add() is deterministic, so the g_of slices of one set are together the whole set). */
 static int g_slice = 0, g_of = 1;
@@ -111,8 +112,12 @@ static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const ch
     time_t t0 = time(NULL);
     char err[256];
     int failed = gen_build_run(l->v, l->n, threads, NULL, tg, NULL, NULL, err, sizeof err);
-    int spills = 0, over = 0;
+    int spills = 0, over = 0, serial = 0;
     for (int i = 0; i < l->n; i++) {
+        if (!l->v[i].failed && l->v[i].bin.wgmma_serial) {   /* every wgmma waiting for the last: a slow kernel */
+            print_error("%s: ptxas serialized its wgmma (C7520)\n", l->v[i].variant_key);
+            serial++;
+        }
         if (l->v[i].failed) {
             print_error("%s\n", l->v[i].err);
         } else if (l->v[i].bin.spill_bytes) {
@@ -132,6 +137,7 @@ static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const ch
     gen_host_free(h);
     assert_int_equal(failed, 0);
     assert_int_equal(over, 0);
+    assert_int_equal(serial, 0);
 }
 
 /* The default sweep's shapes of family (every valid variant) and the family's default variant across the

@@ -724,6 +724,11 @@ static void test_nvrtc__ptxas_log_parse(void **state)
     assert_int_equal(o.smem_static, 16384);
     assert_int_equal(o.spill_bytes, 20);
     assert_int_equal(o.stack_bytes, 24);
+    assert_int_equal(o.wgmma_serial, 0);
+    gen_parse_ptxas_log("ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+                        "due to program dependence on compiler-inserted WG.AR in divergent path in the function 'k'\n",
+                        &o);
+    assert_int_equal(o.wgmma_serial, 1);
 }
 
 static void test_build__second_compile_is_a_cache_hit(void **state)

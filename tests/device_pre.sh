@@ -8,8 +8,9 @@
 #        [ROUNDS=1] [MATRIX=d64] [NCU='...'] [BUDGET_S=500] bash tests/device_pre.sh
 #   PARAMS: --params overrides on each row's default (space-separated sets, "default" for none); ROWS: shape fields
 #   after dtype=bf16,causal=1 (space-separated; a row ending in @N runs K/V in pages of N rows); MATRIX: --shapes filter of bench/sets/prefill-matrix.json ("all":
-#   every row; unset: no harness); NCU: rows (as ROWS) of which Nsight Compute reads one launch of the default, every
-#   section (--set full), the details page in ncu_<row>.txt; TESTS=" ": no suite.
+#   every row; unset: no harness); NCU: rows (as ROWS, each optionally "|params" for --params) of which Nsight Compute
+#   reads one launch, every section (--set full): the report ncu_<row>.ncu-rep, its details page (.txt) and raw
+#   metrics (.raw.csv, the warp stall reasons among them); TESTS=" ": no suite.
 KF_LOGS=pre; KF_BUDGET_DEFAULT=500; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_TEST_DB=/tmp/kf_pre_test.db
 # 1. correctness: the binaries first (16 cores, GPU hidden), then each cmocka filter in its own process
@@ -49,15 +50,22 @@ if [ -n "${MATRIX:-}" ] && [ "$(left 30)" -gt 60 ]; then
   say "harness (prefill-matrix ${MATRIX}): exit $?"
   grep -E "^\| prefill|^\|  \| " "$OUT/bench/results.md" 2>/dev/null | cut -c1-200 | tee -a "$SUM"
 fi
-# 4. Nsight Compute, one launch of each NCU row's default (after the check's and two more)
+# 4. Nsight Compute, one launch of each NCU row (after the check's and two more)
 for row in ${NCU:-}; do
   command -v ncu > /dev/null || { say "ncu: not found"; break; }
   [ "$(left 20)" -lt 60 ] && { say "ncu $row: skipped (budget)"; continue; }
-  shp=${row%@*}; pg=$( [ "$shp" != "$row" ] && echo "--page-size ${row##*@}" )
-  f="$OUT/ncu_$(echo "$row" | tr -c 'a-z0-9=\n' '_').txt"
-  timeout "$(left 15)" ncu --set full -k regex:kf_attn_prefill --launch-skip 3 --launch-count 1 --print-units base \
-    "$K" run attn_prefill --shape "dtype=bf16,causal=1,$shp" $pg --timing burst --db /tmp/kf_pre_run.db --quiet > "$f" 2>&1
-  say "ncu $row: exit $? $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Compute \(SM\) Throughput) ' "$f" | tr -s ' ' | tr '\n' ';')"
+  prm=$( [ "${row#*|}" != "$row" ] && echo "--params ${row#*|}" ); r=${row%%|*}
+  shp=${r%@*}; pg=$( [ "$shp" != "$r" ] && echo "--page-size ${r##*@}" )
+  f="$OUT/ncu_$(echo "$row" | tr -c 'a-z0-9=\n' '_')"
+  timeout "$(left 15)" ncu --set full -k regex:kf_attn_prefill --launch-skip 3 --launch-count 1 -f -o "$f" \
+    "$K" run attn_prefill --shape "dtype=bf16,causal=1,$shp" $pg $prm --timing burst --db /tmp/kf_pre_run.db --quiet \
+    > "$f.log" 2>&1
+  rc=$?
+  # the details page (sections and rules) and every raw metric (the warp stall reasons among them), as text
+  ncu --import "$f.ncu-rep" --page details --print-units base > "$f.txt" 2>&1
+  ncu --import "$f.ncu-rep" --page raw --csv > "$f.raw.csv" 2>&1
+  f="$f.txt"
+  say "ncu $row: exit $rc $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Compute \(SM\) Throughput) ' "$f" | tr -s ' ' | tr '\n' ';')"
 done
 say "done"
 pack

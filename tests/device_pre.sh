@@ -66,6 +66,7 @@ for row in ${NCU:-}; do
   ncu --import "$f.ncu-rep" --page raw --csv > "$f.raw.csv" 2>&1
   f="$f.txt"
   say "ncu $row: exit $rc $(grep -E '^ +(Duration|DRAM Throughput|L2 Hit Rate|Compute \(SM\) Throughput) ' "$f" | tr -s ' ' | tr '\n' ';')"
+  say "  stalls: $(python3 "$ROOT/tests/ncu_stalls.py" "${f%.txt}.raw.csv" 2>&1 | tr '\n' ' ')"
 done
 say "done"
 pack

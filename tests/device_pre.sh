@@ -13,6 +13,8 @@
 #   metrics (.raw.csv, the warp stall reasons among them); TESTS=" ": no suite.
 KF_LOGS=pre; KF_BUDGET_DEFAULT=500; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_TEST_DB=/tmp/kf_pre_test.db
+# a row's shape fields ($shp) and, for a row ending in @N, its --page-size N ($pg)
+split_row() { shp=${1%@*}; pg=$( [ "$shp" != "$1" ] && echo "--page-size ${1##*@}" ); }
 # 1. correctness: the binaries first (16 cores, GPU hidden), then each cmocka filter in its own process
 ( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KFORGE_TEST_PRECOMPILE=1 timeout "$(left 60)" ./test_attn_gpu \
     > "$OUT/precompile.log" 2>&1 )
@@ -30,7 +32,7 @@ for r in $(seq 1 "${ROUNDS:-1}"); do
   for row in $ROWS; do
     for pr in $PARAMS; do
       [ "$(left 30)" -lt 25 ] && { say "run $row $pr: skipped (budget)"; continue; }
-      shp=${row%@*}; pg=$( [ "$shp" != "$row" ] && echo "--page-size ${row##*@}" )
+      split_row "$row"
       js=$(timeout 60 "$K" run attn_prefill --shape "dtype=bf16,causal=1,$shp" $pg \
              $( [ "$pr" != default ] && echo --params "$pr" ) --db /tmp/kf_pre_run.db --json --quiet 2>> "$OUT/run.err")
       echo "$js" > "$OUT/run_r${r}_$(echo "$row $pr" | tr -c 'a-z0-9=\n' '_').json"
@@ -55,7 +57,7 @@ for row in ${NCU:-}; do
   command -v ncu > /dev/null || { say "ncu: not found"; break; }
   [ "$(left 20)" -lt 60 ] && { say "ncu $row: skipped (budget)"; continue; }
   prm=$( [ "${row#*|}" != "$row" ] && echo "--params ${row#*|}" ); r=${row%%|*}
-  shp=${r%@*}; pg=$( [ "$shp" != "$r" ] && echo "--page-size ${r##*@}" )
+  split_row "$r"
   f="$OUT/ncu_$(echo "$row" | tr -c 'a-z0-9=\n' '_')"
   timeout "$(left 15)" ncu --set full -k regex:kf_attn_prefill --launch-skip 3 --launch-count 1 -f -o "$f" \
     "$K" run attn_prefill --shape "dtype=bf16,causal=1,$shp" $pg $prm --timing burst --db /tmp/kf_pre_run.db --quiet \

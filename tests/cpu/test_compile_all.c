@@ -86,9 +86,6 @@ static void add_shape(gen_host *h, jobs *l, const gen_kvset *shape, int all, con
     }
 }
 
-/* Compiles the jobs on every core, reports failures (and spills), frees the jobs and the host, and
- * asserts that none failed, that ptxas serialized no kernel's wgmma (C7520: 25-35% slower, session 22) and, when
- * spill_max >= 0, that none spilled more than spill_max bytes. */
 /* The slice of the set this run compiles: the distinct binaries whose index is g_slice modulo g_of (the
  * order of add() is deterministic, so the g_of slices of one set are together the whole set). */
 static int g_slice = 0, g_of = 1;
@@ -105,6 +102,9 @@ static void keep_slice(jobs *l)
     l->n = n;
 }
 
+/* Compiles the jobs on every core, reports failures (and spills), frees the jobs and the host, and
+ * asserts that none failed, that ptxas serialized no kernel's wgmma (C7520: 25-35% slower, session 22) and, when
+ * spill_max >= 0, that none spilled more than spill_max bytes. */
 static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const char *what, int spill_max)
 {
     keep_slice(l);

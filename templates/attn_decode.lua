@@ -4,7 +4,9 @@
 -- a block, stages). impl "direct": attn/decode_direct.cuh (the keys are the MMA's M and the packed rows its N, K/V
 -- loaded straight into fragment registers): tm packed rows a CTA (8 or 16, one MMA column each; 4: FP8 at bf16, two
 -- e4m3 terms a row as the 8 columns), w warps, bn keys a warp step (16 or 32; FP8 K/V: 32, the e4m3 MMA's k,
--- sm_89+), stages = steps of loads a warp keeps in flight (1 or 2).
+-- sm_89+), stages = steps of loads a warp keeps in flight (1 or 2). impl "wg8" (FP8 K/V, sm_90a): attn/decode_wg8.cuh
+-- (one warpgroup, the keys as wgmma's M on the native e4m3 tensor cores, K/V through cp.async stages): tm packed rows
+-- (4, 8, 16: two e4m3 Q terms each, 2 tm columns), w 4, bn keys a block (64 or 128), stages (2..4).
 local A = import("lib/attn.lua")
 
 local function direct_shape(p, f)
@@ -39,6 +41,26 @@ local function valid_direct(p, f, dev)
   return A.check_smem(s.smem, dev)
 end
 
+-- impl wg8: shared memory = 1024 (alignment) + Q^T and P^T (2 tm rows of 128 bytes each) + stages x (K bn x d,
+-- V bn x (d + 16)) + the block maxima [4 warps][tm] fp32
+local function wg8_smem(p, f)
+  return 1024 + 2 * (2 * p.tm * 128) + p.stages * p.bn * (2 * f.d + 16) + 4 * p.tm * 4
+end
+
+local function valid_wg8(p, f, dev)
+  if dev.arch ~= "sm_90a" then return false, "impl wg8 needs the sm_90a target (wgmma e4m3), got " .. tostring(dev.arch) end
+  if not f.kv then return false, "impl wg8 is the FP8 K/V kernel: it needs kv_dtype e4m3" end
+  if f.dtype ~= "bf16" then return false, "impl wg8 takes bf16 queries (two e4m3 terms a q), got " .. tostring(f.dtype) end
+  if f.d ~= 128 then return false, "impl wg8 takes head dim 128 (a thread's four d of each V row), got " .. f.d end
+  if p.tm ~= 4 and p.tm ~= 8 and p.tm ~= 16 then
+    return false, "impl wg8 takes tm 4, 8 or 16 (packed rows a CTA, 2 tm wgmma columns), got " .. p.tm
+  end
+  if p.w ~= 4 then return false, "impl wg8 is one warpgroup: w 4, got " .. p.w end
+  if p.bn ~= 64 and p.bn ~= 128 then return false, "impl wg8 takes bn 64 or 128 (64-key wgmma tiles a block), got " .. p.bn end
+  if p.stages < 2 then return false, "impl wg8 takes 2 or more stages (cp.async blocks in flight + 1), got " .. p.stages end
+  return A.check_smem(wg8_smem(p, f), dev)
+end
+
 local function shape_of(p, f)
   local wm = math.min(p.w, p.tm // 16)
   local wn = p.w // wm
@@ -54,11 +76,12 @@ return {
   family   = "attn_decode",
   doc      = "GQA attention decode (Sq 1..16): packed G x Sq query tile per KV head, split-KV with combine; sliding window, softcap, sinks, FP8 K/V",
   includes = { "lib/attn.lua", "common/attn_params.h", "common/types.cuh", "common/fp8.cuh", "common/mma.cuh",
-               "common/attn_features.cuh", "attn/fwd.cuh", "attn/decode_direct.cuh", "attn/combine.cuh" },
+               "common/attn_features.cuh", "common/wgmma.cuh", "common/wgmma_fp8.cuh", "attn/fwd.cuh",
+               "attn/decode_rows.cuh", "attn/decode_direct.cuh", "attn/decode_wg8.cuh", "attn/combine.cuh" },
   shape    = A.gqa_shape(),
   -- tm: packed rows per tile; w: warps; bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
-  params   = { impl = { "mma", "direct" }, tm = { 4, 8, 16, 32, 64 }, w = { 4, 8 }, bn = { 16, 32, 64, 128 },
-               stages = { 1, 2, 3 }, sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
+  params   = { impl = { "mma", "direct", "wg8" }, tm = { 4, 8, 16, 32, 64 }, w = { 4, 8 }, bn = { 16, 32, 64, 128 },
+               stages = { 1, 2, 3, 4 }, sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
   fixed    = A.gqa_fixed,
   valid    = function(p, f, dev)
@@ -67,6 +90,8 @@ return {
     ok, why = A.check_features(f, true)
     if not ok then return false, why end
     if p.impl == "direct" then return valid_direct(p, f, dev) end
+    if p.impl == "wg8" then return valid_wg8(p, f, dev) end
+    if p.stages > 3 then return false, "impl mma takes 1 to 3 stages, got " .. p.stages end
     if p.tm < 16 or p.bn < 32 then return false, "impl mma takes tm >= 16 and bn >= 32" end
     if f.kv and p.stages < 2 then return false, "FP8 K/V needs 2 or more stages" end
     if f.kv and (p.bn * f.d // 16) % (32 * p.w) ~= 0 then   -- attn/fwd.cuh kf_load_kv8: whole rounds of copies
@@ -111,6 +136,22 @@ return {
     return p
   end,
   render   = function(p, f)
+    if p.impl == "wg8" then
+      local hdr = A.feature_defines(f) .. subst([[
+#define KF_BF16 ${bf16}
+#define KF_D ${d}
+#define KF_G ${g}
+#define KF_CAUSAL ${causal}
+#define KF_TM ${tm}
+#define KF_BN ${bn}
+#define KF_STAGES ${stages}
+#define KF_FWD_NAME kf_attn_decode
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, tm = p.tm, bn = p.bn, stages = p.stages })
+        .. A.combine_defines(f.d)
+      return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "common/wgmma.cuh",
+                                        "common/wgmma_fp8.cuh", "common/attn_features.cuh", "attn/decode_rows.cuh",
+                                        "attn/decode_wg8.cuh", "attn/combine.cuh" })
+    end
     if p.impl == "direct" then
       local hdr = A.feature_defines(f) .. subst([[
 #define KF_BF16 ${bf16}
@@ -120,12 +161,14 @@ return {
 #define KF_TM ${tm}
 #define KF_W ${w}
 #define KF_KS ${ks}
+#define KF_BN ${bn}
 #define KF_PF ${pf}
 #define KF_FWD_NAME kf_attn_decode
-]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, tm = p.tm, w = p.w, ks = p.bn // 16, pf = p.stages })
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, tm = p.tm, w = p.w, ks = p.bn // 16, bn = p.bn, pf = p.stages })
         .. A.combine_defines(f.d)
       return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
-                                        "common/attn_features.cuh", "attn/decode_direct.cuh", "attn/combine.cuh" })
+                                        "common/attn_features.cuh", "attn/decode_rows.cuh", "attn/decode_direct.cuh",
+                                        "attn/combine.cuh" })
     end
     local s = shape_of(p, f)
     local hdr = A.feature_defines(f) .. A.fwd_defines(f, { decode = 1, tm = p.tm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,
@@ -134,7 +177,10 @@ return {
                                 "common/attn_features.cuh", "attn/fwd.cuh", "attn/combine.cuh" })
   end,
   kernels  = function(p, f, dev)
-    local s = (p.impl == "direct") and direct_shape(p, f) or shape_of(p, f)
+    local s
+    if p.impl == "wg8" then s = { threads = 128, smem = wg8_smem(p, f) }
+    elseif p.impl == "direct" then s = direct_shape(p, f)
+    else s = shape_of(p, f) end
     local ks = { { name = "kf_attn_decode", threads = s.threads, smem = s.smem } }
     if p.sp > 1 then ks[2] = A.combine_kernel(f.d) end
     return ks

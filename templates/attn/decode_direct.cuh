@@ -5,7 +5,7 @@
 /*
  * Compile-time constants (defined by the template): KF_BF16, KF_D head dim (64, 128, 256), KF_G = hq / hkv,
  * KF_CAUSAL, KF_TM packed rows a CTA (8 or 16 MMA columns; 4: FP8 at bf16, see KF_TC), KF_W warps, KF_KS 16-key
- * tiles a warp step (KT = 16 KS keys),
+ * tiles a warp step (KT = 16 KS keys), KF_BN = KT (the split granularity),
  * KF_PF steps of loads a warp has issued (1: a step's loads, then its math; 2: the next step's loads issued before
  * this step's math), KF_FWD_NAME; the model features of common/attn_features.cuh.
  *
@@ -62,7 +62,9 @@
  */
 #define KF_CAP_BEFORE_MAX 1 // KF_MUTANT_CAPORDER
 #define KF_KT (16 * KF_KS)
-#define KF_BN KF_KT                                    /* the split granularity */
+#if KF_BN != KF_KT                                     /* KF_BN (the template's): the split granularity */
+#error "kforge attn decode_direct: KF_BN must be the step's keys (16 KF_KS)"
+#endif
 #define KF_TC (KF_TM == 4)                             /* Q's and P's two e4m3 terms as the MMA's columns */
 #define KF_NC (KF_TC ? 8 : KF_TM)                      /* MMA columns a CTA */
 #define KF_NQ (KF_NC / 8)
@@ -200,34 +202,12 @@ KF_FWD_NAME(const kf_attn_params p)
     const int g = lane >> 2, t = lane & 3;
     const int b = blockIdx.z;
 
-    /* ---- this CTA's columns and key range (as attn/fwd.cuh's decode) */
-    const int ntiles = (KF_G * p.sq + KF_TM - 1) / KF_TM;
-    const int tile = blockIdx.y % ntiles;
-    const int h = (blockIdx.y / ntiles) * KF_G;            /* first query head of the group */
-    const int split = blockIdx.x, nsplit = p.splits;
-    const int kvh = h / KF_G; // KF_MUTANT_KVHEAD
-
-    const int r0 = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0;
-    const int n_q = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - r0 : p.sq;
-    const int k0 = p.cu_seqlens_k ? p.cu_seqlens_k[b] : 0;
-    const int n_kv = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - k0 : (p.kv_len ? p.kv_len[b] : p.skv);
-    const int row0 = tile * KF_TM;
-    if (row0 >= KF_G * n_q)
-        return;                                           /* tile wholly past this sequence's rows */
-    const int imin = row0 / KF_G, imax = (min(row0 + KF_TM, KF_G * n_q) - 1) / KF_G;
-    const int coff = n_kv - n_q; // KF_MUTANT_CAUSAL
-#if KF_WIN
-    const int wwin = p.window_left; // KF_MUTANT_WINDOW
-    const int wlo = max(0, imin + coff - wwin);        /* keys before wlo are outside every column's window */
-    const int kwmask = imax + coff - wwin;              /* steps starting before it need the window's mask */
-    const int bps = ((n_kv - wlo + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;     /* steps per split */
-    const int kbeg = wlo + split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
-#else
-    const int bps = ((n_kv + KF_BN - 1) / KF_BN + nsplit - 1) / nsplit;     /* steps per split */
-    const int kbeg = split * bps * KF_BN, kend = min(n_kv, kbeg + bps * KF_BN); // KF_MUTANT_SPLIT
-#endif
-    const int kstop = KF_CAUSAL ? min(kend, imax + coff + 1) : kend;
-    const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
+    /* ---- this CTA's packed rows and key range (attn/decode_rows.cuh) */
+    kf_dec_rows x;
+    if (!kf_dec_rows_of(p, x))
+        return;
+    const int h = x.h, kvh = x.kvh, r0 = x.r0, n_q = x.n_q, k0 = x.k0, row0 = x.row0;
+    const int kbeg = x.kbeg, kend = x.kend, kstop = x.kstop, nsplit = p.splits, split = blockIdx.x;
     const int nsteps = kstop > kbeg ? (kstop - kbeg + KF_KT - 1) / KF_KT : 0;
 
     /* ---- global bases (bytes) */
@@ -447,26 +427,15 @@ KF_FWD_NAME(const kf_attn_params p)
                     s[ks][nq][e] = kf_softcap(s[ks][nq][e], capm, p.softcap);
 #endif
         /* mask: keys past the split / sequence end, and past each column's causal bound (before its window) */
-#if KF_WIN
-        if (j0 + KF_KT > kmask || j0 < kwmask) {
-#else
-        if (j0 + KF_KT > kmask) {
-#endif
+        if (kf_dec_needs_mask(x, j0, KF_KT)) {
 #pragma unroll
             for (int ks = 0; ks < KF_KS; ++ks)
 #pragma unroll
                 for (int nq = 0; nq < KF_NQ; ++nq)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int j = j0 + ks * 16 + g + 8 * (e >> 1);
-                        const int i = qi[nq][e & 1];
-#if KF_WIN
-                        if (j >= kend || (KF_CAUSAL && j > i + coff) || j < i + coff - wwin)
-#else
-                        if (j >= kend || (KF_CAUSAL && j > i + coff))
-#endif
+                    for (int e = 0; e < 4; ++e)
+                        if (kf_dec_hidden(x, j0 + ks * 16 + g + 8 * (e >> 1), qi[nq][e & 1]))
                             s[ks][nq][e] = KF_NEG_INF;
-                    }
         }
         /* online softmax (base 2) per column: the max over the step's keys (lanes g), O^T and the sum rescaled
          * (FP8: O^T by the products' update below) */

@@ -435,6 +435,52 @@ const suite_case suite_decode_direct[] = {
 const int suite_decode_direct_n = sizeof suite_decode_direct / sizeof suite_decode_direct[0];
 
 /*
+ * attn_decode impl=wg8 (attn/decode_wg8.cuh, sm_90a: FP8 K/V on wgmma e4m3, the keys as its rows, bf16 Q at head dim
+ * 128), besides every FP8 case of the other groups it serves run again on it (test_attn_gpu): lengths 0, 1, 17, 63,
+ * 64, 65, 4097 and 40 000 (off and on its 64- and 128-key blocks) with NaN past each; tm 4, 8 and 16 (8, 16, 32
+ * wgmma columns) at ratios 8/2, 8/4, 32/8, 64/8, 128/8, rows filling part of a CTA and more rows than one holds;
+ * splits up to 8 with empty ones; pages of 5, 8 (a 16-row copy round over several pages), 16, 24, 64 and 256 with
+ * NaN in unused pages; Q past fp16's range and near bf16's subnormals; BHSD and row-padded views, packed q;
+ * window 1, 17, 128, softcap at large logits, sinks with empty sequences.
+ */
+#define DW(tm, bn, st, sp) .params = "impl=wg8,tm=" #tm ",w=4,bn=" #bn ",stages=" #st ",sp=" #sp
+const suite_case suite_decode_wg8[] = {
+    {DEC, "bf16", 4, 1, 700, 32, 8, 128, 0, KV(700, 0, 1, 17), E4M3, DW(4, 64, 4, 1), .mut = MUT_YES},
+    {DEC, "bf16", 4, 1, 700, 32, 8, 128, 0, KV(700, 0, 1, 17), E4M3, DW(4, 128, 3, 4), .mut = MUT_YES},
+    {DEC, "bf16", 3, 2, 640, 8, 4, 128, 1, KV(640, 63, 65), E4M3, DW(4, 64, 3, 2), .mut = MUT_YES},
+    {DEC, "bf16", 2, 4, 4097, 8, 2, 128, 1, KV(4097, 64), E4M3, DW(16, 128, 2, 8), .mut = MUT_YES},
+    {DEC, "bf16", 2, 1, 800, 64, 8, 128, 0, KV(800, 3), E4M3, DW(8, 64, 4, 1)},
+    {DEC, "bf16", 2, 1, 900, 128, 8, 128, 0, KV(900, 129), E4M3, DW(16, 128, 3, 2)},
+    {DEC, "bf16", 2, 8, 300, 8, 2, 128, 1, KV(300, 9), E4M3, DW(4, 64, 2, 1), .mut = MUT_YES},
+    {DEC, "bf16", 2, 3, 500, 8, 2, 128, 1, KV(500, 130), E4M3, DW(8, 64, 4, 2)},
+    {DEC, "bf16", 1, 1, 40000, 32, 8, 128, 0, E4M3, DW(4, 128, 4, 8)},
+    /* paged */
+    {DEC, "bf16", 3, 1, 700, 8, 2, 128, 0, KV(700, 0, 1), E4M3, PG(16), DW(4, 64, 4, 4), .mut = MUT_YES},
+    {DEC, "bf16", 3, 2, 600, 8, 4, 128, 1, KV(600, 1, 255), E4M3, PG(8), DW(8, 128, 3, 1), .mut = MUT_YES},
+    {DEC, "bf16", 2, 1, 777, 32, 8, 128, 0, KV(777, 100), E4M3, PG(24), DW(4, 64, 4, 2)},
+    {DEC, "bf16", 2, 1, 1000, 32, 8, 128, 0, KV(1000, 300), E4M3, PG(256), DW(4, 128, 4, 1)},
+    {DEC, "bf16", 2, 2, 500, 8, 2, 128, 1, KV(500, 77), E4M3, PG(5), DW(8, 64, 2, 2)},
+    {DEC, "bf16", 2, 1, 900, 32, 8, 128, 1, KV(900, 65), E4M3, PG(64), WIN(100), .sinks = 1, DW(4, 64, 3, 1)},
+    /* Q at both ends of its range */
+    {DEC, "bf16", 2, 1, 700, 8, 2, 128, 0, KV(700, 5), E4M3, .q_amp = 1e5, .scale = 8.838834764831845e-07,
+     DW(4, 64, 4, 2), .mut = MUT_YES},
+    {DEC, "bf16", 2, 4, 600, 8, 4, 128, 1, KV(600, 1), E4M3, .q_amp = 1e-30, .scale = 1.25e29, DW(16, 64, 2, 1)},
+    /* strided views and packed q */
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 1), E4M3, .layout = TUNE_LAYOUT_BHSD, DW(8, 64, 4, 4)},
+    {DEC, "bf16", 2, 4, 700, 8, 4, 128, 0, KV(650, 0), E4M3, .row_pad = 16, DW(16, 64, 4, 4)},
+    {DEC, "bf16", 3, 2, 640, 8, 2, 128, 1, KV(640, 100, 1), QL(2, 1, 2), E4M3, DW(8, 64, 3, 1)},
+    /* the model features */
+    {DEC, "bf16", 2, 1, 800, 8, 2, 128, 1, KV(800, 5), WIN(128), .sinks = 1, E4M3, DW(4, 64, 4, 1), .mut = MUT_YES},
+    {DEC, "bf16", 3, 4, 700, 8, 2, 128, 1, KV(700, 0, 33), WIN(17), .sinks = 1, E4M3, DW(16, 64, 3, 2),
+     .mut = MUT_YES},
+    {DEC, "bf16", 2, 2, 600, 8, 4, 128, 1, KV(600, 200), WIN(1), E4M3, DW(4, 128, 2, 1)},
+    {DEC, "bf16", 2, 2, 700, 8, 2, 128, 1, KV(700, 17), .softcap = 5.0, .scale = 8.0, E4M3, DW(4, 64, 4, 1),
+     .mut = MUT_YES},
+    {DEC, "bf16", 3, 1, 800, 8, 2, 128, 0, KV(800, 0, 5), .sinks = 1, E4M3, DW(4, 64, 4, 8), .mut = MUT_YES},
+};
+const int suite_decode_wg8_n = sizeof suite_decode_wg8 / sizeof suite_decode_wg8[0];
+
+/*
  * attn_prefill impl=wgmma_tma (issue 19; sm_90a): test_attn_gpu runs every D 64, 128 and 256 case of suite_prefill,
  * suite_prefill_sm90 and suite_feat_sm90 again with the impl swapped to wgmma_tma (same bn and stages), and these:
  * key lengths whose last block is partial, with NaN past the length (that block goes by cp.async with zero fill;

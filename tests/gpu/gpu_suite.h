@@ -56,6 +56,9 @@ extern const int suite_paged_n, suite_paged_sm90_n;
 /* attn_decode impl=direct */
 extern const suite_case suite_decode_direct[];
 extern const int suite_decode_direct_n;
+/* attn_decode impl=wg8 (sm_90a only) */
+extern const suite_case suite_decode_wg8[];
+extern const int suite_decode_wg8_n;
 extern const int suite_decode_n, suite_prefill_n, suite_naive_n, suite_combine_n;
 /* attn_prefill impl=wgmma / wgmma_ov / wgmma_pp (sm_90a only): their own cases, and the params strings
  * that turn a D 128 case of suite_prefill into a case of each impl */

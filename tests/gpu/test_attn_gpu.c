@@ -69,7 +69,10 @@ static const suite_case bitwise_cases[] = {
 
 /* impl=wgmma* cases run only where the target is sm_90a (they are not valid elsewhere) */
 static int g_sm90;
-static int is_sm90_case(const suite_case *c) { return c->params && strstr(c->params, "impl=wgmma") != NULL; }
+static int is_sm90_case(const suite_case *c)
+{
+    return c->params && (strstr(c->params, "impl=wgmma") != NULL || strstr(c->params, "impl=wg8") != NULL);
+}
 
 /* The wgmma group: every D 64, 128 and 256 case of suite_prefill with each impl's params, then suite_prefill_sm90. */
 #define MAX_WGMMA_CASES 128
@@ -186,6 +189,54 @@ static void build_direct_cases(void)
         g_direct_cases[g_direct_n++] = suite_decode_direct[i];
 }
 
+/* The impl=wg8 group (sm_90a): every FP8 decode case of suite_kv8, suite_feat, suite_paged and suite_decode_direct
+ * that it serves (bf16 Q, head dim 128) again on attn/decode_wg8.cuh, with its sp and the first valid of the tile
+ * params below (starting at a different one for each case), then suite_decode_wg8. */
+#define MAX_WG8_CASES 96
+static suite_case g_wg8_cases[MAX_WG8_CASES];
+static char g_wg8_params[MAX_WG8_CASES][96];
+static int g_wg8_n;
+
+static void add_wg8_case(const suite_case *c)
+{
+    static const char *const tiles[] = {"tm=4,w=4,bn=64,stages=4", "tm=8,w=4,bn=128,stages=2",
+                                        "tm=16,w=4,bn=64,stages=3", "tm=4,w=4,bn=128,stages=3",
+                                        "tm=8,w=4,bn=64,stages=2", "tm=16,w=4,bn=128,stages=4"};
+    enum { NT = sizeof tiles / sizeof tiles[0] };
+    if (strcmp(c->family, "attn_decode") || !c->kv_fp8 || strcmp(c->dtype, "bf16") || c->d != 128 ||
+        g_wg8_n >= MAX_WG8_CASES)
+        return;
+    const char *sp = c->params ? strstr(c->params, "sp=") : NULL;
+    char spv[16] = "sp=1";
+    if (sp)
+        snprintf(spv, sizeof spv, "%.*s", (int)strcspn(sp, ","), sp);
+    for (int k = 0; k < NT; k++) {
+        char why[512];
+        suite_case e = *c;
+        snprintf(g_wg8_params[g_wg8_n], sizeof g_wg8_params[0], "impl=wg8,%s,%s", tiles[(g_wg8_n + k) % NT], spv);
+        e.params = g_wg8_params[g_wg8_n];
+        e.mut = MUT_NONE;
+        if (suite_job(&g_suite, &e, 0, why, sizeof why) >= 0) {
+            g_wg8_cases[g_wg8_n++] = e;
+            return;
+        }
+    }
+}
+
+static void build_wg8_cases(void)
+{
+    const suite_case *sets[] = {suite_kv8, suite_feat, suite_paged, suite_decode_direct};
+    const int ns[] = {suite_kv8_n, suite_feat_n, suite_paged_n, suite_decode_direct_n};
+    g_wg8_n = 0;
+    if (!g_sm90)
+        return;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < ns[k]; i++)
+            add_wg8_case(&sets[k][i]);
+    for (int i = 0; i < suite_decode_wg8_n && g_wg8_n < MAX_WG8_CASES; i++)
+        g_wg8_cases[g_wg8_n++] = suite_decode_wg8[i];
+}
+
 static void register_jobs(const suite_case *cs, int n)
 {
     char why[512];
@@ -246,6 +297,16 @@ static void test_attn_gpu__decode_direct(void **state)
     (void)state;
     assert_int_equal(run_group(g_direct_cases, g_direct_n,
                                "attn_decode impl=direct (keys as the MMA's rows, K/V straight to registers)"), 0);
+}
+
+static void test_attn_gpu__decode_wg8(void **state)
+{
+    (void)state;
+    if (!g_sm90) {
+        printf("\n== attn_decode impl=wg8: skipped, the target is %s, not sm_90a\n", g_suite.tg.arch);
+        return;
+    }
+    assert_int_equal(run_group(g_wg8_cases, g_wg8_n, "attn_decode impl=wg8 (FP8 K/V on wgmma e4m3, sm_90a)"), 0);
 }
 
 static void test_attn_gpu__prefill(void **state)
@@ -404,6 +465,8 @@ int main(void)
     register_jobs(suite_prefill, suite_prefill_n);
     build_direct_cases();
     register_jobs(g_direct_cases, g_direct_n);
+    build_wg8_cases();
+    register_jobs(g_wg8_cases, g_wg8_n);
     build_wgmma_cases();
     register_jobs(g_wgmma_cases, g_wgmma_n);
     build_tma_cases();
@@ -436,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_attn_gpu__features_naive_matches_cpu),
         cmocka_unit_test(test_attn_gpu__decode),
         cmocka_unit_test(test_attn_gpu__decode_direct),
+        cmocka_unit_test(test_attn_gpu__decode_wg8),
         cmocka_unit_test(test_attn_gpu__prefill),
         cmocka_unit_test(test_attn_gpu__prefill_wgmma),
         cmocka_unit_test(test_attn_gpu__prefill_tma),

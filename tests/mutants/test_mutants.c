@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime/cuda.h"
+#include "runtime/device.h"
 #include "tests/gpu/gpu_suite.h"
 #include "tests/mutants/spawn.h"
 
@@ -30,22 +31,26 @@
 
 static char g_self[1024];
 
-static int child(int m, int direct_only)
+enum { ALL_CASES = 0, DIRECT_ONLY = 1, WG8_ONLY = 2 };
+
+static int child(int m, int only)
 {
     suite s;
     if (suite_open(&s, 1, m))
         return 3;
     /* the plain suites, the model features' cases, FP8 K/V and paged K/V (issue 21; the sm_90a impls' only on sm_90a),
-     * attn_decode impl=direct's cases; direct_only: those alone (each mutant must die on that kernel by itself) */
-    int sm90 = strcmp(s.tg.arch, "sm_90a") == 0, all = !direct_only;
-    enum { NSETS = 8 };
+     * attn_decode impl=direct's and impl=wg8's cases; DIRECT_ONLY, WG8_ONLY: that impl's cases alone (each mutant
+     * must die on that kernel by itself) */
+    int sm90 = strcmp(s.tg.arch, "sm_90a") == 0, all = only == ALL_CASES;
+    enum { NSETS = 9 };
     const suite_case *sets[NSETS] = {suite_decode, suite_prefill, suite_feat, suite_feat_sm90, suite_kv8, suite_paged,
-                                     suite_paged_sm90, suite_decode_direct};
+                                     suite_paged_sm90, suite_decode_direct, suite_decode_wg8};
     const int ns[NSETS] = {all * suite_decode_n, all * suite_prefill_n, all * suite_feat_n,
                            all * sm90 * suite_feat_sm90_n, all * suite_kv8_n, all * suite_paged_n,
-                           all * sm90 * suite_paged_sm90_n, suite_decode_direct_n};
+                           all * sm90 * suite_paged_sm90_n, (all || only == DIRECT_ONLY) * suite_decode_direct_n,
+                           (all || only == WG8_ONLY) * sm90 * suite_decode_wg8_n};
     const char *set_names[NSETS] = {"suite_decode", "suite_prefill", "suite_feat", "suite_feat_sm90", "suite_kv8",
-                                    "suite_paged", "suite_paged_sm90", "suite_decode_direct"};
+                                    "suite_paged", "suite_paged_sm90", "suite_decode_direct", "suite_decode_wg8"};
     char why[512];
     for (int k = 0; k < NSETS; k++)
         for (int i = 0; i < ns[k]; i++)
@@ -93,11 +98,11 @@ static int child(int m, int direct_only)
     return failed ? 1 : 0;
 }
 
-/* Runs `self --child m` (`m:direct`: the impl=direct cases alone) and returns its wait status. */
-static int spawn(int m, int build_only, int direct_only)
+/* Runs `self --child m` (`m:direct`, `m:wg8`: that impl's cases alone) and returns its wait status. */
+static int spawn(int m, int build_only, int only)
 {
     char arg[32];
-    snprintf(arg, sizeof arg, "%d%s", m, direct_only ? ":direct" : "");
+    snprintf(arg, sizeof arg, "%d%s", m, only == DIRECT_ONLY ? ":direct" : only == WG8_ONLY ? ":wg8" : "");
     return mut_spawn(g_self, "--child", arg, build_only ? "KF_MUTANT_BUILD_ONLY" : NULL, "1");
 }
 
@@ -124,31 +129,55 @@ static void test_mutants__every_mutant_killed(void **state)
     assert_int_equal(killed, planted);
 }
 
-/* The same mutants on attn_decode impl=direct's cases alone (attn/decode_direct.cuh carries every marker but the persistent prefill's: each
- * mutant must be planted there and die there, not only in the other kernels) */
-static void test_mutants__every_mutant_killed_on_direct_decode(void **state)
+/* The decode mutants (every one but the persistent prefill's) on one decode impl's cases alone: each mutant must
+ * be planted in that kernel's source and die there, not only in the other kernels */
+static void decode_impl_mutants(int only, const char *impl)
 {
-    (void)state;
     time_t t0 = time(NULL);
     int killed = 0, planted = 0, n = 0;
     for (int m = 0; m < suite_mutants_n; m++) {
         if (suite_mutants[m].prefill_sm90)
             continue;   /* the persistent prefill's schedule: not in the decode source */
         n++;
-        printf("== mutant %d on impl=direct: %s\n", m, suite_mutants[m].name);
-        const char *verdict = mut_verdict(spawn(m, 0, 1), 0, &planted, &killed);
+        printf("== mutant %d on impl=%s: %s\n", m, impl, suite_mutants[m].name);
+        const char *verdict = mut_verdict(spawn(m, 0, only), 0, &planted, &killed);
         printf("mutant %d %-22s %s\n", m, suite_mutants[m].name, verdict);
     }
-    printf("\nimpl=direct: mutants killed %d / planted %d (of %d) (%ld s)\n", killed, planted, n,
+    printf("\nimpl=%s: mutants killed %d / planted %d (of %d) (%ld s)\n", impl, killed, planted, n,
            (long)(time(NULL) - t0));
     assert_int_equal(planted, n);
     assert_int_equal(killed, planted);
 }
 
+/* attn/decode_direct.cuh carries every marker but the persistent prefill's */
+static void test_mutants__every_mutant_killed_on_direct_decode(void **state)
+{
+    (void)state;
+    decode_impl_mutants(DIRECT_ONLY, "direct");
+}
+
+/* attn/decode_wg8.cuh (sm_90a) carries the same markers */
+static void test_mutants__every_mutant_killed_on_wg8_decode(void **state)
+{
+    (void)state;
+    rt_devinfo info;
+    gen_device dev;
+    core_err err = CORE_ERR_INIT;
+    const int ok = rt_device_info(0, &info, &err) == 0;
+    if (ok)
+        rt_gen_device(&info, &dev);
+    if (!ok || strcmp(dev.arch, "sm_90a")) {
+        printf("== impl=wg8 mutants: skipped, the GPU is not sm_90a\n");
+        return;
+    }
+    decode_impl_mutants(WG8_ONLY, "wg8");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--child"))
-        return child(atoi(argv[2]), strstr(argv[2], ":direct") != NULL);
+        return child(atoi(argv[2]), strstr(argv[2], ":direct") ? DIRECT_ONLY : strstr(argv[2], ":wg8") ? WG8_ONLY
+                                                                                                  : ALL_CASES);
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
     if (n <= 0)
         snprintf(g_self, sizeof g_self, "%s", argv[0]);
@@ -170,6 +199,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutants__every_mutant_killed),
         cmocka_unit_test(test_mutants__every_mutant_killed_on_direct_decode),
+        cmocka_unit_test(test_mutants__every_mutant_killed_on_wg8_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

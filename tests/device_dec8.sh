@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tests/device_dec8.sh: issue 21's FP8 decode checks in one device call, from a build made elsewhere: the GPU suite's
+# filters (test_attn_gpu, its binaries first compiled on the GPU machine's cores with the GPU hidden), chosen mutants on
+# attn_decode impl=wg8's cases alone, then sustained kforge run figures of parameter sets against each other on
+# decode rows, interleaved by round. Logs tarred under $OUT, summary.txt beside them.
+# usage: KF_BUILD=.devbuild [TESTS='*wg8*'] [MUT='-1 0 4'] [ROWS='b=32,hq=32,hkv=8,skv=32k,kv_dtype=e4m3'] \
+#        [PARAMS='default impl=wg8,tm=4,w=4,bn=64,stages=4'] [ROUNDS=2] [BUDGET_S=500] bash tests/device_dec8.sh
+#   ROWS: shape fields after dtype=bf16,sq=1,d=128,causal=0 (space-separated; a row ending in @N runs K/V in pages of N
+#   rows; "kv_dtype=e4m3" makes it FP8); PARAMS: --params sets for every row ("default" for none; a set naming sp
+#   keeps it, else the template's default sp for the row is added by kforge run); MUT: suite_mutants indices (-1: the
+#   unmutated baseline) run with `test_mutants --child m:wg8`; TESTS=" ": no suite.
+KF_LOGS=dec8; KF_BUDGET_DEFAULT=500; . "$(dirname "$0")/device_lib.sh"
+export KFORGE_TEST_DB=/tmp/kf_dec8_test.db
+split_row() { shp=${1%@*}; pg=$( [ "$shp" != "$1" ] && echo "--page-size ${1##*@}" ); }
+# 1. correctness: the binaries first (16 cores, GPU hidden), then each cmocka filter in its own process
+( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KFORGE_TEST_PRECOMPILE=1 timeout "$(left 60)" ./test_attn_gpu \
+    > "$OUT/precompile.log" 2>&1 )
+say "precompile: $(grep -E 'variants ready' "$OUT/precompile.log" | tail -1)"
+for f in ${TESTS-'*wg8*'}; do
+  n=$(echo "$f" | tr -d '*')
+  ( cd "$B/tests" && KF_TEST_FILTER="$f" timeout "$(left 60)" ./test_attn_gpu > "$OUT/test_attn_gpu_$n.log" 2>&1 )
+  say "test_attn_gpu $f: exit $? $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUT/test_attn_gpu_$n.log" | tail -1)"
+  grep -E 'FAIL|->|not valid|not built' "$OUT/test_attn_gpu_$n.log" | head -10 >> "$SUM"
+done
+# 2. mutants on impl=wg8's cases alone (built first with the GPU hidden)
+for m in ${MUT:-}; do
+  ( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KF_MUTANT_BUILD_ONLY=1 timeout "$(left 30)" ./test_mutants --child "$m:wg8" \
+      > "$OUT/build_$m.log" 2>&1 )
+done
+for m in ${MUT:-}; do
+  [ "$(left 10)" -lt 20 ] && { say "mutant $m: skipped (budget)"; continue; }
+  ( cd "$B/tests" && timeout "$(left 10)" ./test_mutants --child "$m:wg8" > "$OUT/mutant_$m.log" 2>&1 )
+  rc=$?
+  case "$m:$rc" in -1:0) v="baseline passes" ;; -1:*) v="BASELINE FAILS" ;; *:1) v=killed ;; *:0) v="SURVIVED" ;; *) v="error" ;; esac
+  say "mutant $m (wg8): exit $rc, $v; $(grep -E 'cases failed|planted in' "$OUT/mutant_$m.log" | tr '\n' ' ')"
+done
+# 3. figures, sustained (kforge run: warm-up to steady state, back-to-back calls over rotating inputs; clock and power)
+ROWS=${ROWS:-"b=32,hq=32,hkv=8,skv=32k,kv_dtype=e4m3 b=32,hq=32,hkv=8,skv=32k"}
+PARAMS=${PARAMS:-"default"}
+for r in $(seq 1 "${ROUNDS:-1}"); do
+  for row in $ROWS; do
+    for pr in $PARAMS; do
+      case "$row|$pr" in *e4m3*) ;; *impl=wg8*|*impl=direct*) continue ;; esac   # FP8-only impls on 16-bit rows
+      [ "$(left 30)" -lt 25 ] && { say "run $row $pr: skipped (budget)"; continue; }
+      split_row "$row"
+      js=$(timeout 90 "$K" run attn_decode --shape "dtype=bf16,sq=1,d=128,causal=0,$shp" $pg \
+             $( [ "$pr" != default ] && echo --params "$pr" ) --db /tmp/kf_dec8_run.db --json --quiet 2>> "$OUT/run.err")
+      echo "$js" > "$OUT/run_r${r}_$(echo "$row $pr" | tr -c 'a-z0-9=\n' '_').json"
+      say "run r$r $row $pr: $(echo "$js" | python3 -c 'import json,sys
+try:
+  d=json.load(sys.stdin); print("%.4f ms %s pass %s %s MHz %s W %s" % (d["median_ms"], d.get("tbps") or d.get("throughput"), d["pass"], d.get("sm_clock_mean"), d.get("power_mean"), d.get("variant")))
+except Exception as e: print("no result", e)')"
+    done
+  done
+done
+say "done"

@@ -136,7 +136,11 @@ return {
     return p
   end,
   render   = function(p, f)
-    if p.impl == "wg8" then
+    if p.impl == "wg8" or p.impl == "direct" then
+      local wg8 = p.impl == "wg8"
+      local own = wg8 and subst("#define KF_STAGES ${st}\n", { st = p.stages })
+                  or subst("#define KF_W ${w}\n#define KF_KS ${ks}\n#define KF_PF ${pf}\n",
+                           { w = p.w, ks = p.bn // 16, pf = p.stages })
       local hdr = A.feature_defines(f) .. subst([[
 #define KF_BF16 ${bf16}
 #define KF_D ${d}
@@ -144,31 +148,15 @@ return {
 #define KF_CAUSAL ${causal}
 #define KF_TM ${tm}
 #define KF_BN ${bn}
-#define KF_STAGES ${stages}
-#define KF_FWD_NAME kf_attn_decode
-]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, tm = p.tm, bn = p.bn, stages = p.stages })
-        .. A.combine_defines(f.d)
-      return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh", "common/wgmma.cuh",
-                                        "common/wgmma_fp8.cuh", "common/attn_features.cuh", "attn/decode_rows.cuh",
-                                        "attn/decode_wg8.cuh", "attn/combine.cuh" })
-    end
-    if p.impl == "direct" then
-      local hdr = A.feature_defines(f) .. subst([[
-#define KF_BF16 ${bf16}
-#define KF_D ${d}
-#define KF_G ${g}
-#define KF_CAUSAL ${causal}
-#define KF_TM ${tm}
-#define KF_W ${w}
-#define KF_KS ${ks}
-#define KF_BN ${bn}
-#define KF_PF ${pf}
-#define KF_FWD_NAME kf_attn_decode
-]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, tm = p.tm, w = p.w, ks = p.bn // 16, bn = p.bn, pf = p.stages })
-        .. A.combine_defines(f.d)
-      return hdr .. A.fragments_kv(f, { "common/attn_params.h", "common/types.cuh", "common/mma.cuh",
-                                        "common/attn_features.cuh", "attn/decode_rows.cuh", "attn/decode_direct.cuh",
-                                        "attn/combine.cuh" })
+]], { bf16 = A.bf16(f), d = f.d, g = f.g, causal = f.causal, tm = p.tm, bn = p.bn })
+        .. own .. "#define KF_FWD_NAME kf_attn_decode\n" .. A.combine_defines(f.d)
+      local body = wg8 and { "common/wgmma.cuh", "common/wgmma_fp8.cuh", "common/attn_features.cuh",
+                             "attn/decode_rows.cuh", "attn/decode_wg8.cuh" }
+                   or { "common/attn_features.cuh", "attn/decode_rows.cuh", "attn/decode_direct.cuh" }
+      local paths = { "common/attn_params.h", "common/types.cuh", "common/mma.cuh" }
+      for _, x in ipairs(body) do paths[#paths + 1] = x end
+      paths[#paths + 1] = "attn/combine.cuh"
+      return hdr .. A.fragments_kv(f, paths)
     end
     local s = shape_of(p, f)
     local hdr = A.feature_defines(f) .. A.fwd_defines(f, { decode = 1, tm = p.tm, bn = p.bn, wm = s.wm, wn = s.wn, stages = p.stages,

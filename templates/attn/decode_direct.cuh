@@ -136,12 +136,6 @@ template <int N> __device__ __forceinline__ void kf_dd_ldg_all(kf_u32 (&w)[N], c
     }
 }
 
-/* A compile-time flag as a type, for the generic lambdas that instantiate a loop twice (paged or not, a whole
- * step or the last) */
-template <bool B> struct kf_dd_flag {
-    static constexpr bool value = B;
-};
-
 /* The transpose of an 8 x 8 matrix of 16-bit pairs held one row a lane quad (movmatrix) */
 __device__ __forceinline__ kf_u32 kf_dd_movt(kf_u32 a)
 {
@@ -368,9 +362,9 @@ KF_FWD_NAME(const kf_attn_params p)
             }
         };
         if (j0 + KF_KT <= kend)
-            rows(kf_dd_flag<true>());
+            rows(kf_dec_flag<true>());
         else
-            rows(kf_dd_flag<false>());
+            rows(kf_dec_flag<false>());
         if constexpr (PG)
             lookup(n + KF_W);                             /* the page of this warp's next step */
     };
@@ -502,12 +496,8 @@ KF_FWD_NAME(const kf_attn_params p)
             kf_u32 vt[2][4];
 #pragma unroll
             for (int ks = 0; ks < 2; ++ks) {
-                const kf_u32 x0 = kf_dd_prmt(r.v[ks][0][q], r.v[ks][1][q], 0x5140u);
-                const kf_u32 x1 = kf_dd_prmt(r.v[ks][0][q], r.v[ks][1][q], 0x7362u);
-                const kf_u32 y0 = kf_dd_prmt(r.v[ks][2][q], r.v[ks][3][q], 0x5140u);
-                const kf_u32 y1 = kf_dd_prmt(r.v[ks][2][q], r.v[ks][3][q], 0x7362u);
-                vt[ks][0] = kf_dd_prmt(x0, y0, 0x5410u), vt[ks][1] = kf_dd_prmt(x0, y0, 0x7632u);
-                vt[ks][2] = kf_dd_prmt(x1, y1, 0x5410u), vt[ks][3] = kf_dd_prmt(x1, y1, 0x7632u);
+                const kf_u32 w[4] = {r.v[ks][0][q], r.v[ks][1][q], r.v[ks][2][q], r.v[ks][3][q]};
+                kf_dec_tr4(w, vt[ks]);
             }
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {             /* d-tile 2q + hf: rows g, g + 8 are d g*D/8 + 2dt, + 1 */
@@ -576,9 +566,9 @@ KF_FWD_NAME(const kf_attn_params p)
 #endif
     };
     if (bt)
-        keys(kf_dd_flag<true>());
+        keys(kf_dec_flag<true>());
     else
-        keys(kf_dd_flag<false>());
+        keys(kf_dec_flag<false>());
 
     /* ---- merge the warps (fixed order): M = max m_w, L = sum l_w 2^(m_w - M), O = sum O_w 2^(m_w - M) */
 #pragma unroll

@@ -3,7 +3,7 @@
 #define KF_ATTN_DECODE_ROWS_CUH
 
 /*
- * Needs KF_G, KF_TM (packed rows a CTA), KF_BN (keys a step: the split granularity), KF_CAUSAL, KF_WIN and
+ * Needs common/types.cuh, KF_G, KF_TM (packed rows a CTA), KF_BN (keys a step: the split granularity), KF_CAUSAL, KF_WIN and
  * common/attn_params.h. Packed row pr = i G + g (query row i, head h + g), as attn/fwd.cuh's decode; grid (splits,
  * hkv * cdiv(G sq, TM), b). The split's keys are kbeg .. kend - 1 (with a window, counted from the first key any of
  * the tile's rows sees); kstop: past the tile's last causal key; steps reaching past kmask need the end / causal
@@ -48,6 +48,26 @@ __device__ __forceinline__ bool kf_dec_rows_of(const kf_attn_params &p, kf_dec_r
     const int kmask = KF_CAUSAL ? min(kend, imin + coff + 1) : kend;
     x = kf_dec_rows{h, kvh, r0, n_q, k0, n_kv, row0, imin, imax, coff, kbeg, kend, kstop, kmask, wwin, kwmask};
     return true;
+}
+
+/* A compile-time flag as a type, for the generic lambdas that instantiate a loop twice (paged K/V or not, a whole
+ * step or the last) */
+template <bool B> struct kf_dec_flag {
+    static constexpr bool value = B;
+};
+
+/* 4 x 4 byte transpose (V^T's fragments of the FP8 kernels): byte i of t[j] = byte j of w[i], 8 permutes */
+__device__ __forceinline__ void kf_dec_tr4(const kf_u32 (&w)[4], kf_u32 (&t)[4])
+{
+    kf_u32 x0, x1, y0, y1;
+    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(x0) : "r"(w[0]), "r"(w[1]));
+    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(x1) : "r"(w[0]), "r"(w[1]));
+    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(y0) : "r"(w[2]), "r"(w[3]));
+    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(y1) : "r"(w[2]), "r"(w[3]));
+    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[0]) : "r"(x0), "r"(y0));
+    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[1]) : "r"(x0), "r"(y0));
+    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[2]) : "r"(x1), "r"(y1));
+    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[3]) : "r"(x1), "r"(y1));
 }
 
 /* Whether a step of keys j0 .. j0 + n - 1 needs the mask below at all */

@@ -64,20 +64,6 @@
 #error "kforge attn decode_wg8: needs sm_90a (wgmma)"
 #endif
 
-/* 4 x 4 byte transpose: byte i of t[j] = byte j of w[i] (8 permutes) */
-__device__ __forceinline__ void kf_w8_tr(const kf_u32 (&w)[4], kf_u32 (&t)[4])
-{
-    kf_u32 x0, x1, y0, y1;
-    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(x0) : "r"(w[0]), "r"(w[1]));
-    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(x1) : "r"(w[0]), "r"(w[1]));
-    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(y0) : "r"(w[2]), "r"(w[3]));
-    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(y1) : "r"(w[2]), "r"(w[3]));
-    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[0]) : "r"(x0), "r"(y0));
-    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[1]) : "r"(x0), "r"(y0));
-    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[2]) : "r"(x1), "r"(y1));
-    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[3]) : "r"(x1), "r"(y1));
-}
-
 __device__ __forceinline__ kf_u32 kf_w8_lds(kf_u32 addr)
 {
     kf_u32 r;
@@ -92,11 +78,6 @@ __device__ __forceinline__ void kf_w8_sts32(kf_u32 addr, kf_u32 v)
 {
     asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
 }
-
-/* A compile-time flag as a type (the key loop instantiated for paged and contiguous K/V) */
-template <bool B> struct kf_w8_flag {
-    static constexpr bool value = B;
-};
 
 /* Byte address of k slot `slot` of row n of a 128-byte-swizzled tile of 128-byte rows (Q^T, P^T) */
 __device__ __forceinline__ kf_u32 kf_w8_at(kf_u32 base, int n, int slot)
@@ -297,17 +278,11 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
                         for (int kk = 0; kk < KF_D / 32; ++kk)
                             x += sacc[m][kk][4 * jg + 2 * hh] + sacc[m][kk][4 * jg + 2 * hh + 1];
+#if KF_CAP && KF_CAP_BEFORE_MAX
+                        x = kf_softcap(x, capm, p.softcap);
+#endif
                         s[m][jg][hh] = x;
                     }
-#if KF_CAP && KF_CAP_BEFORE_MAX
-#pragma unroll
-            for (int m = 0; m < KF_NB; ++m)
-#pragma unroll
-                for (int jg = 0; jg < KF_W8_NG; ++jg)
-#pragma unroll
-                    for (int hh = 0; hh < 2; ++hh)
-                        s[m][jg][hh] = kf_softcap(s[m][jg][hh], capm, p.softcap);
-#endif
             /* mask: keys past the split / sequence end, past each row's causal bound, before its window */
             if (kf_dec_needs_mask(x, j0, KF_BN)) {
 #pragma unroll
@@ -387,7 +362,7 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
                     for (int i = 0; i < 4; ++i)               /* key 8 i + 2 t + hh of the step: slot 16 hh + 4 t + i */
                         w[hh][i] = kf_w8_lds(sV + (32 * ks + 8 * i + 2 * t + hh) * KF_W8_VP + vrow);
-                    kf_w8_tr(w[hh], tr[hh]);                  /* tr[hh][c]: d vrow + c of those four keys */
+                    kf_dec_tr4(w[hh], tr[hh]);                  /* tr[hh][c]: d vrow + c of those four keys */
                 }
 #pragma unroll
                 for (int jd = 0; jd < 2; ++jd) {              /* tile jd's rows g, g + 8: d vrow + 2 jd, + 1 */
@@ -420,9 +395,9 @@ KF_FWD_NAME(const kf_attn_params p)
         }
     };
     if (bt)
-        keys(kf_w8_flag<true>());
+        keys(kf_dec_flag<true>());
     else
-        keys(kf_w8_flag<false>());
+        keys(kf_dec_flag<false>());
 
     /* ---- the row sums over the warpgroup (every thread holds the same row maxima) */
     __syncthreads();                                      /* the last block's reads of red are done */

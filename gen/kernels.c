@@ -1,4 +1,4 @@
-/* gen/kernels.c: the kernels of a variant (name, threads, dynamic shared memory) and their stored text form */
+/* gen/kernels.c: the kernels of a variant (name, threads, dynamic shared memory, dependent launch) and their stored text form */
 #include "gen/kernels.h"
 
 #include <stdio.h>
@@ -10,8 +10,8 @@ void gen_kernels_format(const gen_kernel *k, int n, char *buf, size_t len)
     size_t w = 0;
     buf[0] = 0;
     for (int i = 0; i < n && w < len; i++)
-        w += (size_t)snprintf(buf + w, len - w, "%s%s/%d/%d", i ? "," : "", k[i].name, k[i].threads,
-                              k[i].smem);
+        w += (size_t)snprintf(buf + w, len - w, "%s%s/%d/%d%s", i ? "," : "", k[i].name, k[i].threads,
+                              k[i].smem, k[i].pdl ? "/pdl" : "");
 }
 
 int gen_kernels_parse(const char *text, gen_kernel *k, int max)
@@ -35,6 +35,12 @@ int gen_kernels_parse(const char *text, gen_kernel *k, int max)
         *s1 = 0;
         memcpy(k[n].name, item, (size_t)(s1 - item) + 1);
         k[n].threads = atoi(s1 + 1);
+        char *s3 = strchr(s2 + 1, '/');
+        if (s3 && strcmp(s3, "/pdl"))
+            return -1;
+        k[n].pdl = s3 != NULL;
+        if (s3)
+            *s3 = 0;
         k[n].smem = atoi(s2 + 1);
         n++;
         p = end ? end + 1 : NULL;

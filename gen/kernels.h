@@ -8,9 +8,12 @@ typedef struct gen_kernel {
     char name[64];
     int threads;
     int smem;             /* dynamic shared memory, bytes */
+    int pdl;              /* 1: launched with programmatic dependent launch (sm_90+): the kernel waits on its
+                           * predecessor (griddepcontrol.wait, templates/common/pdl.cuh) before any global access */
 } gen_kernel;
 
-/* "name/threads/smem,..." as stored in the binaries table; parse returns the count or -1. */
+/* "name/threads/smem[/pdl],..." as stored in the binaries table ("/pdl" only on a kernel launched with programmatic
+ * dependent launch); parse returns the count or -1. */
 void gen_kernels_format(const gen_kernel *k, int n, char *buf, size_t len);
 int gen_kernels_parse(const char *text, gen_kernel *k, int max);
 

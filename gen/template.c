@@ -932,13 +932,15 @@ static int read_kernels(struct call *c, lua_State *L)
         lua_pop(L, 1);
         const char *name = gen_kv_str(&k, "name");
         long long threads = gen_kv_int(&k, "threads", 0), smem = gen_kv_int(&k, "smem", 0);
-        if (rc || !name || threads < 1 || threads > 1024 || smem < 0 || smem > (1 << 20))
-            return fail(h, "%s: kernels()[%d] needs name, threads (1..1024), smem >= 0", c->t->path,
-                        (int)i);
+        long long pdl = gen_kv_int(&k, "pdl", 0);
+        if (rc || !name || threads < 1 || threads > 1024 || smem < 0 || smem > (1 << 20) || (pdl != 0 && pdl != 1))
+            return fail(h, "%s: kernels()[%d] needs name, threads (1..1024), smem >= 0 (and pdl 0 or 1)",
+                        c->t->path, (int)i);
         gen_kernel *g = &out[(*c->n)++];
         snprintf(g->name, sizeof g->name, "%s", name);
         g->threads = (int)threads;
         g->smem = (int)smem;
+        g->pdl = (int)pdl;
     }
     return 0;
 }

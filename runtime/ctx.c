@@ -234,6 +234,7 @@ kf_status rt_ctx_add_module(kf_ctx *c, const char *key, const void *image, const
         snprintf(kd[i].name, sizeof kd[i].name, "%s", k[i].name);
         kd[i].threads = k[i].threads;
         kd[i].smem = k[i].smem;
+        kd[i].pdl = k[i].pdl;
     }
     rt_loaded *l = &c->mods[c->n_mods];
     memset(l, 0, sizeof *l);

@@ -89,6 +89,7 @@ static void load(void)
     }
     /* optional entries: NULL when absent, and what needs them says so */
     *(void **)&g_cu.TensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
+    *(void **)&g_cu.LaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
     CUresult r = g_cu.Init(0);
     int count = 0;
     if (r == 0)

@@ -42,6 +42,20 @@ enum {
     RT_CU_FUNC_NUM_REGS = 4,
 };
 
+/* cuLaunchKernelEx's configuration with one attribute (layouts as in cuda.h 12.0+): programmatic dependent launch */
+enum { RT_CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION = 6 };   /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
+typedef struct rt_cu_launch_attr {
+    int id;
+    char pad[4];
+    union { char bytes[64]; int allowed; } value;   /* CUlaunchAttributeValue: programmaticStreamSerializationAllowed */
+} rt_cu_launch_attr;
+typedef struct rt_cu_launch_config {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, smem;
+    CUstream stream;
+    rt_cu_launch_attr *attrs;
+    unsigned n_attrs;
+} rt_cu_launch_config;
+
 typedef struct rt_cu {
     CUresult (*Init)(unsigned);
     CUresult (*DriverGetVersion)(int *);
@@ -90,6 +104,8 @@ typedef struct rt_cu {
     CUresult (*EventDestroy)(CUevent);
     CUresult (*GetErrorName)(CUresult, const char **);
     CUresult (*GetErrorString)(CUresult, const char **);
+    /* optional (driver 12.0+): NULL when libcuda lacks it; kernels listed with pdl launch without it */
+    CUresult (*LaunchKernelEx)(const rt_cu_launch_config *, CUfunction, void **, void **);
     /* optional (driver 12.0+): NULL when libcuda lacks it; only attn_prefill impl=wgmma_tma needs it */
     CUresult (*TensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *addr, const unsigned long long *dims,
                                      const unsigned long long *strides, const unsigned *box, const unsigned *estrides,

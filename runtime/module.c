@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SMEM_DEFAULT_MAX (48 * 1024)
@@ -83,6 +84,22 @@ int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernel
     return 0;
 }
 
+/* Programmatic dependent launch unless KFORGE_NO_PDL is set to something other than 0 (read once). */
+static pthread_once_t g_pdl_once = PTHREAD_ONCE_INIT;
+static int g_pdl_allowed;
+
+static void pdl_read_env(void)
+{
+    const char *v = getenv("KFORGE_NO_PDL");
+    g_pdl_allowed = !(v && *v && strcmp(v, "0"));
+}
+
+static int pdl_allowed(void)
+{
+    pthread_once(&g_pdl_once, pdl_read_env);
+    return g_pdl_allowed;
+}
+
 int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **args, CUstream s, core_err *e)
 {
     const rt_cu *cu = rt_cuda(e);
@@ -90,12 +107,21 @@ int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **a
         return -1;
     if (!m || !m->mod || i < 0 || i >= m->n)
         return core_err_fail(e, KF_ERR_CUDA, "rt_module_launch: no kernel %d in the module", i);
-    CUresult r = cu->LaunchKernel(m->fn[i], grid[0], grid[1], grid[2], (unsigned)m->k[i].threads, 1, 1,
-                                  (unsigned)m->k[i].smem, s, args, NULL);
+    const int pdl = m->k[i].pdl && cu->LaunchKernelEx && pdl_allowed();
+    CUresult r;
+    if (pdl) {
+        rt_cu_launch_attr a = {.id = RT_CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION, .value.allowed = 1};
+        rt_cu_launch_config c = {grid[0], grid[1], grid[2], (unsigned)m->k[i].threads, 1, 1,
+                                 (unsigned)m->k[i].smem, s, &a, 1};
+        r = cu->LaunchKernelEx(&c, m->fn[i], args, NULL);
+    } else {
+        r = cu->LaunchKernel(m->fn[i], grid[0], grid[1], grid[2], (unsigned)m->k[i].threads, 1, 1,
+                             (unsigned)m->k[i].smem, s, args, NULL);
+    }
     if (r) {
         char what[160];
-        snprintf(what, sizeof what, "cuLaunchKernel(grid %u,%u,%u block %d smem %d)", grid[0], grid[1],
-                 grid[2], m->k[i].threads, m->k[i].smem);
+        snprintf(what, sizeof what, "%s(grid %u,%u,%u block %d smem %d)", pdl ? "cuLaunchKernelEx" : "cuLaunchKernel",
+                 grid[0], grid[1], grid[2], m->k[i].threads, m->k[i].smem);
         return fail(e, what, m->k[i].name, r);
     }
     return 0;

@@ -189,6 +189,27 @@ local function prefill_prep()
   return src:sub(1, a - 1), "#endif /* KF_KDA_PREFILL_CUH */\n"
 end
 
+-- The kernels of a variant in launch order (kernels() marks them for dependent launch).
+local function kernels_of(p, f)
+  if p.impl == "recurrent" then return { { name = "kf_kda_recur", threads = 32 * p.w, smem = rec_geom(p, f).smem } } end
+  local s = smem_of(p, f)
+  -- impl wgmma: the state and segment passes run a producer warpgroup beside vs / 64 consumer warpgroups
+  local st_threads = p.impl == "wgmma" and 128 + 2 * p.vs or 32 * p.w
+  if p.fused == 1 then
+    return { { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
+  end
+  if (p.seg or 1) > 1 then
+    return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
+             { name = "kf_kda_segop", threads = st_threads, smem = s.state },
+             p.impl == "wgmma" and { name = "kf_kda_segcomb", threads = 128 + 2 * p.vs,
+                                          smem = 1024 + wg_comb_stages(f, p) * (wg_comb_stage(f, p) + 16) }
+               or { name = "kf_kda_segcomb", threads = 32 * p.w, smem = 4 * (f.dk * f.dk + f.dk * p.vs) },
+             { name = "kf_kda_state", threads = st_threads, smem = s.state } }
+  end
+  return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
+           { name = "kf_kda_state", threads = st_threads, smem = s.state } }
+end
+
 return {
   family   = "kda_prefill",
   doc      = "Kimi Delta Attention chunked prefill: chunk preparation + serial state pass (mma.sync, or wgmma on sm_90a), or one fused kernel, or the token recurrence (short sequences)",
@@ -321,23 +342,10 @@ return {
       .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/prefill.cuh")
     return src .. tc
   end,
+  -- every kernel starts with KF_PDL_ENTRY (common/types.cuh): launched behind the previous kernel of the stream on sm_90+
   kernels  = function(p, f, dev)
-    if p.impl == "recurrent" then return { { name = "kf_kda_recur", threads = 32 * p.w, smem = rec_geom(p, f).smem } } end
-    local s = smem_of(p, f)
-    -- impl wgmma: the state and segment passes run a producer warpgroup beside vs / 64 consumer warpgroups
-    local st_threads = p.impl == "wgmma" and 128 + 2 * p.vs or 32 * p.w
-    if p.fused == 1 then
-      return { { name = "kf_kda_state", threads = 32 * p.w, smem = s.state } }
-    end
-    if (p.seg or 1) > 1 then
-      return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
-               { name = "kf_kda_segop", threads = st_threads, smem = s.state },
-               p.impl == "wgmma" and { name = "kf_kda_segcomb", threads = 128 + 2 * p.vs,
-                                            smem = 1024 + wg_comb_stages(f, p) * (wg_comb_stage(f, p) + 16) }
-                 or { name = "kf_kda_segcomb", threads = 32 * p.w, smem = 4 * (f.dk * f.dk + f.dk * p.vs) },
-               { name = "kf_kda_state", threads = st_threads, smem = s.state } }
-    end
-    return { { name = "kf_kda_prep", threads = 256, smem = s.prep },
-             { name = "kf_kda_state", threads = st_threads, smem = s.state } }
+    local ks = kernels_of(p, f)
+    for _, k in ipairs(ks) do k.pdl = (dev.cc >= 90) and 1 or 0 end
+    return ks
   end,
 }

@@ -193,6 +193,7 @@ int tune_ctx_load(tune_ctx *ctx, const tune_compiled *v, rt_module *m)
         snprintf(k[i].name, sizeof k[i].name, "%s", v->kernels[i].name);
         k[i].threads = v->kernels[i].threads;
         k[i].smem = v->kernels[i].smem;
+        k[i].pdl = v->kernels[i].pdl;
     }
     if (rt_module_load(m, v->image, k, v->n_kernels, &ctx->err)) {
         tune_ctx_seterr(ctx, ctx->err.st, "%s: %.400s", v->key ? v->key : v->family, ctx->err.msg);

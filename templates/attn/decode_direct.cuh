@@ -191,6 +191,7 @@ struct kf_dd_page {
 extern "C" __global__ void __launch_bounds__(KF_THREADS, 1)
 KF_FWD_NAME(const kf_attn_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __attribute__((aligned(128))) unsigned char kf_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;

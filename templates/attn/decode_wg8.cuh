@@ -88,6 +88,7 @@ __device__ __forceinline__ kf_u32 kf_w8_at(kf_u32 base, int n, int slot)
 extern "C" __global__ void __launch_bounds__(128, 1)
 KF_FWD_NAME(const kf_attn_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;

@@ -237,6 +237,7 @@ __device__ __forceinline__ void kf_cvt_kv8_rows(kf_u32 dst, kf_u32 src, int r0, 
 extern "C" __global__ void __launch_bounds__(KF_THREADS, KF_MINB)
 KF_FWD_NAME(const kf_attn_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __attribute__((aligned(128))) unsigned char kf_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % KF_WM, wn = warp / KF_WM;

@@ -9,6 +9,18 @@ typedef unsigned int kf_u32;
 
 #define KF_NEG_INF (__int_as_float(0xff800000))
 
+/* Programmatic dependent launch (sm_90+): the first statement of a kernel that its template's kernels() lists with
+ * pdl = 1, before any global memory access. griddepcontrol.wait returns once the grid this one was launched behind has
+ * completed and its writes are visible (at once when launched without the attribute); launch_dependents then lets the
+ * next kernel of the stream place its blocks, which wait at their own KF_PDL_ENTRY, as soon as every block of this one
+ * has passed here, so the launch of the next call overlaps this one instead of following it (the idea of FlashMLA's and
+ * FlashAttention-3's launches; the PTX ISA, griddepcontrol). Elsewhere (and before sm_90): nothing. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KF_PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define KF_PDL_ENTRY() ((void)0)
+#endif
+
 /* Two floats -> packed pair, round to nearest even. */
 __device__ __forceinline__ kf_u32 kf_pack2(float lo, float hi)
 {

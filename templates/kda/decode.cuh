@@ -304,6 +304,7 @@ __device__ __forceinline__ void kf_dec_run(const kf_kda_params &p, bool vfirst, 
 extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS, KF_DEC_MINB)
 kf_kda_decode(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     const int hv = blockIdx.y, n = blockIdx.z, c0 = blockIdx.x * KF_DEC_VC;
     const bool vfirst = p.h0 ? p.h0_vfirst != 0 : p.ht_vfirst != 0;
     const int nr = vfirst ? KF_DEC_RV : KF_DEC_RK;
@@ -341,6 +342,7 @@ __device__ __forceinline__ void kf_dec_prefetch(const kf_kda_params &p, bool vfi
 extern "C" __global__ void __launch_bounds__(KF_DEC_THREADS, KF_DEC_MINB)
 kf_kda_decode(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __align__(16) float4 dec_pre[];     /* [R][THREADS]: the next item's rows */
     const long long items = (long long)KF_DEC_VSPLIT * p.hv_heads * p.nseq;
     const bool vfirst = p.h0 ? p.h0_vfirst != 0 : p.ht_vfirst != 0;

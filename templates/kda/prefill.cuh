@@ -272,6 +272,7 @@ __device__ void kf_pf_prepare_tc(const kf_kda_params &p, int n, int hv, long lon
 extern "C" __global__ void __launch_bounds__(256)
 kf_kda_prep(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __align__(16) float pf_smem[];
     const long long vc = blockIdx.x;
     const int hv = blockIdx.y;
@@ -621,6 +622,7 @@ __device__ __forceinline__ void kf_pf_state_body(const kf_kda_params &p, char *s
 extern "C" __global__ void __launch_bounds__(KF_PF_THREADS, 1)
 kf_kda_state(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __align__(16) char st_smem[];
     kf_pf_state_body<0>(p, st_smem, blockIdx.x * KF_PF_VS, false, blockIdx.y, blockIdx.z / KF_PF_SEG, blockIdx.z % KF_PF_SEG);
 }
@@ -632,6 +634,7 @@ kf_kda_state(const kf_kda_params p)
 extern "C" __global__ void __launch_bounds__(KF_PF_THREADS, 1)
 kf_kda_segop(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __align__(16) char st_smem[];
     const int sg = blockIdx.z % KF_PF_SEG;
     if (sg == KF_PF_SEG - 1)
@@ -646,6 +649,7 @@ kf_kda_segop(const kf_kda_params p)
 extern "C" __global__ void __launch_bounds__(KF_PF_THREADS, 1)
 kf_kda_segcomb(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __align__(16) float sc_smem[];
     float *M = sc_smem, *S = sc_smem + KF_PF_K * KF_PF_K;     /* M [K][K], S [K][VS] */
     const int v0 = blockIdx.x * KF_PF_VS, hv = blockIdx.y, n = blockIdx.z, tid = threadIdx.x;

@@ -364,6 +364,7 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
 extern "C" __global__ void __launch_bounds__(KF_PW_THREADS, 1)
 kf_kda_state(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __attribute__((aligned(1024))) unsigned char pw_smem[];
     kf_pw_state_body<0>(p, pw_smem, blockIdx.x * KF_PF_VS, false, blockIdx.y, blockIdx.z / KF_PF_SEG,
                         blockIdx.z % KF_PF_SEG);
@@ -375,6 +376,7 @@ kf_kda_state(const kf_kda_params p)
 extern "C" __global__ void __launch_bounds__(KF_PW_THREADS, 1)
 kf_kda_segop(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __attribute__((aligned(1024))) unsigned char pw_smem[];
     const int sg = blockIdx.z % KF_PF_SEG;
     if (sg == KF_PF_SEG - 1)
@@ -454,6 +456,7 @@ __device__ __forceinline__ void kf_pw_store_ss_stage(float *ss, const unsigned c
 extern "C" __global__ void __launch_bounds__(KF_PW_THREADS, 1)
 kf_kda_segcomb(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __attribute__((aligned(1024))) unsigned char pw_smem[];
     const kf_u32 sraw = kf_smem_u32(pw_smem), sbase = (sraw + 1023u) & ~1023u;
     const unsigned char *const gbase = pw_smem + (sbase - sraw);

@@ -47,6 +47,7 @@
 extern "C" __global__ void __launch_bounds__(KF_RC_T, 1)
 kf_kda_recur(const kf_kda_params p)
 {
+    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
     extern __shared__ __align__(16) float4 rc_tk[];                     /* [TB][K] */
     float *const rc_v = (float *)(rc_tk + KF_RC_TB * KF_KDA_K);         /* [TB][VS] */
     float2 *const rc_bq = (float2 *)(rc_v + KF_RC_TB * KF_RC_VS);       /* [TB] */

@@ -1220,6 +1220,40 @@ static void test_kernels__list_is_parsed_back(void **state)
     assert_string_equal(back[1].name, "kf_combine");
     assert_int_equal(back[0].smem, 49152);
     assert_int_equal(gen_kernels_parse("nonsense", back, 4), -1);
+    assert_int_equal(back[0].pdl + back[1].pdl, 0);
+    /* a kernel launched behind its predecessor (programmatic dependent launch) carries "/pdl"; nothing else may follow */
+    k[1].pdl = 1;
+    gen_kernels_format(k, 2, text, sizeof text);
+    assert_string_equal(text, "kf_main/256/49152,kf_combine/128/0/pdl");
+    assert_int_equal(gen_kernels_parse(text, back, 4), 2);
+    assert_int_equal(back[0].pdl, 0);
+    assert_int_equal(back[1].pdl, 1);
+    assert_int_equal(back[1].smem, 0);
+    assert_int_equal(gen_kernels_parse("kf_main/256/0/pd", back, 4), -1);
+    assert_int_equal(gen_kernels_parse("kf_main/256/0/pdl/x", back, 4), -1);
+}
+
+/* The templates mark their kernels for dependent launch on sm_90+ only (the wait is compiled in there alone) */
+static void test_kernels__pdl_marked_on_sm90_only(void **state)
+{
+    gen_host *h = gen_host_new(NULL);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_decode");
+    assert_non_null(t);
+    gen_kvset s = shape_of("dtype=bf16,b=1,sq=1,hq=32,hkv=8,d=128,skv=131072,causal=0"), fixed, params;
+    const char *arch[2] = {"sm_90a", "sm_80"};
+    for (int a = 0; a < 2; a++) {
+        gen_device dev;
+        assert_int_equal(gen_device_for_arch(&dev, arch[a]), 0);
+        assert_int_equal(gen_tmpl_fixed(t, &s, &fixed), 0);
+        assert_int_equal(gen_tmpl_default(t, &s, &dev, &params), 0);
+        gen_kernel k[4];
+        int n = 0;
+        assert_int_equal(gen_tmpl_kernels(t, &fixed, &params, &dev, k, 4, &n), 0);
+        assert_int_equal(n, 2);   /* B1 128K splits: the decode and the combine */
+        for (int i = 0; i < n; i++)
+            assert_int_equal(k[i].pdl, a == 0);
+    }
+    gen_host_free(h);
 }
 
 static void test_json__escapes_quotes_backslashes_and_controls(void **state)
@@ -1286,6 +1320,7 @@ int main(void)
         cmocka_unit_test(test_embedded__kda_wgmma_scope_and_render),
         cmocka_unit_test(test_embedded__prefill_tile_and_sched_scope),
         cmocka_unit_test(test_kernels__list_is_parsed_back),
+        cmocka_unit_test(test_kernels__pdl_marked_on_sm90_only),
         cmocka_unit_test(test_json__escapes_quotes_backslashes_and_controls),
         cmocka_unit_test(test_json__truncates_whole_escapes_and_keeps_the_quote),
     };

@@ -66,6 +66,7 @@ int gpu_job_load(const gen_job *j, rt_module *m, core_err *e)
         snprintf(kd[i].name, sizeof kd[i].name, "%s", j->kernels[i].name);
         kd[i].threads = j->kernels[i].threads;
         kd[i].smem = j->kernels[i].smem;
+        kd[i].pdl = j->kernels[i].pdl;
     }
     return rt_module_load(m, j->bin.image, kd, j->n_kernels, e);
 }

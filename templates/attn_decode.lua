@@ -115,8 +115,19 @@ return {
     -- a sliding window: only about window + sq keys are visited, whatever the cache holds
     local skv = shape.window and math.min(shape.skv, shape.window + shape.sq) or shape.skv
     local f = A.gqa_fixed(shape)
-    if f.kv then   -- FP8 K/V: impl direct where valid (4 rows as 8 columns where they fit, else 8 or 16 columns)
+    if f.kv then   -- FP8 K/V: impl wg8 on sm_90a where the batch alone fills the SMs, else impl direct where valid
       local tmd = (rows <= 4) and 4 or (rows <= 8) and 8 or 16
+      -- wg8: 64-key blocks, 3 stages; as many CTAs an SM as shared memory holds (bn 64 st 3: 4 at tm 4 and 8, 3 at
+      -- tm 16, which its 161 registers also allow). Taken where the batch's CTAs fill the SMs without splits: there
+      -- the H200 runs at its power limit and wg8's fewer watts a byte give the clock back. Session 24, B32 32/8 D128
+      -- 32K: H200 wg8 st 3 sp 2 0.523 ms (1695 MHz), impl direct 0.585 (1470 MHz); H100 at 1980 MHz (not
+      -- power-bound) direct 0.710, wg8 0.750, and direct 1-6% ahead on the split rows (B1 128K, B8 64/8 8K) too
+      local g = { impl = "wg8", tm = tmd, w = 4, bn = 64, stages = 3, sp = 1 }
+      if shape.b * shape.hkv * cdiv(rows, g.tm) >= dev.sms and valid_wg8(g, f, dev) then
+        local per_sm = math.min(4, dev.smem_sm // (wg8_smem(g, f) + 1024))   -- 1 KB reserved a CTA
+        g.sp = A.splits(shape.b * shape.hkv * cdiv(rows, g.tm), skv, dev, nil, per_sm)
+        return g
+      end
       local q = A.first_valid(valid_direct, f, dev, { impl = "direct", tm = tmd, w = 4, bn = 32, stages = 2, sp = 1 },
                               { {}, { stages = 1 }, { tm = 8 }, { tm = 8, stages = 1 } })
       if valid_direct(q, f, dev) then

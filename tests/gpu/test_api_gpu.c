@@ -36,6 +36,8 @@ typedef struct problem {
     double *ref_o, *ref_lse;
 } problem;
 
+static void problem_ref(problem *p);
+
 static void problem_init(problem *p, int b, int sq, int skv, int hq, int hkv, int d, int causal)
 {
     memset(p, 0, sizeof *p);
@@ -67,6 +69,15 @@ static void problem_init(problem *p, int b, int sq, int skv, int hq, int hkv, in
     CK(cu->MemcpyHtoD(p->k, p->hk, nk * 2));
     CK(cu->MemcpyHtoD(p->v, p->hv, nk * 2));
     CK(cu->MemcpyHtoD(p->kvl, p->kv_len, sizeof(int) * (size_t)b));
+    p->ref_o = malloc(sizeof(double) * nq);
+    p->ref_lse = malloc(sizeof(double) * (size_t)b * sq * hq);
+    problem_ref(p);
+}
+
+/* The fp64 reference of the problem's host q, k, v into ref_o, ref_lse. */
+static void problem_ref(problem *p)
+{
+    int b = p->b, sq = p->sq, skv = p->skv, hq = p->hq, hkv = p->hkv, d = p->d;
     ref_attn_desc r;
     memset(&r, 0, sizeof r);
     r.dtype = p->dt;
@@ -74,10 +85,8 @@ static void problem_init(problem *p, int b, int sq, int skv, int hq, int hkv, in
     r.kv_len = p->kv_len;
     r.q_sb = (long long)sq * hq * d, r.q_ss = (long long)hq * d, r.q_sh = d;
     r.k_sb = r.v_sb = (long long)skv * hkv * d, r.k_ss = r.v_ss = (long long)hkv * d, r.k_sh = r.v_sh = d;
-    r.b = b, r.sq = sq, r.skv = skv, r.hq = hq, r.hkv = hkv, r.d = d, r.dv = d, r.causal = causal;
+    r.b = b, r.sq = sq, r.skv = skv, r.hq = hq, r.hkv = hkv, r.d = d, r.dv = d, r.causal = p->causal;
     r.scale = 1.0 / sqrt((double)d);
-    p->ref_o = malloc(sizeof(double) * nq);
-    p->ref_lse = malloc(sizeof(double) * (size_t)b * sq * hq);
     ref_attn(&r, p->ref_o, p->ref_lse);
 }
 
@@ -198,6 +207,85 @@ static void test_api_gpu__graph_of_100_steps_replays(void **state)
     cu->GraphExecDestroy(ge), cu->GraphDestroy(g), cu->StreamDestroy(s);
     kf_plan_free(plan);
     problem_free(&p);
+}
+
+/* Calls that read the previous call's output, back to back on one stream and as a captured graph: step s takes
+ * step s - 1's o as its q (o and q are both [B, Sq, Hq, D]), every o poisoned first. On sm_90 the decode kernels
+ * and the split-KV combine are launched with programmatic dependent launch: a step whose blocks read q before the
+ * previous step's stores were visible (its griddepcontrol.wait missing or late) gives NaN or a wrong o. Each step
+ * is checked against the fp64 reference of the q it was given (the previous step's o as the GPU wrote it). */
+static void chain_case(int b, int skv, int hq, int hkv, int graph)
+{
+    enum { STEPS = 6 };
+    problem p;
+    problem_init(&p, b, 1, skv, hq, hkv, 128, 0);
+    kf_attn_desc d = desc_of(&p);
+    kf_plan *plan;
+    kf_status st = kf_attn_plan(ctx, &d, &plan);
+    if (st)
+        fail_msg("plan: %s: %s", kf_status_str(st), kf_errmsg(ctx));
+    size_t nq = (size_t)b * hq * 128, nl = (size_t)b * hq;
+    CUdeviceptr o[STEPS], l[STEPS];
+    for (int i = 0; i < STEPS; i++) {
+        CK(cu->MemAlloc(&o[i], nq * 2));
+        CK(cu->MemAlloc(&l[i], nl * 4));
+        CK(cu->MemsetD8(o[i], 0xFF, nq * 2));
+        CK(cu->MemsetD32(l[i], 0x7FFFFFFF, nl));
+    }
+    CK(cu->CtxSynchronize());
+    CUstream s;
+    CK(cu->StreamCreate(&s, 1 /* non-blocking */));
+    if (graph)
+        CK(cu->StreamBeginCapture(s, 2 /* relaxed */));
+    for (int i = 0; i < STEPS; i++) {
+        kf_attn_tensors t = tensors_of(&p);
+        if (i > 0)
+            t.q = (const void *)(uintptr_t)o[i - 1];
+        t.o = (void *)(uintptr_t)o[i], t.lse = (float *)(uintptr_t)l[i];
+        if (kf_attn_run(plan, &t, s) != KF_OK)
+            fail_msg("run of step %d: %s", i, kf_errmsg(ctx));
+    }
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    if (graph) {
+        CK(cu->StreamEndCapture(s, &g));
+        CK(cu->GraphInstantiate(&ge, g, 0));
+        CK(cu->GraphLaunch(ge, s));
+    }
+    CK(cu->StreamSynchronize(s));
+    int ok = 1;
+    char why[600] = "";
+    CUdeviceptr o0 = p.o, l0 = p.lse;
+    for (int i = 0; i < STEPS && ok; i++) {
+        if (i > 0) {   /* the q step i was given: step i - 1's o, as the GPU wrote it */
+            CK(cu->MemcpyDtoH(p.hq_, o[i - 1], nq * 2));
+            problem_ref(&p);
+        }
+        p.o = o[i], p.lse = l[i];
+        ok = verify(&p, why, sizeof why);
+        if (!ok)
+            print_error("step %d of %d: %s\n", i, STEPS, why);
+    }
+    p.o = o0, p.lse = l0;
+    print_message("chain of %d %s b%d skv%d %d/%d (%s): %s %s\n", STEPS, graph ? "graphed" : "streamed", b, skv, hq, hkv,
+                  kf_plan_variant(plan), ok ? "pass" : "FAIL", why);
+    assert_true(ok);
+    if (graph)
+        cu->GraphExecDestroy(ge), cu->GraphDestroy(g);
+    cu->StreamDestroy(s);
+    for (int i = 0; i < STEPS; i++)
+        cu->MemFree(o[i]), cu->MemFree(l[i]);
+    kf_plan_free(plan);
+    problem_free(&p);
+}
+
+static void test_api_gpu__chained_calls_read_the_last_output(void **state)
+{
+    for (int graph = 0; graph < 2; graph++) {
+        chain_case(1, 16384, 32, 8, graph);   /* splits and the combine: two launches a step */
+        chain_case(4, 1500, 8, 2, graph);
+        chain_case(16, 512, 16, 16, graph);
+    }
 }
 
 /* Paged K/V (desc.page_size, tensors.block_table): the pools hold the same keys as the contiguous
@@ -356,6 +444,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api_gpu__plan_and_run_match_the_reference),
         cmocka_unit_test(test_api_gpu__graph_of_100_steps_replays),
+        cmocka_unit_test(test_api_gpu__chained_calls_read_the_last_output),
         cmocka_unit_test(test_api_gpu__eight_threads_plan_and_run),
         cmocka_unit_test(test_api_gpu__paged_decode),
     };

@@ -46,7 +46,9 @@ static void fill_seed(db_store *s, int seed)
         snprintf(params, sizeof params, "causal=0,d=128,dtype=bf16,g=4,sp=%d,tm=%d,w=%d", 8 << i, tm, 4 * (i + 1));
         db_binary b = {0};
         b.cache_key = key, b.variant_key = var, b.family = "attn_decode", b.arch = "sm_90a", b.nvrtc = "13.0";
-        b.params = params, b.kernels = "kf_attn_decode/128/9216,kf_attn_combine/128/0";
+        /* the second with its kernels launched behind their predecessors (programmatic dependent launch) */
+        b.params = params, b.kernels = i ? "kf_attn_decode/128/9216/pdl,kf_attn_combine/128/0/pdl"
+                                         : "kf_attn_decode/128/9216,kf_attn_combine/128/0";
         b.image = img, b.image_size = sizeof img;
         int ins;
         assert_int_equal(db_binary_put(s, &b, &ins), DB_OK);
@@ -134,6 +136,13 @@ static void test_bundle__round_trip_is_identical(void **state)
     const db_bundle_binary *x = db_bundle_find(bd, db_bundle_winner_at(bd, 0)->cache_key);
     assert_non_null(x);
     assert_int_equal(x->size, 3000);
+    int pdl = 0;   /* the kernel lists travel as written, "/pdl" with them */
+    for (int i = 0; i < 2; i++) {
+        const db_bundle_binary *y = db_bundle_find(bd, db_bundle_winner_at(bd, i)->cache_key);
+        assert_non_null(y);
+        pdl += !strcmp(y->kernels, "kf_attn_decode/128/9216/pdl,kf_attn_combine/128/0/pdl");
+    }
+    assert_int_equal(pdl, 1);
     db_bundle_free(bd);
 }
 

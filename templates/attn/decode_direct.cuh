@@ -294,14 +294,7 @@ KF_FWD_NAME(const kf_attn_params p)
 #else
     const float kq = 1.f;
 #endif
-#if KF_CAP
-    const float sl2 = 1.4426950408889634f;                  /* the capped scores are already scaled */
-    const float snat = 1.f;
-    const float capm = p.scale * kq / p.softcap;
-#else
-    const float sl2 = p.scale_log2 * kq;
-    const float snat = p.scale * kq;                        /* natural-log units of the running max */
-#endif
+    KF_SCORE_SCALES(p, kq);   /* sl2, snat (capm): common/attn_features.cuh */
 
     float o[KF_DT][KF_NQ][4];
     float rmax[KF_NQ][2], rsum[KF_NQ][2];

@@ -169,14 +169,7 @@ KF_FWD_NAME(const kf_attn_params p)
     const int sh8 = kvh; // KF_MUTANT_FP8HEAD
     /* scores = fragment * k_scale * 2^-e (q scaled by 2^e); O = fragment * v_scale / 256 (P scaled by 256) */
     const float kq = p.k_scale[sh8] * qinv, vq = p.v_scale[sh8] * (1.f / 256.f); // KF_MUTANT_QSCALE
-#if KF_CAP
-    const float sl2 = 1.4426950408889634f;                  /* the capped scores are already scaled */
-    const float snat = 1.f;
-    const float capm = p.scale * kq / p.softcap;
-#else
-    const float sl2 = p.scale_log2 * kq;
-    const float snat = p.scale * kq;                        /* natural-log units of the running max */
-#endif
+    KF_SCORE_SCALES(p, kq);   /* sl2, snat (capm): common/attn_features.cuh */
 
     /* this thread's packed rows 4 jg + t: query row */
     int qi[KF_W8_NG];

@@ -30,4 +30,15 @@ __device__ __forceinline__ float kf_softcap(float x, float m, float cap)
 }
 #endif
 
+/* The score scales of a kernel whose raw dot products carry the factor kq (FP8 K/V: K's scale and Q's exponent;
+ * else 1): sl2 takes a score to log2 units for the exponent, snat to natural-log units for the running max and the
+ * LSE. With softcap the capped scores are already scaled (sl2 = log2 e, snat = 1) and capm is the factor of
+ * kf_softcap. Declares const floats sl2, snat (and capm) in the enclosing scope. */
+#if KF_CAP
+#define KF_SCORE_SCALES(p, kq)                                                                                     \
+    const float sl2 = 1.4426950408889634f, snat = 1.f, capm = (p).scale * (kq) / (p).softcap
+#else
+#define KF_SCORE_SCALES(p, kq) const float sl2 = (p).scale_log2 * (kq), snat = (p).scale * (kq)
+#endif
+
 #endif

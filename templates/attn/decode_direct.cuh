@@ -635,18 +635,11 @@ KF_FWD_NAME(const kf_attn_params p)
         if (i >= n_q)
             continue;
         const float l = csum[col];
-        float inv = l > 0.f ? 1.f / l : 0.f;
-        float lse = l > 0.f ? cmax[col] * snat + logf(l) : KF_NEG_INF;
-#if KF_SINK
-        if (nsplit == 1) {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
-            const float sk = p.sinks[hh], lse0 = lse;
-            const float mm = fmaxf(lse0, sk);
-            lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
-            inv *= expf(lse0 - lse); // KF_MUTANT_SINK
-        }
-#endif
+        float lse;
 #if KF_KV8
-        inv *= vq;
+        const float inv = kf_attn_finish(p, cmax[col], l, snat, hh, nsplit, lse) * vq;
+#else
+        const float inv = kf_attn_finish(p, cmax[col], l, snat, hh, nsplit, lse);
 #endif
         float4 v = *(const float4 *)(buf + col * KF_OPAD + c4);
 #if KF_TC
@@ -655,20 +648,7 @@ KF_FWD_NAME(const kf_attn_params p)
             v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
         }
 #endif
-        if (nsplit == 1) {
-            kf_u32 *oc = (kf_u32 *)((kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb)
-                                    + (long long)(r0 + i) * p.o_ss + (long long)hh * p.o_sh + c4);
-            oc[0] = kf_pack2(v.x * inv, v.y * inv);
-            oc[1] = kf_pack2(v.z * inv, v.w * inv);
-            if (p.lse && c4 == 0)
-                p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)hh * p.lse_sh + r0 + i] = lse;
-        } else {
-            const long long rid = ((p.cu_seqlens_q ? 0 : (long long)b * p.sq) + r0 + i) * (long long)p.hq + hh;
-            const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
-            *(float4 *)(p.ws_o + wrow * KF_D + c4) = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
-            if (c4 == 0)
-                p.ws_lse[wrow] = lse;
-        }
+        kf_dec_put4(p, b, r0 + i, hh, c4, v.x, v.y, v.z, v.w, inv, lse, split, nsplit);
     }
 }
 

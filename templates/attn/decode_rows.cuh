@@ -3,7 +3,7 @@
 #define KF_ATTN_DECODE_ROWS_CUH
 
 /*
- * Needs common/types.cuh, KF_G, KF_TM (packed rows a CTA), KF_BN (keys a step: the split granularity), KF_CAUSAL, KF_WIN and
+ * Needs common/types.cuh, common/attn_features.cuh, KF_D, KF_G, KF_TM (packed rows a CTA), KF_BN (keys a step: the split granularity), KF_CAUSAL, KF_WIN and
  * common/attn_params.h. Packed row pr = i G + g (query row i, head h + g), as attn/fwd.cuh's decode; grid (splits,
  * hkv * cdiv(G sq, TM), b). The split's keys are kbeg .. kend - 1 (with a window, counted from the first key any of
  * the tile's rows sees); kstop: past the tile's last causal key; steps reaching past kmask need the end / causal
@@ -89,6 +89,27 @@ __device__ __forceinline__ bool kf_dec_hidden(const kf_dec_rows &x, int j, int i
 #else
     return j >= x.kend || (KF_CAUSAL && j > i + x.coff);
 #endif
+}
+
+/* Output columns c .. c + 3 (c a multiple of 4) of query row r (within sequence b) and head hh, times inv: to o (one
+ * 8-byte store: o's rows are 16-byte aligned) and, at c 0, lse when the CTA is the only split; else to this split's
+ * fp32 partial and its lse for kf_attn_combine. */
+__device__ __forceinline__ void kf_dec_put4(const kf_attn_params &p, int b, int r, int hh, int c, float v0, float v1,
+                                            float v2, float v3, float inv, float lse, int split, int nsplit)
+{
+    if (nsplit == 1) {
+        kf_u32 *oc = (kf_u32 *)((kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb) + (long long)r * p.o_ss
+                                + (long long)hh * p.o_sh + c);
+        *(uint2 *)oc = make_uint2(kf_pack2(v0 * inv, v1 * inv), kf_pack2(v2 * inv, v3 * inv));
+        if (p.lse && c == 0)
+            p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)hh * p.lse_sh + r] = lse;
+    } else {
+        const long long rid = ((p.cu_seqlens_q ? 0 : (long long)b * p.sq) + r) * (long long)p.hq + hh;
+        const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
+        *(float4 *)(p.ws_o + wrow * KF_D + c) = make_float4(v0 * inv, v1 * inv, v2 * inv, v3 * inv);
+        if (c == 0)
+            p.ws_lse[wrow] = lse;
+    }
 }
 
 #endif

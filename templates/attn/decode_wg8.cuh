@@ -414,32 +414,10 @@ KF_FWD_NAME(const kf_attn_params p)
         if (i >= n_q)
             continue;
         const float l = red[r] + red[KF_TM + r] + red[2 * KF_TM + r] + red[3 * KF_TM + r];
-        float inv = l > 0.f ? 1.f / l : 0.f;
-        float lse = l > 0.f ? rmax[jg] * snat + logf(l) : KF_NEG_INF;
-#if KF_SINK
-        if (nsplit == 1) {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
-            const float sk = p.sinks[hh], lse0 = lse;
-            const float mm = fmaxf(lse0, sk);
-            lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
-            inv *= expf(lse0 - lse); // KF_MUTANT_SINK
-        }
-#endif
-        inv *= vq;
-        const float v0 = o[0][4 * jg] + o[0][4 * jg + 1], v1 = o[0][4 * jg + 2] + o[0][4 * jg + 3];
-        const float v2 = o[1][4 * jg] + o[1][4 * jg + 1], v3 = o[1][4 * jg + 2] + o[1][4 * jg + 3];
-        if (nsplit == 1) {
-            kf_u32 *oc = (kf_u32 *)((kf_u16 *)p.o + (p.cu_seqlens_q ? 0 : (long long)b * p.o_sb)
-                                    + (long long)(r0 + i) * p.o_ss + (long long)hh * p.o_sh + vrow);
-            *(uint2 *)oc = make_uint2(kf_pack2(v0 * inv, v1 * inv), kf_pack2(v2 * inv, v3 * inv));
-            if (p.lse && vrow == 0)
-                p.lse[(p.cu_seqlens_q ? 0 : (long long)b * p.lse_sb) + (long long)hh * p.lse_sh + r0 + i] = lse;
-        } else {
-            const long long rid = ((p.cu_seqlens_q ? 0 : (long long)b * p.sq) + r0 + i) * (long long)p.hq + hh;
-            const long long wrow = (long long)split * p.ws_rows * p.hq + rid;
-            *(float4 *)(p.ws_o + wrow * KF_D + vrow) = make_float4(v0 * inv, v1 * inv, v2 * inv, v3 * inv);
-            if (vrow == 0)
-                p.ws_lse[wrow] = lse;
-        }
+        float lse;
+        const float inv = kf_attn_finish(p, rmax[jg], l, snat, hh, nsplit, lse) * vq;
+        kf_dec_put4(p, b, r0 + i, hh, vrow, o[0][4 * jg] + o[0][4 * jg + 1], o[0][4 * jg + 2] + o[0][4 * jg + 3],
+                    o[1][4 * jg] + o[1][4 * jg + 1], o[1][4 * jg + 2] + o[1][4 * jg + 3], inv, lse, split, nsplit);
     }
 }
 

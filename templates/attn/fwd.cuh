@@ -751,16 +751,8 @@ KF_FWD_NAME(const kf_attn_params p)
                 continue;
             const float l = rsum[mt][hf];
 #if KF_SINK || KF_KV8 || KF_CAP
-            float inv = l > 0.f ? 1.f / l : 0.f;
-            float lse = l > 0.f ? rmax[mt][hf] * snat + logf(l) : KF_NEG_INF;
-#if KF_SINK
-            if (nsplit == 1) {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
-                const float sk = p.sinks[hh], lse0 = lse;
-                const float mm = fmaxf(lse0, sk);
-                lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
-                inv *= expf(lse0 - lse); // KF_MUTANT_SINK
-            }
-#endif
+            float lse;
+            float inv = kf_attn_finish(p, rmax[mt][hf], l, snat, hh, nsplit, lse);   /* common/attn_features.cuh */
 #if KF_KV8
             inv *= vq;
 #endif

@@ -41,4 +41,23 @@ __device__ __forceinline__ float kf_softcap(float x, float m, float cap)
 #define KF_SCORE_SCALES(p, kq) const float sl2 = (p).scale_log2 * (kq), snat = (p).scale * (kq)
 #endif
 
+/* A query row's end (head hh) from its running max m and sum l: inv = 1 / l (0 for a row without keys) and
+ * lse = m snat + log l (-inf), the sink joining the denominator where the CTA writes o itself (no split; the split-KV
+ * combine adds it otherwise). Returns inv. Needs common/attn_params.h. */
+__device__ __forceinline__ float kf_attn_finish(const kf_attn_params &p, float m, float l, float snat, int hh, int nsplit,
+                                                float &lse)
+{
+    float inv = l > 0.f ? 1.f / l : 0.f;
+    lse = l > 0.f ? m * snat + logf(l) : KF_NEG_INF;
+#if KF_SINK
+    if (nsplit == 1) {   /* the sink joins the denominator: lse = log(e^lse + e^sink), o scaled by e^(lse0 - lse) */
+        const float sk = p.sinks[hh], lse0 = lse;
+        const float mm = fmaxf(lse0, sk);
+        lse = mm + logf(expf(lse0 - mm) + expf(sk - mm));
+        inv *= expf(lse0 - lse); // KF_MUTANT_SINK
+    }
+#endif
+    return inv;
+}
+
 #endif

@@ -11,29 +11,9 @@
 #   unmutated baseline) run with `test_mutants --child m:wg8`; TESTS=" ": no suite.
 KF_LOGS=dec8; KF_BUDGET_DEFAULT=500; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_TEST_DB=/tmp/kf_dec8_test.db
-split_row() { shp=${1%@*}; pg=$( [ "$shp" != "$1" ] && echo "--page-size ${1##*@}" ); }
-# 1. correctness: the binaries first (16 cores, GPU hidden), then each cmocka filter in its own process
-( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KFORGE_TEST_PRECOMPILE=1 timeout "$(left 60)" ./test_attn_gpu \
-    > "$OUT/precompile.log" 2>&1 )
-say "precompile: $(grep -E 'variants ready' "$OUT/precompile.log" | tail -1)"
-for f in ${TESTS-'*wg8*'}; do
-  n=$(echo "$f" | tr -d '*')
-  ( cd "$B/tests" && KF_TEST_FILTER="$f" timeout "$(left 60)" ./test_attn_gpu > "$OUT/test_attn_gpu_$n.log" 2>&1 )
-  say "test_attn_gpu $f: exit $? $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUT/test_attn_gpu_$n.log" | tail -1)"
-  grep -E 'FAIL|->|not valid|not built' "$OUT/test_attn_gpu_$n.log" | head -10 >> "$SUM"
-done
-# 2. mutants on impl=wg8's cases alone (built first with the GPU hidden)
-for m in ${MUT:-}; do
-  ( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KF_MUTANT_BUILD_ONLY=1 timeout "$(left 30)" ./test_mutants --child "$m:wg8" \
-      > "$OUT/build_$m.log" 2>&1 )
-done
-for m in ${MUT:-}; do
-  [ "$(left 10)" -lt 20 ] && { say "mutant $m: skipped (budget)"; continue; }
-  ( cd "$B/tests" && timeout "$(left 10)" ./test_mutants --child "$m:wg8" > "$OUT/mutant_$m.log" 2>&1 )
-  rc=$?
-  case "$m:$rc" in -1:0) v="baseline passes" ;; -1:*) v="BASELINE FAILS" ;; *:1) v=killed ;; *:0) v="SURVIVED" ;; *) v="error" ;; esac
-  say "mutant $m (wg8): exit $rc, $v; $(grep -E 'cases failed|planted in' "$OUT/mutant_$m.log" | tr '\n' ' ')"
-done
+# 1. correctness: the suite's filters; 2. mutants on impl=wg8's cases alone (tests/device_lib.sh)
+attn_suite ${TESTS-'*wg8*'}
+mutants ":wg8" ${MUT:-}
 # 3. figures, sustained (kforge run: warm-up to steady state, back-to-back calls over rotating inputs; clock and power)
 ROWS=${ROWS:-"b=32,hq=32,hkv=8,skv=32k,kv_dtype=e4m3 b=32,hq=32,hkv=8,skv=32k"}
 PARAMS=${PARAMS:-"default"}

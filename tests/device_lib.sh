@@ -20,3 +20,36 @@ SUM=$OUT/summary.txt; : > "$SUM"
 say() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$SUM"; pack; }
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
 say "env: $(cat "$OUT/env.txt"); $("$K" --version 2>/dev/null || echo 'kforge ?')"
+# a row's shape fields ($shp) and, for a row ending in @N, its --page-size N ($pg)
+split_row() { shp=${1%@*}; pg=$( [ "$shp" != "$1" ] && echo "--page-size ${1##*@}" ); }
+# attn_suite FILTER...: test_attn_gpu's binaries first (the machine's cores, GPU hidden), then each cmocka filter in a
+# process of its own; the result lines and each filter's failing rows into the summary
+attn_suite() {
+  ( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KFORGE_TEST_PRECOMPILE=1 timeout "$(left 60)" ./test_attn_gpu \
+      > "$OUT/precompile.log" 2>&1 )
+  say "precompile: $(grep -E 'variants ready' "$OUT/precompile.log" | tail -1)"
+  local f n
+  for f in "$@"; do
+    n=$(echo "$f" | tr -d '*')
+    ( cd "$B/tests" && KF_TEST_FILTER="$f" timeout "$(left 60)" ./test_attn_gpu > "$OUT/test_attn_gpu_$n.log" 2>&1 )
+    say "test_attn_gpu $f: exit $? $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUT/test_attn_gpu_$n.log" | tail -1)"
+    grep -E 'FAIL|->|not valid|not built' "$OUT/test_attn_gpu_$n.log" | head -10 >> "$SUM"
+  done
+}
+# mutants MODE INDEX...: test_mutants' children (suite_mutants indices, -1 the unmutated baseline that must pass; MODE
+# "" for every case, ":wg8" for impl wg8's alone), all built first with the GPU hidden, then each run
+mutants() {
+  local mode=$1 m rc v; shift
+  for m in "$@"; do
+    ( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KF_MUTANT_BUILD_ONLY=1 timeout "$(left 30)" ./test_mutants --child "$m$mode" \
+        > "$OUT/build_$m.log" 2>&1 )
+  done
+  say "built: $(grep -l 'planted in 0 ' "$OUT"/build_*.log 2>/dev/null | wc -l) not planted"
+  for m in "$@"; do
+    [ "$(left 10)" -lt 20 ] && { say "mutant $m$mode: skipped (budget)"; continue; }
+    ( cd "$B/tests" && timeout "$(left 10)" ./test_mutants --child "$m$mode" > "$OUT/mutant_$m.log" 2>&1 )
+    rc=$?
+    case "$m:$rc" in -1:0) v="baseline passes" ;; -1:*) v="BASELINE FAILS" ;; *:1) v=killed ;; *:0) v="SURVIVED" ;; *) v="error" ;; esac
+    say "mutant $m$mode: exit $rc, $v; $(grep -E 'cases failed|planted in' "$OUT/mutant_$m.log" | tr '\n' ' ')"
+  done
+}

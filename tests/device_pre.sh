@@ -13,18 +13,8 @@
 #   metrics (.raw.csv, the warp stall reasons among them); TESTS=" ": no suite.
 KF_LOGS=pre; KF_BUDGET_DEFAULT=500; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_TEST_DB=/tmp/kf_pre_test.db
-# a row's shape fields ($shp) and, for a row ending in @N, its --page-size N ($pg)
-split_row() { shp=${1%@*}; pg=$( [ "$shp" != "$1" ] && echo "--page-size ${1##*@}" ); }
-# 1. correctness: the binaries first (16 cores, GPU hidden), then each cmocka filter in its own process
-( cd "$B/tests" && CUDA_VISIBLE_DEVICES= KFORGE_TEST_PRECOMPILE=1 timeout "$(left 60)" ./test_attn_gpu \
-    > "$OUT/precompile.log" 2>&1 )
-say "precompile: $(grep -E 'variants ready' "$OUT/precompile.log" | tail -1)"
-for f in ${TESTS-'*prefill*' '*features*'}; do
-  n=$(echo "$f" | tr -d '*')
-  ( cd "$B/tests" && KF_TEST_FILTER="$f" timeout "$(left 60)" ./test_attn_gpu > "$OUT/test_attn_gpu_$n.log" 2>&1 )
-  say "test_attn_gpu $f: exit $? $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUT/test_attn_gpu_$n.log" | tail -1)"
-  grep -E 'FAIL|->|not valid|not built' "$OUT/test_attn_gpu_$n.log" | head -10 >> "$SUM"
-done
+# 1. correctness: the suite's filters (tests/device_lib.sh)
+attn_suite ${TESTS-'*prefill*' '*features*'}
 # 2. figures, sustained (kforge run: warm-up to steady state, back-to-back calls over rotating inputs; clock and power)
 ROWS=${ROWS:-"d=64,b=8,hq=32,hkv=8,sq=2k,skv=2k d=64,b=2,hq=32,hkv=8,sq=8k,skv=8k d=128,b=1,hq=32,hkv=8,sq=16k,skv=16k d=256,b=4,hq=32,hkv=8,sq=4k,skv=4k"}
 PARAMS=${PARAMS:-"default"}

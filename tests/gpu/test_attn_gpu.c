@@ -143,6 +143,31 @@ static void build_tma_cases(void)
     }
 }
 
+/* Case c again on impl `impl` (an impl group: its own params, no mutant runs), with c's split count and the first of
+ * the nt tile params that gives a valid variant, starting at a different one for each case (*n of them so far);
+ * appended to out (params text kept in params) unless max are there or no tile is valid. */
+static void add_impl_case(const suite_case *c, const char *impl, const char *const *tiles, int nt, suite_case *out,
+                          char (*params)[96], int *n, int max)
+{
+    if (*n >= max)
+        return;
+    const char *sp = c->params ? strstr(c->params, "sp=") : NULL;
+    char spv[16] = "sp=1";
+    if (sp)
+        snprintf(spv, sizeof spv, "%.*s", (int)strcspn(sp, ","), sp);
+    for (int k = 0; k < nt; k++) {
+        char why[512];
+        suite_case e = *c;
+        snprintf(params[*n], 96, "impl=%s,%s,%s", impl, tiles[(*n + k) % nt], spv);
+        e.params = params[*n];
+        e.mut = MUT_NONE;
+        if (suite_job(&g_suite, &e, 0, why, sizeof why) >= 0) {
+            out[(*n)++] = e;
+            return;
+        }
+    }
+}
+
 /* The impl=direct group: every attn_decode case of suite_decode, suite_kv8, suite_feat and suite_paged again on
  * attn/decode_direct.cuh, with its sp and the first valid of the tile params below (starting at a different one
  * for each case, so every set meets every group; head dim 256 has none and is left to mma, so has FP8 with fp16
@@ -159,22 +184,9 @@ static void add_direct_case(const suite_case *c)
                                         "tm=8,w=4,bn=32,stages=2", "tm=4,w=8,bn=32,stages=2",
                                         "tm=8,w=4,bn=16,stages=1", "tm=8,w=4,bn=32,stages=1",
                                         "tm=16,w=8,bn=32,stages=1"};
-    enum { NT = sizeof tiles / sizeof tiles[0] };
-    if (strcmp(c->family, "attn_decode") || g_direct_n >= MAX_DIRECT_CASES)
-        return;
-    const char *sp = c->params ? strstr(c->params, "sp=") : NULL;
-    for (int k = 0; k < NT; k++) {
-        char why[512];
-        suite_case e = *c;
-        snprintf(g_direct_params[g_direct_n], sizeof g_direct_params[0], "impl=direct,%s,%s",
-                 tiles[(g_direct_n + k) % NT], sp ? sp : "sp=1");
-        e.params = g_direct_params[g_direct_n];
-        e.mut = MUT_NONE;
-        if (suite_job(&g_suite, &e, 0, why, sizeof why) >= 0) {
-            g_direct_cases[g_direct_n++] = e;
-            return;
-        }
-    }
+    if (!strcmp(c->family, "attn_decode"))
+        add_impl_case(c, "direct", tiles, sizeof tiles / sizeof tiles[0], g_direct_cases, g_direct_params,
+                      &g_direct_n, MAX_DIRECT_CASES);
 }
 
 static void build_direct_cases(void)
@@ -202,25 +214,9 @@ static void add_wg8_case(const suite_case *c)
     static const char *const tiles[] = {"tm=4,w=4,bn=64,stages=4", "tm=8,w=4,bn=128,stages=2",
                                         "tm=16,w=4,bn=64,stages=3", "tm=4,w=4,bn=128,stages=3",
                                         "tm=8,w=4,bn=64,stages=2", "tm=16,w=4,bn=128,stages=4"};
-    enum { NT = sizeof tiles / sizeof tiles[0] };
-    if (strcmp(c->family, "attn_decode") || !c->kv_fp8 || strcmp(c->dtype, "bf16") || c->d != 128 ||
-        g_wg8_n >= MAX_WG8_CASES)
-        return;
-    const char *sp = c->params ? strstr(c->params, "sp=") : NULL;
-    char spv[16] = "sp=1";
-    if (sp)
-        snprintf(spv, sizeof spv, "%.*s", (int)strcspn(sp, ","), sp);
-    for (int k = 0; k < NT; k++) {
-        char why[512];
-        suite_case e = *c;
-        snprintf(g_wg8_params[g_wg8_n], sizeof g_wg8_params[0], "impl=wg8,%s,%s", tiles[(g_wg8_n + k) % NT], spv);
-        e.params = g_wg8_params[g_wg8_n];
-        e.mut = MUT_NONE;
-        if (suite_job(&g_suite, &e, 0, why, sizeof why) >= 0) {
-            g_wg8_cases[g_wg8_n++] = e;
-            return;
-        }
-    }
+    if (!strcmp(c->family, "attn_decode") && c->kv_fp8 && !strcmp(c->dtype, "bf16") && c->d == 128)
+        add_impl_case(c, "wg8", tiles, sizeof tiles / sizeof tiles[0], g_wg8_cases, g_wg8_params, &g_wg8_n,
+                      MAX_WG8_CASES);
 }
 
 static void build_wg8_cases(void)

@@ -47,6 +47,22 @@ int rt_module_context(int ordinal, core_err *e)
     return 0;
 }
 
+/* Programmatic dependent launch unless KFORGE_NO_PDL is set to something other than 0 (read once). */
+static pthread_once_t g_pdl_once = PTHREAD_ONCE_INIT;
+static int g_pdl_allowed;
+
+static void pdl_read_env(void)
+{
+    const char *v = getenv("KFORGE_NO_PDL");
+    g_pdl_allowed = !(v && *v && strcmp(v, "0"));
+}
+
+static int pdl_allowed(void)
+{
+    pthread_once(&g_pdl_once, pdl_read_env);
+    return g_pdl_allowed;
+}
+
 int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernels, int n, core_err *e)
 {
     memset(m, 0, sizeof *m);
@@ -64,6 +80,7 @@ int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernel
     for (int i = 0; i < n; i++) {
         m->k[i] = kernels[i];
         m->k[i].name[RT_MODULE_NAME - 1] = 0;
+        m->k[i].pdl = kernels[i].pdl && cu->LaunchKernelEx && pdl_allowed();   /* decided once, not per launch */
         r = cu->ModuleGetFunction(&m->fn[i], m->mod, m->k[i].name);
         if (r) {
             fail(e, "cuModuleGetFunction", m->k[i].name, r);
@@ -84,22 +101,6 @@ int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernel
     return 0;
 }
 
-/* Programmatic dependent launch unless KFORGE_NO_PDL is set to something other than 0 (read once). */
-static pthread_once_t g_pdl_once = PTHREAD_ONCE_INIT;
-static int g_pdl_allowed;
-
-static void pdl_read_env(void)
-{
-    const char *v = getenv("KFORGE_NO_PDL");
-    g_pdl_allowed = !(v && *v && strcmp(v, "0"));
-}
-
-static int pdl_allowed(void)
-{
-    pthread_once(&g_pdl_once, pdl_read_env);
-    return g_pdl_allowed;
-}
-
 int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **args, CUstream s, core_err *e)
 {
     const rt_cu *cu = rt_cuda(e);
@@ -107,7 +108,7 @@ int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **a
         return -1;
     if (!m || !m->mod || i < 0 || i >= m->n)
         return core_err_fail(e, KF_ERR_CUDA, "rt_module_launch: no kernel %d in the module", i);
-    const int pdl = m->k[i].pdl && cu->LaunchKernelEx && pdl_allowed();
+    const int pdl = m->k[i].pdl;
     CUresult r;
     if (pdl) {
         rt_cu_launch_attr a = {.id = RT_CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION, .value.allowed = 1};

@@ -13,7 +13,7 @@
 /* One kernel of a variant as the template's kernels() lists it (mirrors gen_kernel
  * without depending on gen/): name, threads per block, dynamic shared memory bytes, and
  * whether it is launched with programmatic dependent launch (it waits on its predecessor
- * with griddepcontrol.wait before any global access, templates/common/pdl.cuh). */
+ * with griddepcontrol.wait before any global access, KF_PDL_ENTRY, templates/common/types.cuh). */
 typedef struct rt_kernel_desc {
     char name[RT_MODULE_NAME];
     int threads;
@@ -47,7 +47,8 @@ int rt_module_load(rt_module *m, const void *image, const rt_kernel_desc *kernel
  * listed with pdl is launched by cuLaunchKernelEx with programmatic stream serialization
  * (its blocks may start while the previous kernel in the stream finishes; in a captured
  * graph, a programmatic edge), unless the driver lacks cuLaunchKernelEx or the environment
- * sets KFORGE_NO_PDL=1 (then a plain launch: the kernel's wait returns at once).
+ * set KFORGE_NO_PDL=1 when the module was loaded (then a plain launch: the kernel's wait
+ * returns at once).
  * Returns 0, or -1 with KF_ERR_CUDA and a message in *e (launch errors only; faults surface at
  * the next sync). */
 int rt_module_launch(const rt_module *m, int i, const unsigned grid[3], void **args, CUstream s, core_err *e);

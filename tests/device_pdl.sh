@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # tests/device_pdl.sh: programmatic dependent launch under test in one device call, from a build made elsewhere:
 # test_api_gpu and test_kda_api_gpu as they are (their chained and graphed calls read what the last call wrote), then
-# both again over a copy of the tree's templates whose KF_PDL_ENTRY keeps launch_dependents but drops
+# both again over a copy of the tree's templates whose KF_PDL_ENTRY keeps launch_dependents but drops, and whose KF_PDL_WAIT drops,
 # griddepcontrol.wait (KFORGE_TEMPLATE_DIR): the mutant, which the chained calls must kill. Logs under $OUT (packed),
 # summary.txt beside them.
 # usage: KF_BUILD=.devbuild [BUDGET_S=300] bash tests/device_pdl.sh
 KF_LOGS=pdl; KF_BUDGET_DEFAULT=300; . "$(dirname "$0")/device_lib.sh"
 M=/tmp/kf_pdl_mutant; rm -rf "$M"; mkdir -p "$M"; cp -r "$ROOT/templates" "$M/"
-sed -i 's/"griddepcontrol.wait;\\n\\tgriddepcontrol.launch_dependents;"/"griddepcontrol.launch_dependents;"/' \
+sed -i -e 's/"griddepcontrol.wait;\\n\\tgriddepcontrol.launch_dependents;"/"griddepcontrol.launch_dependents;"/' \
+  -e 's/KF_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")/KF_PDL_WAIT() ((void)0)/' \
   "$M/templates/common/types.cuh"
 if grep -q 'griddepcontrol.wait;' "$M/templates/common/types.cuh"; then
   say "the mutant was not planted (KF_PDL_ENTRY's text in common/types.cuh changed?)"; pack; exit 1

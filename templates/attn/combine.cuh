@@ -21,7 +21,7 @@
 extern "C" __global__ void __launch_bounds__(KF_CMB_THREADS)
 kf_attn_combine(const kf_attn_params p)
 {
-    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
+    KF_PDL_WAIT();   /* before any global access; the next kernel placed as these blocks exit: common/types.cuh */
     const long long nrows = (long long)p.ws_rows * p.hq;   /* rows of one split */
     const long long rid = (long long)blockIdx.x * KF_CMB_ROWS + threadIdx.x / KF_CMB_TPR;
     if (rid >= nrows)

@@ -15,10 +15,15 @@ typedef unsigned int kf_u32;
  * next kernel of the stream place its blocks, which wait at their own KF_PDL_ENTRY, as soon as every block of this one
  * has passed here, so the launch of the next call overlaps this one instead of following it (the idea of FlashMLA's and
  * FlashAttention-3's launches; the PTX ISA, griddepcontrol). Elsewhere (and before sm_90): nothing. */
+/* KF_PDL_WAIT: the wait alone, so the next kernel is placed only as this one's blocks exit. The combines and the MLA
+ * split kernels start with it: with KF_PDL_ENTRY in both, MLA B1 Hq128 64K took 0.076 ms against 0.062 without
+ * dependent launch and 0.059 with KF_PDL_WAIT (H100, bench/NOTES.md session 25; GQA decode the same either way). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define KF_PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#define KF_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #else
 #define KF_PDL_ENTRY() ((void)0)
+#define KF_PDL_WAIT() ((void)0)
 #endif
 
 /* Two floats -> packed pair, round to nearest even. */

@@ -209,7 +209,7 @@ __device__ __forceinline__ void kf_cvt_tile8(kf_u32 sT, kf_u32 s8, int tid)
 extern "C" __global__ void __launch_bounds__(KF_THREADS, 1)
 kf_parts_decode(const kf_parts_params p)
 {
-    KF_PDL_ENTRY();   /* before any global access: common/types.cuh */
+    KF_PDL_WAIT();   /* before any global access; dependents placed as the blocks exit: common/types.cuh */
     extern __shared__ __attribute__((aligned(128))) unsigned char kf_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wn = warp % KF_WN, wm = (warp / KF_WN) % KF_WM, wl = warp / (KF_WN * KF_WM);

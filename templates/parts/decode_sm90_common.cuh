@@ -32,7 +32,7 @@ KF_FOR_KPARTS(KF_PD_SAME_COLUMNS)
  * the address bits) and gbase (the same byte through a generic pointer). p: the kernel's kf_parts_params. */
 #define KF_PD_CTA(BN)                                                                                               \
     extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];                                       \
-    KF_PDL_ENTRY(); /* before any global access: common/types.cuh */                                                \
+    KF_PDL_WAIT(); /* before any global access; dependents placed as the blocks exit: common/types.cuh */           \
     const int tid = threadIdx.x;                                                                                    \
     const int b = blockIdx.z;                                                                                       \
                                                                                                                     \

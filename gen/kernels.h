@@ -9,7 +9,8 @@ typedef struct gen_kernel {
     int threads;
     int smem;             /* dynamic shared memory, bytes */
     int pdl;              /* 1: launched with programmatic dependent launch (sm_90+): the kernel waits on its
-                           * predecessor (griddepcontrol.wait, KF_PDL_ENTRY, templates/common/types.cuh) before any global access */
+                           * predecessor (griddepcontrol.wait: KF_PDL_ENTRY or KF_PDL_WAIT, templates/common/types.cuh)
+                           * before any global access */
 } gen_kernel;
 
 /* "name/threads/smem[/pdl],..." as stored in the binaries table ("/pdl" only on a kernel launched with programmatic

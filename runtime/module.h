@@ -13,7 +13,7 @@
 /* One kernel of a variant as the template's kernels() lists it (mirrors gen_kernel
  * without depending on gen/): name, threads per block, dynamic shared memory bytes, and
  * whether it is launched with programmatic dependent launch (it waits on its predecessor
- * with griddepcontrol.wait before any global access, KF_PDL_ENTRY, templates/common/types.cuh). */
+ * with griddepcontrol.wait before any global access, KF_PDL_ENTRY or KF_PDL_WAIT, templates/common/types.cuh). */
 typedef struct rt_kernel_desc {
     char name[RT_MODULE_NAME];
     int threads;

@@ -108,7 +108,7 @@ function A.combine_defines(dv)
                { dv = dv, rows = A.combine_rows(dv) })
 end
 -- The kernels of a list marked for programmatic dependent launch where the target has it (sm_90+): each of them starts
--- with KF_PDL_ENTRY (common/types.cuh), so the runtime may launch it while the previous kernel of the stream finishes.
+-- with KF_PDL_ENTRY or KF_PDL_WAIT (common/types.cuh), so the runtime may launch it while the previous kernel of the stream finishes.
 function A.pdl(ks, dev)
   if dev.cc >= 90 then
     for _, k in ipairs(ks) do k.pdl = 1 end

@@ -5,8 +5,15 @@
 # chunked peer, every contender checked against the fp64 oracle first. Installs the fla wheels from .whl/
 # when present (no network). Logs gather in one folder, packed into $OUT/logs.tgz after each stage (the
 # device tool brings back at most 8 files); $OUT/summary.txt is the short story.
-# usage: KF_BUILD=.devbuild BUDGET_S=360 [SHAPES=id,id] bash tests/device_kda.sh   (SHAPES: the harness rows, as --shapes;
-#   the Triton cache a call brings back, copied to .triton/cache.tgz and carried, saves the next call fla's compiles)
+# usage: KF_BUILD=.devbuild BUDGET_S=360 [SHAPES=id,id] [TESTS=" "] [NCU='shape|params ...'] [TUNE='shape ...']
+#        [CONTENDERS=a,b] bash tests/device_kda.sh
+#   SHAPES: the harness rows, as --shapes; the Triton cache a call brings back, copied to .triton/cache.tgz and
+#   carried, saves the next call fla's compiles. TESTS=" ": no suites. NCU: kda_prefill shapes (kforge run's fields,
+#   e.g. n=3,t=17,h=2,hv=4,dk=128,dv=128, optionally "|params"), each kernel's duration from Nsight Compute over one
+#   call (every kernel of it) after the check's calls: the kernels' own time beside the harness's time a call. TUNE:
+#   kda_prefill / kda_decode shapes ("family:fields") tuned into the harness's database first (the harness's
+#   kforge-tuned contender then runs their winners; a packed call's plan shape is n = its sequences, t = ceil(tokens
+#   / n)); CONTENDERS: the harness's contenders (default kforge-default, its control, fla's two, the torch graph).
 KF_LOGS=kda; KF_BUDGET_DEFAULT=360; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
 result() { grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|comparison\(s\) failed|skipped' "$OUT/$1.log" | tail -n 4 | tr '\n' ' '; }
@@ -38,14 +45,39 @@ lim=$(left 120); [ "$lim" -gt 240 ] && lim=240
 for t in $par; do ( timeout "$lim" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
 wait
 for t in $par; do say "$t: exit $(cat "$OUT/$t.rc"); $(result $t)"; done
-grep -hE "^  time " "$OUT/test_kda_gpu.log" | sort -k9 -n | head -n 40 > "$OUT/kda_timings.txt" 2>/dev/null
-grep -hE "time decode" "$OUT/test_kda_gpu.log" | sort -k6 -n | head -n 6 | tee -a "$SUM"
-grep -hE "^mutant [0-9]+ |KDA mutants killed" "$OUT/test_kda_mutants.log" | tee -a "$SUM"
-# 2. the harness KDA rows, sustained: kforge default against fla and the torch peers
+if [ -n "${par// /}" ]; then
+  grep -hE "^  time " "$OUT/test_kda_gpu.log" | sort -k9 -n | head -n 40 > "$OUT/kda_timings.txt" 2>/dev/null
+  grep -hE "time decode" "$OUT/test_kda_gpu.log" 2>/dev/null | sort -k6 -n | head -n 6 | tee -a "$SUM"
+  grep -hE "^mutant [0-9]+ |KDA mutants killed" "$OUT/test_kda_mutants.log" 2>/dev/null | tee -a "$SUM"
+fi
+# 2. Nsight Compute: each kernel's own duration in one call of each NCU row (launch-to-launch gaps excluded)
+for row in ${NCU:-}; do
+  command -v ncu > /dev/null || { say "ncu: not found"; break; }
+  [ "$(left 20)" -lt 60 ] && { say "ncu $row: skipped (budget)"; continue; }
+  prm=$( [ "${row#*|}" != "$row" ] && echo "--params ${row#*|}" ); r=${row%%|*}
+  f="$OUT/ncu_$(echo "$row" | tr -c 'a-z0-9=\n' '_').log"
+  timeout "$(left 15)" ncu -k regex:kf_kda --launch-skip 8 --launch-count 4 \
+    --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__cycles_active.avg \
+    "$K" run kda_prefill --shape "$r" $prm --timing burst --db /tmp/kf_kda_ncu.db --quiet > "$f" 2>&1
+  say "ncu $row: exit $? $(grep -E 'kf_kda|gpu__time_duration|sm__cycles_elapsed' "$f" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
+done
+# 3. tuning: the TUNE shapes' winners into the harness's database (its kforge-tuned contender)
+export KFORGE_DB=/tmp/kf_kda_bench.db
+for ts in ${TUNE:-}; do
+  [ "$(left 20)" -lt 90 ] && { say "tune $ts: skipped (budget)"; continue; }
+  f="$OUT/tune_$(echo "$ts" | tr -c 'a-z0-9=\n' '_').log"
+  timeout "$(left 90)" "$K" tune "${ts%%:*}" --shape "${ts#*:}" --db "$KFORGE_DB" --json > "$f" 2> "$f.err"
+  say "tune $ts: exit $? $(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+  try: d=json.loads(l)
+  except Exception: continue
+  print(d.get("winner"), d.get("median_ms"), "ms; default kept:", d.get("default_kept"), "speedup", d.get("speedup"), "band", d.get("band"))' "$f" 2>&1 | tail -n 2 | tr '\n' ' ')"
+done
+# 4. the harness KDA rows, sustained: kforge against fla and the torch peers
 if [ "$(left 20)" -gt 40 ]; then
-  ( cd "$ROOT" && KFORGE_DB=/tmp/kf_kda_bench.db PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} \
+  ( cd "$ROOT" && PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} \
       timeout "$(left 15)" python3 -m bench run --set kda ${SHAPES:+--shapes "$SHAPES"} \
-      --contenders kforge-default,kforge-default#2,fla-chunk,fla-recurrent,torch-chunked-graph \
+      --contenders "${CONTENDERS:-kforge-default,kforge-default#2,fla-chunk,fla-recurrent,torch-chunked-graph}" \
       --rounds 3 --samples 6 --timing sustained --time-budget "$(left 25)" --out "$OUT/bench" --no-append \
       --no-plots > "$OUT/bench.log" 2>&1 )
   say "harness (set kda, sustained): exit $?"

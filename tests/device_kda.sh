@@ -13,7 +13,8 @@
 #   call (every kernel of it) after the check's calls: the kernels' own time beside the harness's time a call. TUNE:
 #   kda_prefill / kda_decode shapes ("family:fields") tuned into the harness's database first (the harness's
 #   kforge-tuned contender then runs their winners; a packed call's plan shape is n = its sequences, t = ceil(tokens
-#   / n)); CONTENDERS: the harness's contenders (default kforge-default, its control, fla's two, the torch graph).
+#   / n)), with TUNE_ARGS (e.g. "--budget 24 --strategy halving": 215 variants are valid at n 3 t 17); CONTENDERS: the
+#   harness's contenders (default kforge-default, its control, fla's two, the torch graph).
 KF_LOGS=kda; KF_BUDGET_DEFAULT=360; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
 result() { grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|comparison\(s\) failed|skipped' "$OUT/$1.log" | tail -n 4 | tr '\n' ' '; }
@@ -66,7 +67,7 @@ export KFORGE_DB=/tmp/kf_kda_bench.db
 for ts in ${TUNE:-}; do
   [ "$(left 20)" -lt 90 ] && { say "tune $ts: skipped (budget)"; continue; }
   f="$OUT/tune_$(echo "$ts" | tr -c 'a-z0-9=\n' '_').log"
-  timeout "$(left 90)" "$K" tune "${ts%%:*}" --shape "${ts#*:}" --db "$KFORGE_DB" --json > "$f" 2> "$f.err"
+  timeout "$(left 90)" "$K" tune "${ts%%:*}" --shape "${ts#*:}" --db "$KFORGE_DB" ${TUNE_ARGS:-} --json > "$f" 2> "$f.err"
   say "tune $ts: exit $? $(python3 -c 'import json,sys
 for l in open(sys.argv[1]):
   try: d=json.loads(l)

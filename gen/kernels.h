@@ -8,9 +8,9 @@ typedef struct gen_kernel {
     char name[64];
     int threads;
     int smem;             /* dynamic shared memory, bytes */
-    int pdl;              /* 1: launched with programmatic dependent launch (sm_90+): the kernel waits on its
-                           * predecessor (griddepcontrol.wait: KF_PDL_ENTRY or KF_PDL_WAIT, templates/common/types.cuh)
-                           * before any global access */
+    int pdl;              /* 1: launched with programmatic dependent launch (kernels()' pdl = 1, kept on sm_90+ only):
+                           * the kernel waits on its predecessor (griddepcontrol.wait: KF_PDL_ENTRY or KF_PDL_WAIT,
+                           * templates/common/types.cuh) before any global access */
 } gen_kernel;
 
 /* "name/threads/smem[/pdl],..." as stored in the binaries table ("/pdl" only on a kernel launched with programmatic

@@ -940,7 +940,7 @@ static int read_kernels(struct call *c, lua_State *L)
         snprintf(g->name, sizeof g->name, "%s", name);
         g->threads = (int)threads;
         g->smem = (int)smem;
-        g->pdl = (int)pdl;
+        g->pdl = (int)pdl && c->dev && c->dev->cc >= 90;   /* dependent launch exists from sm_90 on: elsewhere plain */
     }
     return 0;
 }

@@ -182,6 +182,6 @@ return {
     else s = shape_of(p, f) end
     local ks = { { name = "kf_attn_decode", threads = s.threads, smem = s.smem } }
     if p.sp > 1 then ks[2] = A.combine_kernel(f.d) end
-    return A.pdl(ks, dev)
+    return A.pdl(ks)
   end,
 }

@@ -338,6 +338,6 @@ return {
     local s = shape_of(p, f, lo)
     local ks = { { name = "kf_parts_decode", threads = s.threads, smem = s.smem } }
     if p.sp > 1 then ks[2] = A.combine_kernel(lo.dv) end
-    return A.pdl(ks, dev)   -- the split kernel and the combine behind it: dependent launch on sm_90+
+    return A.pdl(ks)   -- the split kernel and the combine behind it: dependent launch on sm_90+
   end,
 }

@@ -55,8 +55,8 @@ return {
   render   = function(p, f) return KL.dec_render(p, f) end,
   kernels  = function(p, f, dev)
     local g = geom(p, f)
-    -- pdl: launched behind the previous kernel of the stream on sm_90+ (KF_PDL_ENTRY first, common/types.cuh)
+    -- pdl: launched behind the previous kernel of the stream (KF_PDL_ENTRY first, common/types.cuh; kept on sm_90+)
     return { { name = "kf_kda_decode", threads = 32 * p.w, smem = (p.ipc or 1) > 1 and 16 * math.max(g.rk, g.rv) * g.t or 0,
-               pdl = (dev.cc >= 90) and 1 or 0 } }
+               pdl = 1 } }
   end,
 }

@@ -342,10 +342,11 @@ return {
       .. fragment("common/mma.cuh") .. "\n" .. fragment("kda/common.cuh") .. "\n" .. fragment("kda/prefill.cuh")
     return src .. tc
   end,
-  -- every kernel starts with KF_PDL_ENTRY (common/types.cuh): launched behind the previous kernel of the stream on sm_90+
+  -- every kernel starts with KF_PDL_ENTRY (common/types.cuh): launched behind the previous kernel of the stream (the
+  -- driver keeps pdl on sm_90+ only)
   kernels  = function(p, f, dev)
     local ks = kernels_of(p, f)
-    for _, k in ipairs(ks) do k.pdl = (dev.cc >= 90) and 1 or 0 end
+    for _, k in ipairs(ks) do k.pdl = 1 end
     return ks
   end,
 }

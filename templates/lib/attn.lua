@@ -107,12 +107,11 @@ function A.combine_defines(dv)
   return subst("#define KF_CMB_DV ${dv}\n#define KF_CMB_VEC 4\n#define KF_CMB_ROWS ${rows}\n",
                { dv = dv, rows = A.combine_rows(dv) })
 end
--- The kernels of a list marked for programmatic dependent launch where the target has it (sm_90+): each of them starts
--- with KF_PDL_ENTRY or KF_PDL_WAIT (common/types.cuh), so the runtime may launch it while the previous kernel of the stream finishes.
-function A.pdl(ks, dev)
-  if dev.cc >= 90 then
-    for _, k in ipairs(ks) do k.pdl = 1 end
-  end
+-- The kernels of a list marked for programmatic dependent launch (the driver keeps the mark on sm_90+ only): each of
+-- them starts with KF_PDL_ENTRY or KF_PDL_WAIT (common/types.cuh), so the runtime may launch it while the previous
+-- kernel of the stream finishes.
+function A.pdl(ks)
+  for _, k in ipairs(ks) do k.pdl = 1 end
   return ks
 end
 

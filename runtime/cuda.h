@@ -20,6 +20,7 @@ typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct { char bytes[16]; } CUuuid;
 /* cuTensorMapEncodeTiled's arguments (values as in cuda.h); the map itself is kf_tmap (templates/common/attn_params.h) */
 enum {
+    RT_CU_TMAP_UINT8 = 0,         /* CU_TENSOR_MAP_DATA_TYPE_UINT8: e4m3 bytes */
     RT_CU_TMAP_UINT16 = 1,        /* CU_TENSOR_MAP_DATA_TYPE_UINT16: bf16 and fp16 move as bits; zero fill is +0 */
     RT_CU_TMAP_INTERLEAVE_NONE = 0,
     RT_CU_TMAP_SWIZZLE_128B = 3,

@@ -1,4 +1,4 @@
-/* runtime/tmap.h: one tiled tensor map of 16-bit elements (head dim, rows, heads, batch), checked and encoded on the host */
+/* runtime/tmap.h: one tiled tensor map of 16-bit or 8-bit elements (head dim, rows, heads, batch), checked and encoded on the host */
 #ifndef KF_RT_TMAP_H
 #define KF_RT_TMAP_H
 
@@ -17,6 +17,12 @@
  */
 int rt_tmap_encode(const rt_cu *cu, kf_tmap *m, const char *name, const void *base, int d, long long rows, long long heads,
                    long long batch, long long ss, long long sh, long long sb, int box_rows, core_err *e);
+
+/* The same for elements of esize bytes (1: UINT8, e4m3 caches; 2: as rt_tmap_encode), strides in elements, box
+ * 128 / esize columns (128 bytes) x box_rows x 1 x 1; messages start with impl (e.g. "impl wg8"). */
+int rt_tmap_encode_es(const rt_cu *cu, kf_tmap *m, const char *impl, const char *name, const void *base, int esize, int d,
+                      long long rows, long long heads, long long batch, long long ss, long long sh, long long sb,
+                      int box_rows, core_err *e);
 
 /* The driver for rt_tmap_encode: NULL with *st and *e set when there is none (KF_ERR_CUDA) or it lacks
  * cuTensorMapEncodeTiled (KF_ERR_UNSUPPORTED, the message naming the impl `fallback` to use instead). */

@@ -73,7 +73,18 @@ end
 
 local function is_ks(p) return p.impl == "wgmma_ks" or p.impl == "wgmma_ksl" or p.impl == "wgmma_tma" end
 
+-- impl "wg8" (parts/decode_wg8.cuh, sm_90a, the FP8 latent cache on e4m3 wgmma): one warpgroup; 1024 bytes of
+-- alignment slack | Q^T (KP panels of [2 tm][128 bytes]) | P^T ([2 tm][128 bytes]) | stages x (KP panels of
+-- [64 keys][128 bytes] | 1024 bytes: the block's 64 scales) | row maxima [4 warps][tm] fp32 | the warps' largest
+-- scales [4] fp32 | the stages' mbarriers, 8 bytes each; KP = ceil(dq / 128)
+local function shape_wg8(p, f, lo)
+  local kp = cdiv(lo.dq, 128)
+  return { threads = 128, smem = 1024 + kp * 2 * p.tm * 128 + 2 * p.tm * 128 + p.stages * (kp * 64 * 128 + 1024)
+                                 + 4 * p.tm * 4 + 16 + 8 * p.stages }
+end
+
 local function shape_of(p, f, lo)
+  if p.impl == "wg8" then return shape_wg8(p, f, lo) end
   if p.impl == "wgmma" then return shape_wgmma(p, f, lo) end
   if is_ks(p) then return shape_wgmma_ks(p, f, lo) end
   local wm = p.tm // 16
@@ -136,6 +147,23 @@ local function valid_wgmma_ks(p, f, lo, dev)
   return A.check_smem(shape_wgmma_ks(p, f, lo).smem, dev)
 end
 
+-- The FP8 wgmma kernel's scope (parts/decode_wg8.cuh): refuses the rest, naming the value.
+local function valid_wg8(p, f, lo, dev)
+  if dev.arch ~= "sm_90a" then return false, "impl wg8 needs the sm_90a target (wgmma e4m3), got " .. tostring(dev.arch) end
+  if not f.kv then return false, "impl wg8 is the FP8 latent cache's kernel: it needs kv_dtype e4m3" end
+  if f.dtype ~= "bf16" then return false, "impl wg8 takes bf16 queries (two e4m3 terms a q), got " .. tostring(f.dtype) end
+  if lo.dq % 32 ~= 0 or lo.dq > 640 then
+    return false, "impl wg8 needs key columns a multiple of 32 up to 640 (k32 steps, 5 panels), got " .. lo.dq
+  end
+  if f.dv % 128 ~= 0 then return false, "impl wg8 needs dv a multiple of 128 (whole value panels), got " .. f.dv end
+  if p.tm ~= 16 then return false, "impl wg8 takes tm 16 (packed rows a CTA: 32 wgmma columns), got " .. p.tm end
+  if p.wn ~= 1 then return false, "impl wg8 is one warpgroup: wn 1, got " .. p.wn end
+  if p.bn ~= 64 then return false, "impl wg8 takes bn 64 (one 64-key wgmma tile a block), got " .. p.bn end
+  if p.stages < 2 then return false, "impl wg8 takes 2 or more stages (cp.async blocks in flight + 1), got " .. p.stages end
+  if f.ps ~= 0 and f.ps % 64 ~= 0 then return false, "impl wg8 needs page_size 0 or a multiple of 64, got " .. f.ps end
+  return A.check_smem(shape_wg8(p, f, lo).smem, dev)
+end
+
 -- kv_dtype (optional): "e4m3" (or absent / the dtype: 16-bit caches) becomes f.kv, absent when off, so a 16-bit
 -- shape has the fixed values, key and source of before
 local function fixed(shape)
@@ -146,14 +174,17 @@ local function fixed(shape)
 end
 
 -- The FP8 latent cache's scope: e4m3 bytes with one fp32 scale per token (the whole row: latent and rope), the
--- absorbed-MLA form (value aliased, one layer) on impl mma. The keys-split and wgmma kernels copy the cache straight
--- into the panels wgmma reads and have no conversion step: refused, naming the combination.
+-- absorbed-MLA form (value aliased, one layer) on impl mma (converted to a 16-bit tile) and impl wg8 (e4m3 wgmma).
+-- The keys-split and 16-bit wgmma kernels copy the cache straight into the panels wgmma reads and have no conversion
+-- step: refused, naming the combination.
 local function valid_kv(p, f)
   if not f.kv then return true end
   if f.kv ~= "e4m3" then return false, "kv_dtype must be e4m3 (or the dtype), got " .. tostring(f.kv) end
   if f.value == "separate" then return false, "the FP8 latent cache (kv_dtype e4m3) needs an aliased value, got value 'separate'" end
   if f.layers ~= 1 then return false, "the FP8 latent cache (kv_dtype e4m3) takes layers 1, got " .. f.layers end
-  if p.impl ~= "mma" then return false, "the FP8 latent cache (kv_dtype e4m3) is served by impl mma only, got impl " .. p.impl end
+  if p.impl ~= "mma" and p.impl ~= "wg8" then
+    return false, "the FP8 latent cache (kv_dtype e4m3) is served by impl mma and wg8, got impl " .. p.impl
+  end
   return true
 end
 
@@ -174,6 +205,7 @@ local function valid(p, f, dev)
   if #lo.caches > 12 then return false, "more than 12 caches (" .. #lo.caches .. ")" end
   if lo.dv ~= f.dv then return false, "dv " .. f.dv .. " does not match the value parts (" .. lo.dv .. ")" end
   if f.dv % 16 ~= 0 or f.dv > lo.parts[1].dim and f.value ~= "separate" then return false, "dv " .. f.dv .. " must be a multiple of 16 within the aliased part" end
+  if p.impl == "wg8" then return valid_wg8(p, f, lo, dev) end
   if p.impl == "wgmma" then return valid_wgmma(p, f, lo, dev) end
   if is_ks(p) then return valid_wgmma_ks(p, f, lo, dev) end
   local s = shape_of(p, f, lo)
@@ -208,7 +240,8 @@ return {
   doc      = "split-score decode: score = sum of key parts' q.k (MLA latent+rope, base+delta), value parts (alias or own), joint layer scan, paged KV, split-KV",
   includes = { "lib/attn.lua", "common/parts_params.h", "common/attn_params.h", "common/types.cuh",
                "common/mma.cuh", "common/fp8.cuh", "parts/decode.cuh", "attn/combine.cuh", "common/wgmma.cuh",
-               "parts/decode_sm90_common.cuh", "parts/decode_sm90.cuh", "parts/decode_sm90_ks.cuh" },
+               "parts/decode_sm90_common.cuh", "parts/decode_sm90.cuh", "parts/decode_sm90_ks.cuh",
+               "common/wgmma_fp8.cuh", "parts/decode_wg8.cuh" },
   shape    = { dtype = "string", b = "int", sq = "int", skv = "int", hq = "int", hkv = "int", parts = "string",
                value = "string", dv = "int", layers = "int", page_size = "int", causal = "int", kv_dtype = "string?" },
   -- impl: "mma" parts/decode.cuh (mma.sync, sm_80+), "wgmma" parts/decode_sm90.cuh (sm_90a, absorbed MLA: layers 1,
@@ -217,9 +250,10 @@ return {
   -- consumers split the keys, one 64-key block each, and exchange the row maxima and P), "wgmma_ksl" the same with
   -- consumer 1 half a block behind consumer 0 (chained row max: one's softmax under the other's wgmma), "wgmma_tma" the
   -- wgmma_ksl schedule with every whole 64-key block loaded by tensor map (the copy engine; key parts whole 64-column
-  -- panels; the host encodes a map a key cache per call, runtime/parts_tmap.c); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
+  -- panels; the host encodes a map a key cache per call, runtime/parts_tmap.c), "wg8" parts/decode_wg8.cuh (sm_90a, the
+  -- FP8 latent cache on e4m3 wgmma, the keys as its rows: one warpgroup, tm 16, bn 64, cp.async stages); tm: packed rows per tile (per layer); wn: warps per 16-row group (split
   -- keys for S, value columns for O); bn: keys per block; stages: cp.async depth; sp: key splits (runtime)
-  params   = { impl = { "mma", "wgmma", "wgmma_ks", "wgmma_ksl", "wgmma_tma" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
+  params   = { impl = { "mma", "wgmma", "wgmma_ks", "wgmma_ksl", "wgmma_tma", "wg8" }, tm = { 16, 32, 64 }, wn = { 1, 2, 4, 8 }, bn = { 16, 32, 64, 128 }, stages = { 1, 2, 3, 4 },
                sp = { 1, 2, 4, 8, 16, 32, 64, 128 } },
   runtime  = { sp = true },
   fixed    = fixed,
@@ -322,6 +356,11 @@ return {
                            "parts/decode_sm90_ks.cuh", "attn/combine.cuh" }) do frags[#frags + 1] = x end
       return hdr .. "#define KF_KS_LAG " .. ((p.impl == "wgmma_ksl" or tma) and 1 or 0) .. "\n"
         .. (tma and "#define KF_PARTS_TMA 1\n" or "") .. A.fragments(frags)
+    end
+    if p.impl == "wg8" then
+      return hdr .. "#define KF_PARTS_MAPS 1\n" .. A.fragments({ "common/attn_params.h", "common/parts_params.h", "common/types.cuh", "common/fp8.cuh",
+                                  "common/mma.cuh", "common/wgmma.cuh", "common/wgmma_fp8.cuh",
+                                  "parts/decode_sm90_common.cuh", "parts/decode_wg8.cuh", "attn/combine.cuh" })
     end
     if p.impl == "wgmma" then
       return hdr .. A.fragments({ "common/parts_params.h", "common/attn_params.h", "common/types.cuh", "common/mma.cuh",

@@ -491,7 +491,7 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
             for (int ks = 0; ks < 2; ++ks) {
                 const kf_u32 w[4] = {r.v[ks][0][q], r.v[ks][1][q], r.v[ks][2][q], r.v[ks][3][q]};
-                kf_dec_tr4(w, vt[ks]);
+                kf_tr4x4(w, vt[ks]);
             }
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {             /* d-tile 2q + hf: rows g, g + 8 are d g*D/8 + 2dt, + 1 */

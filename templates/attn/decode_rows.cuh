@@ -56,20 +56,6 @@ template <bool B> struct kf_dec_flag {
     static constexpr bool value = B;
 };
 
-/* 4 x 4 byte transpose (V^T's fragments of the FP8 kernels): byte i of t[j] = byte j of w[i], 8 permutes */
-__device__ __forceinline__ void kf_dec_tr4(const kf_u32 (&w)[4], kf_u32 (&t)[4])
-{
-    kf_u32 x0, x1, y0, y1;
-    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(x0) : "r"(w[0]), "r"(w[1]));
-    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(x1) : "r"(w[0]), "r"(w[1]));
-    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(y0) : "r"(w[2]), "r"(w[3]));
-    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(y1) : "r"(w[2]), "r"(w[3]));
-    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[0]) : "r"(x0), "r"(y0));
-    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[1]) : "r"(x0), "r"(y0));
-    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[2]) : "r"(x1), "r"(y1));
-    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[3]) : "r"(x1), "r"(y1));
-}
-
 /* Whether a step of keys j0 .. j0 + n - 1 needs the mask below at all */
 __device__ __forceinline__ bool kf_dec_needs_mask(const kf_dec_rows &x, int j0, int n)
 {

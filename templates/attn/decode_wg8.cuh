@@ -64,27 +64,6 @@
 #error "kforge attn decode_wg8: needs sm_90a (wgmma)"
 #endif
 
-__device__ __forceinline__ kf_u32 kf_w8_lds(kf_u32 addr)
-{
-    kf_u32 r;
-    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(r) : "r"(addr) : "memory");
-    return r;
-}
-__device__ __forceinline__ void kf_w8_sts8(kf_u32 addr, kf_u32 v)
-{
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void kf_w8_sts32(kf_u32 addr, kf_u32 v)
-{
-    asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
-}
-
-/* Byte address of k slot `slot` of row n of a 128-byte-swizzled tile of 128-byte rows (Q^T, P^T) */
-__device__ __forceinline__ kf_u32 kf_w8_at(kf_u32 base, int n, int slot)
-{
-    return base + (kf_u32)(n * 128 + ((((slot >> 4) ^ n) & 7) << 4) + (slot & 15));
-}
-
 extern "C" __global__ void __launch_bounds__(128, 1)
 KF_FWD_NAME(const kf_attn_params p)
 {
@@ -137,28 +116,17 @@ KF_FWD_NAME(const kf_attn_params p)
                 m = fmaxf(m, a <= 3.4028235e38f ? a : 0.f);
             }
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        if (lane == 0)
-            red[warp] = m;
-        __syncthreads();
-        m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-        const int qe = min(126, 7 - max(-126, (int)(__float_as_uint(m) >> 23) - 127));   /* m * 2^e in [128, 256) */
-        const float qsc = __uint_as_float((kf_u32)(qe + 127) << 23);
-        qinv = __uint_as_float((kf_u32)(127 - qe) << 23);
+        float qsc;
+        kf_w8_qscale_wg(m, red, warp, lane, qsc, qinv);
 #pragma unroll
         for (int it = 0; it < KF_TM / 4; ++it) {
             const int idx = tid + 128 * it, r = idx >> 5, d4 = idx & 31;
-            float *x = qf[it];
+            float (&x)[4] = qf[it];
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 x[e] *= qsc;                              /* exact: a power of two, in range */
-            const kf_u32 t0 = kf_f32x4_e4m3(x[0], x[1], x[2], x[3]);
-#pragma unroll
-            for (int e = 0; e < 4; ++e)                   /* what the first term leaves (exact in fp32) */
-                x[e] -= 256.f * kf_e4m3_f32((t0 >> (8 * e)) & 0xffu);
-            const kf_u32 t1 = kf_f32x4_e4m3(x[0], x[1], x[2], x[3]);
+            kf_u32 t0, t1;
+            kf_w8_qterms(x, t0, t1);
             kf_w8_sts32(kf_w8_at(sQ, 2 * r, 4 * d4), t0);
             kf_w8_sts32(kf_w8_at(sQ, 2 * r + 1, 4 * d4), t1);
         }
@@ -296,9 +264,7 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
                 for (int m = 0; m < KF_NB; ++m)
                     x = fmaxf(x, fmaxf(s[m][jg][0], s[m][jg][1]));
-                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+                x = kf_w8_gmax(x);
                 if (g == 0)
                     red[warp * KF_TM + 4 * jg + t] = x;
             }
@@ -329,9 +295,8 @@ KF_FWD_NAME(const kf_attn_params p)
                     s[m][jg][1] = kf_exp2(s[m][jg][1] * sl2 - mu);
                     psum += s[m][jg][0] + s[m][jg][1];
                     /* P x 256 as two e4m3 terms (through fp16, as attn/decode_direct.cuh) into P^T rows 2r, 2r + 1 */
-                    const kf_u32 ph = kf_pack2_h(256.f * s[m][jg][0], 256.f * s[m][jg][1]);
-                    const kf_u32 hi = kf_f16x2_e4m3x2(ph);
-                    const kf_u32 lo = kf_f16x2_e4m3x2(kf_hsub2(ph, kf_e4m3x2_f16x2(hi)));
+                    kf_u32 hi, lo;
+                    kf_w8_pterms(256.f * s[m][jg][0], 256.f * s[m][jg][1], hi, lo);
 #pragma unroll
                     for (int hh = 0; hh < 2; ++hh) {
                         const int kl = 64 * m + 16 * warp + g + 8 * hh, k = kl & 31;
@@ -356,31 +321,11 @@ KF_FWD_NAME(const kf_attn_params p)
 #pragma unroll
                     for (int i = 0; i < 4; ++i)               /* key 8 i + 2 t + hh of the step: slot 16 hh + 4 t + i */
                         w[hh][i] = kf_w8_lds(sV + (32 * ks + 8 * i + 2 * t + hh) * KF_W8_VP + vrow);
-                    kf_dec_tr4(w[hh], tr[hh]);                  /* tr[hh][c]: d vrow + c of those four keys */
+                    kf_tr4x4(w[hh], tr[hh]);                  /* tr[hh][c]: d vrow + c of those four keys */
                 }
-#pragma unroll
-                for (int jd = 0; jd < 2; ++jd) {              /* tile jd's rows g, g + 8: d vrow + 2 jd, + 1 */
-                    va[ks][jd][0] = tr[0][2 * jd], va[ks][jd][1] = tr[0][2 * jd + 1];
-                    va[ks][jd][2] = tr[1][2 * jd], va[ks][jd][3] = tr[1][2 * jd + 1];
-                }
+                kf_w8_vfrag(tr, va[ks]);                      /* tile jd's rows g, g + 8: d vrow + 2 jd, + 1 */
             }
-            kf_wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < 2 * KF_NB; ++ks)
-#pragma unroll
-                for (int jd = 0; jd < 2; ++jd)
-                    kf_wgmma_e4m3_rs(oc[jd], va[ks][jd], kf_gmma_desc(sP + ks * 32, 16, 1024), ks > 0);
-            kf_wgmma_commit();
-            kf_wgmma_wait<0>();
-            kf_wg_fence_regs(oc[0]);
-            kf_wg_fence_regs(oc[1]);
-#pragma unroll
-            for (int ks = 0; ks < 2 * KF_NB; ++ks)
-#pragma unroll
-                for (int jd = 0; jd < 2; ++jd)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        asm volatile("" : "+r"(va[ks][jd][e]) :: "memory");
+            kf_w8_pv(oc, va, sP);
 #pragma unroll
             for (int jd = 0; jd < 2; ++jd)
 #pragma unroll
@@ -394,17 +339,7 @@ KF_FWD_NAME(const kf_attn_params p)
         keys(kf_dec_flag<false>());
 
     /* ---- the row sums over the warpgroup (every thread holds the same row maxima) */
-    __syncthreads();                                      /* the last block's reads of red are done */
-#pragma unroll
-    for (int jg = 0; jg < KF_W8_NG; ++jg) {
-        float x = rsum[jg];
-        x += __shfl_xor_sync(0xffffffffu, x, 4);
-        x += __shfl_xor_sync(0xffffffffu, x, 8);
-        x += __shfl_xor_sync(0xffffffffu, x, 16);
-        if (g == 0)
-            red[warp * KF_TM + 4 * jg + t] = x;
-    }
-    __syncthreads();
+    kf_w8_row_sums<KF_W8_NG, KF_TM>(rsum, red, warp, g, t);
 
     /* ---- epilogue: O / sum -> o (or the split's fp32 partial), lse = max * scale + log(sum); a thread's four d
      * (vrow .. vrow + 3) of its packed rows 4 jg + t, each the sum of the two P-term columns */

@@ -72,7 +72,7 @@ typedef struct kf_attn_params {
  * so one box is one 64-column panel of the layout the wgmma kernel reads (attn/fwd_sm90.cuh). Plain kernels
  * never see this type.
  */
-#if !defined(__CUDACC_RTC__) || defined(KF_ATTN_TMA) || defined(KF_PARTS_TMA)
+#if !defined(__CUDACC_RTC__) || defined(KF_ATTN_TMA) || defined(KF_PARTS_TMA) || defined(KF_PARTS_MAPS)
 #ifdef __cplusplus
 #define KF_TMAP_ALIGN alignas(64)
 #else

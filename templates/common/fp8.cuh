@@ -97,6 +97,20 @@ __device__ __forceinline__ float kf_e4m3_f32(unsigned int b)
     return f;
 }
 
+/* 4 x 4 byte transpose (V^T's fragments of the FP8 wgmma kernels: attn/decode_direct.cuh, attn/decode_wg8.cuh, parts/decode_wg8.cuh): byte i of t[j] = byte j of w[i], 8 permutes */
+__device__ __forceinline__ void kf_tr4x4(const kf_u32 (&w)[4], kf_u32 (&t)[4])
+{
+    kf_u32 x0, x1, y0, y1;
+    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(x0) : "r"(w[0]), "r"(w[1]));
+    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(x1) : "r"(w[0]), "r"(w[1]));
+    asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(y0) : "r"(w[2]), "r"(w[3]));
+    asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(y1) : "r"(w[2]), "r"(w[3]));
+    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[0]) : "r"(x0), "r"(y0));
+    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[1]) : "r"(x0), "r"(y0));
+    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(t[2]) : "r"(x1), "r"(y1));
+    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(t[3]) : "r"(x1), "r"(y1));
+}
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 /* The e4m3 operands of the FP8 MMA (sm_89+; attn/decode_direct.cuh) */
 /* d += a * b on the e4m3 MMA m16n8k32 (fp32 accumulators) */

@@ -18,6 +18,13 @@ __device__ __forceinline__ void kf_cp_async16(kf_u32 dst, const void *src, bool 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(n) : "memory");
 }
 
+/* 4-byte global -> shared copy (a token's scale: parts/decode.cuh, parts/decode_wg8.cuh); pred false: nothing read, zero-filled */
+__device__ __forceinline__ void kf_cp_async4(kf_u32 dst, const void *src, bool pred)
+{
+    const int n = pred ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(dst), "l"(src), "r"(n) : "memory");
+}
+
 /* Paged K/V: the row of one copy in its page, without a block-table load between copies. A cp.async is a memory
  * clobber, so a lookup written between two copies waits for the copies before it, and a runtime page size costs a
  * division a copy. Here, per block, lane L of a warp looks up one row of the warp's share (one division, all

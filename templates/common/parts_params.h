@@ -62,9 +62,16 @@ typedef struct kf_parts_params {
  * index), box 64 columns x 64 keys x 1 x 1, 128-byte swizzle: one box is one 64-column panel of a 64-key block as
  * parts/decode_sm90_ks.cuh lays it out.
  */
-#if defined(KF_ATTN_PARAMS_H) && (!defined(__CUDACC__) || defined(KF_PARTS_TMA))   /* kf_tmap: attn_params.h first */
-typedef struct kf_parts_tmaps {
+/*
+ * impl=wg8 (the FP8 latent cache, KF_PARTS_MAPS) takes the same argument: c[0] maps the whole e4m3 row (every key
+ * part, when they are one tensor: each part's columns right after the last's, the same strides), bytes (row width,
+ * rows, kv heads, batch; paged as above), box 128 columns x 64 keys, and kv8 is 1; kv8 0: no map, every block by
+ * cp.async (parts/decode_wg8.cuh).
+ */
+#if defined(KF_ATTN_PARAMS_H) && (!defined(__CUDACC__) || defined(KF_PARTS_TMA) || defined(KF_PARTS_MAPS))
+typedef struct kf_parts_tmaps {   /* kf_tmap: attn_params.h first */
     kf_tmap c[KF_PARTS_MAXK];
+    int kv8;
 } kf_parts_tmaps;
 #endif
 

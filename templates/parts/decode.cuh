@@ -140,13 +140,6 @@ __device__ __forceinline__ void kf_load_cache(kf_u32 stile, const kf_parts_param
 #undef KF_PC_DST
 
 #if KF_KV8
-/* 4-byte global -> shared copy (a token's scale); pred false: nothing read, zero-filled */
-__device__ __forceinline__ void kf_cp_async4(kf_u32 dst, const void *src, bool pred)
-{
-    const int n = pred ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(dst), "l"(src), "r"(n) : "memory");
-}
-
 /* FP8: the block's per-token scales (keys j0 .. j0+BN-1, zero from kend on) into the stage's [BN] fp32 at ssc */
 __device__ __forceinline__ void kf_load_scales(kf_u32 ssc, const kf_parts_params &p, const int *bt, int pg, int b,
                                                int kvh, int j0, int kend, int tid)

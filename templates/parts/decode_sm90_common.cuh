@@ -26,27 +26,29 @@ KF_FOR_KPARTS(KF_PD_SAME_COLUMNS)
 
 /* The start of both kernels, a statement macro (it declares the kernel's names and returns from the kernel): the
  * CTA's coordinates (tid, b, kvh, h: the group's first query head, split, nsplit, n_q, n_kv, row0), a return when
- * its 64 rows lie past the packed rows, the key range of the split in blocks of BN keys (kbeg .. kend; no row sees
+ * its 64 (or TM) rows lie past the packed rows, the key range of the split in blocks of BN keys (kbeg .. kend; no row sees
  * a key at or past kstop, every row sees every key below kmask; nblk blocks from kbeg to kstop; coff: causal
  * j <= i + coff), and the shared memory: kf_smem, sbase (1024-byte aligned: the swizzle pattern is a function of
  * the address bits) and gbase (the same byte through a generic pointer). p: the kernel's kf_parts_params. */
-#define KF_PD_CTA(BN)                                                                                               \
+#define KF_PD_CTA(BN) KF_PD_CTA_ROWS(BN, 64)
+/* The same for a tile of TM packed rows (parts/decode_wg8.cuh: 16) */
+#define KF_PD_CTA_ROWS(BN, TM)                                                                                      \
     extern __shared__ __attribute__((aligned(1024))) unsigned char kf_smem[];                                       \
     KF_PDL_WAIT(); /* before any global access; dependents placed as the blocks exit: common/types.cuh */           \
     const int tid = threadIdx.x;                                                                                    \
     const int b = blockIdx.z;                                                                                       \
                                                                                                                     \
-    const int ntiles = (KF_G * p.sq + 63) / 64;                                                                     \
+    const int ntiles = (KF_G * p.sq + (TM) - 1) / (TM);                                                             \
     const int tile = blockIdx.y % ntiles;                                                                           \
     const int kvh = blockIdx.y / ntiles;                                                                            \
     const int h = kvh * KF_G;                                                                                       \
     const int split = blockIdx.x, nsplit = p.splits;                                                                \
     const int n_q = p.sq;                                                                                           \
     const int n_kv = p.kv_len ? p.kv_len[b] : p.skv;                                                                \
-    const int row0 = tile * 64;                                                                                     \
+    const int row0 = tile * (TM);                                                                                   \
     if (row0 >= KF_G * n_q)                                                                                         \
         return;                                                                                                     \
-    const int imin = row0 / KF_G, imax = (min(row0 + 64, KF_G * n_q) - 1) / KF_G;                                   \
+    const int imin = row0 / KF_G, imax = (min(row0 + (TM), KF_G * n_q) - 1) / KF_G;                                 \
     const int coff = n_kv - n_q;                                                                                    \
     const int bps = ((n_kv + (BN) - 1) / (BN) + nsplit - 1) / nsplit;                                               \
     const int kbeg = split * bps * (BN), kend = min(n_kv, kbeg + bps * (BN));                                       \

@@ -284,6 +284,44 @@ static void test_compile__every_parts_sweep_variant_sm_90a_no_spills(void **stat
     build_and_check(h, &l, &tg, "attn_parts_decode sm_90a", 0);
 }
 
+/* attn_parts_decode on the FP8 latent cache (kv_dtype e4m3, absorbed MLA 576 / 512, sm_90a): every valid variant of
+ * impl wg8 (parts/decode_wg8.cuh: e4m3 wgmma; the consumers hold O^T, 128 fp32, in registers) at Hq 16 / 40 / 128, Sq 1
+ * and 2 causal, pages 64 and 256 and contiguous, compiles with no spill */
+static void test_compile__fp8_mla_wg8_sm_90a_no_spills(void **state)
+{
+    (void)state;
+    gen_host *h = gen_host_new(NULL);
+    g_host = h;
+    gen_target tg;
+    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    gen_tmpl *t = gen_tmpl_load(h, "attn_parts_decode");
+    if (!t)
+        fail_msg("%s", gen_host_errmsg(h));
+    jobs l = {0};
+    const int hqs[] = {16, 40, 128}, pages[] = {64, 256, 0};
+    for (int k = 0; k < 3 * 3 * 2; k++) {
+        const int hq = hqs[k % 3], ps = pages[k / 3 % 3], causal = k / 9;
+        char text[320], why[256];
+        snprintf(text, sizeof text, "dtype=bf16,b=4,sq=%d,skv=4096,hq=%d,hkv=1,parts=latent512_rope64,value=alias_latent,"
+                 "dv=512,layers=1,page_size=%d,causal=%d,kv_dtype=e4m3", causal ? 2 : 1, hq, ps, causal);
+        gen_kvset s, fixed;
+        gen_kv_clear(&s);
+        assert_int_equal(gen_kv_parse(&s, text, why, sizeof why), 0);
+        if (gen_tmpl_fixed(t, &s, &fixed))
+            fail_msg("%s", gen_host_errmsg(h));
+        for (int st = 2; st <= 4; st++) {
+            gen_kvset params;
+            gen_kv_clear(&params);
+            snprintf(text, sizeof text, "impl=wg8,tm=16,wn=1,bn=64,stages=%d,sp=1", st);
+            assert_int_equal(gen_kv_parse(&params, text, why, sizeof why), 0);
+            if (gen_tmpl_valid(t, &fixed, &params, &tg.dev, why, sizeof why) != 1)
+                fail_msg("%s not valid on sm_90a: %s", text, why);
+            add(&l, t, &fixed, &params, &tg);
+        }
+    }
+    build_and_check(h, &l, &tg, "attn_parts_decode impl=wg8 (FP8 latent) sm_90a", 0);
+}
+
 /* The parts, each its own CTest (tests/CMakeLists.txt reads the PART lines below): one per family and
  * arch, so ctest -j runs them side by side and reports each as it ends. */
 typedef struct part {
@@ -297,6 +335,7 @@ static void run_arch(const char *arch, const char *family) { compile_arch(arch, 
 static void run_kda(const char *family, const char *unused) { compile_kda(family); }
 static void run_wgmma(const char *a, const char *b) { test_compile__prefill_wgmma_sm_90a_no_spills(NULL); }
 static void run_parts(const char *a, const char *b) { test_compile__every_parts_sweep_variant_sm_90a_no_spills(NULL); }
+static void run_mla8(const char *a, const char *b) { test_compile__fp8_mla_wg8_sm_90a_no_spills(NULL); }
 
 /* The per-family parts of the default sweep cover it: it holds no family without a part of its own. */
 static void run_covered(const char *a, const char *b)
@@ -346,6 +385,7 @@ static const part parts[] = {
     PART_OF("prefill_wgmma_sm_90a_no_spills_4of4", run_wgmma, NULL, NULL, 3, 4),
     PART_OF("parts_sweeps_sm_90a_no_spills_1of2", run_parts, NULL, NULL, 0, 2),
     PART_OF("parts_sweeps_sm_90a_no_spills_2of2", run_parts, NULL, NULL, 1, 2),
+    PART("fp8_mla_wg8_sm_90a_no_spills", run_mla8, NULL, NULL),
     PART("default_sweep_families_covered", run_covered, NULL, NULL),
     PART("slices_complete", run_slices, NULL, NULL),
 };

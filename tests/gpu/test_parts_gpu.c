@@ -41,17 +41,21 @@
  * bf16 tolerances. KFORGE_TEST_FILTER=<text> runs only the cases, timing rows and mutants whose params contain <text>
  * (e.g. "impl=wgmma_ksl"; "kv_dtype=e4m3" the FP8 cases and rows), and skips the bitwise and API cases. Mutants (value not aliased, delta not in the softmax, wrong in-page
  * offset; the first and last again on the wgmma and the wgmma_ks cases alone; for wgmma_ks also the exchanged P
- * read from the wrong slot and the causal bound +-1; for FP8 the scale of the neighbouring token) are planted in the rendered source, each
+ * read from the wrong slot and the causal bound +-1; for FP8 the scale of the neighbouring token; for impl wg8, the FP8
+ * cache on e4m3 wgmma, those four and P^T's key order differing from V^T's) are planted in the rendered source, each
  * in its own process: each must fail.
  */
 
 enum { MLA = 0, BD = 1 };
 enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16, M_KSVALUE = 32, M_KSPAGE = 64, M_KSP = 128,
        M_KSCAUSAL = 256, M_KSLVALUE = 512, M_KSLPAGE = 1024, M_KSLP = 2048, M_KSLCAUSAL = 4096, M_KSLLAG = 8192,
-       M_FP8SCALE = 16384, M_TVALUE = 32768, M_TPAGE = 65536, M_TP = 131072, M_TCAUSAL = 262144, M_TLAG = 524288 };
+       M_FP8SCALE = 16384, M_TVALUE = 32768, M_TPAGE = 65536, M_TP = 131072, M_TCAUSAL = 262144, M_TLAG = 524288,
+       M_8VALUE = 1 << 20, M_8PAGE = 1 << 21, M_8SCALE = 1 << 22, M_8CAUSAL = 1 << 23, M_8SLOT = 1 << 24,
+       M_8TPAGE = 1 << 25, M_8TCOL = 1 << 26 };
 /* mutants of sm_90a-only cases */
 #define M_SM90A (M_WVALUE | M_WPAGE | M_KSVALUE | M_KSPAGE | M_KSP | M_KSCAUSAL | M_KSLVALUE | M_KSLPAGE | M_KSLP \
-                 | M_KSLCAUSAL | M_KSLLAG | M_TVALUE | M_TPAGE | M_TP | M_TCAUSAL | M_TLAG)
+                 | M_KSLCAUSAL | M_KSLLAG | M_TVALUE | M_TPAGE | M_TP | M_TCAUSAL | M_TLAG | M_8VALUE | M_8PAGE      \
+                 | M_8SCALE | M_8CAUSAL | M_8SLOT | M_8TPAGE | M_8TCOL)
 
 /* the wgmma kernel's params (tm 64, wn 1, bn 32: the only bn whose tiles fit 227 KB at 576 key columns) */
 #define WG(st, sp) "impl=wgmma,tm=64,wn=1,bn=32,stages=" #st ",sp=" #sp
@@ -61,6 +65,8 @@ enum { M_VALUE = 1, M_DELTA = 2, M_PAGE = 4, M_WVALUE = 8, M_WPAGE = 16, M_KSVAL
 #define KSL(sp) "impl=wgmma_ksl,tm=64,wn=1,bn=64,stages=2,sp=" #sp
 /* the lagged schedule with whole blocks loaded by tensor map (KF_PARTS_TMA; runtime/parts_tmap.c encodes the maps) */
 #define KST(sp) "impl=wgmma_tma,tm=64,wn=1,bn=64,stages=2,sp=" #sp
+/* the FP8 latent cache on e4m3 wgmma (parts/decode_wg8.cuh: one warpgroup, 16 packed rows, 64-key blocks) */
+#define W8(st, sp) "impl=wg8,tm=16,wn=1,bn=64,stages=" #st ",sp=" #sp
 
 typedef struct pcase {
     int kind;                  /* MLA or BD */
@@ -69,7 +75,9 @@ typedef struct pcase {
     int kv_len[8];             /* b entries */
     const char *params;        /* overrides of the template default, or NULL */
     int muts;                  /* mutants the case takes part in */
-    int kv8;                   /* 1: the FP8 latent cache (kv_dtype e4m3, per-token scales; MLA only) */
+    int kv8;                   /* 1: the FP8 latent cache (kv_dtype e4m3, per-token scales; MLA only); 2: the same with
+                                * the rope columns read from a copy of the cache (the parts not one tensor: impl wg8
+                                * without its tensor map) */
 } pcase;
 
 static const pcase cases[] = {
@@ -171,6 +179,23 @@ static const pcase cases[] = {
     {MLA, "bf16", 2, 1, 16, 1, 1, 0, 0, {4097, 63}, NULL, M_FP8SCALE, 1},
     {MLA, "fp16", 2, 1, 16, 1, 1, 16, 0, {200, 17}, "impl=mma,tm=16,wn=4,bn=64,stages=3,sp=1", M_PAGE | M_FP8SCALE, 1},
     {MLA, "fp16", 2, 2, 128, 1, 1, 0, 1, {64, 0}, "impl=mma,tm=16,wn=4,bn=64,stages=2,sp=1", 0, 1},
+    /* the FP8 latent cache on impl wg8 (sm_90a, bf16 q): Hq 16..128 (16-row tiles, rows past G x Sq padded), Sq 1/2/4/16
+     * causal, lengths 0, 1, 63..65, 4097, 64K, pages 64/128/256 and contiguous, splits 1..32, stages 2..4 */
+    {MLA, "bf16", 4, 1, 16, 1, 1, 64, 0, {1, 63, 64, 65}, W8(3, 1),
+     M_8VALUE | M_8PAGE | M_8SCALE | M_8SLOT | M_8TPAGE | M_8TCOL, 1},
+    {MLA, "bf16", 3, 1, 16, 1, 1, 64, 0, {4097, 0, 130}, W8(3, 4), M_8VALUE | M_8SLOT, 1},
+    {MLA, "bf16", 3, 1, 128, 1, 1, 64, 0, {4097, 0, 65}, W8(2, 1), M_8SCALE, 1},
+    {MLA, "bf16", 2, 1, 24, 1, 1, 128, 0, {1000, 65}, W8(4, 2), M_8PAGE, 1},
+    {MLA, "bf16", 2, 2, 40, 1, 1, 64, 1, {300, 2}, W8(3, 1), M_8CAUSAL, 1},
+    {MLA, "bf16", 2, 4, 32, 1, 1, 64, 1, {4097, 63}, W8(3, 2), M_8CAUSAL, 1},
+    {MLA, "bf16", 2, 16, 16, 1, 1, 64, 1, {200, 16}, W8(2, 1), M_8CAUSAL, 1},
+    {MLA, "bf16", 2, 2, 128, 1, 1, 64, 1, {65, 1}, W8(3, 1), 0, 1},
+    {MLA, "bf16", 2, 1, 16, 1, 1, 0, 0, {4097, 63}, W8(3, 1), M_8SCALE | M_8SLOT | M_8TCOL, 1},
+    {MLA, "bf16", 2, 1, 64, 1, 1, 256, 0, {4097, 1000}, W8(2, 8), 0, 1},
+    {MLA, "bf16", 1, 1, 16, 1, 1, 64, 0, {65536}, W8(3, 32), 0, 1},
+    /* the latent and rope columns not one tensor: no tensor map, every block by cp.async */
+    {MLA, "bf16", 2, 2, 40, 1, 1, 64, 1, {300, 65}, W8(3, 2), M_8PAGE, 2},
+    {MLA, "bf16", 2, 1, 16, 1, 1, 0, 0, {4097, 63}, W8(2, 1), 0, 2},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -266,6 +291,15 @@ static const mutant mutants[] = {
     {M_TCAUSAL, "wgmma_tma: causal bound -1", "KF_MUTANT_KSCAUSAL", "j > i + coff", "j >= i + coff"},
     {M_TLAG, "wgmma_tma: P_0 not brought to the pair's common max", "KF_MUTANT_KSLAG", "kf_ks_pack(sc, s0, s1, pa)",
      "kf_ks_pack(sc, 1.f, 1.f, pa)"},
+    {M_8VALUE, "wg8: value not aliased (V half a panel to the right)", "KF_MUTANT_VALUE", "OFF8 0", "OFF8 8"},
+    {M_8PAGE, "wg8: wrong in-page offset", "KF_MUTANT_PAGE", "(j % KF_PS)", "(j % (KF_PS / 2))"},
+    {M_8SCALE, "wg8: the scale of the neighbouring token", "KF_MUTANT_FP8SCALE", "jt = j;", "jt = j ^ 1;"},
+    {M_8CAUSAL, "wg8: causal bound +1", "KF_MUTANT_W8CAUSAL", "j > i + coff", "j > i + coff + 1"},
+    {M_8CAUSAL, "wg8: causal bound -1", "KF_MUTANT_W8CAUSAL", "j > i + coff", "j >= i + coff"},
+    {M_8SLOT, "wg8: P^T's key order not V^T's", "KF_MUTANT_W8SLOT", "4 * ((k >> 1) & 3) + (k >> 3)",
+     "4 * (k >> 3) + ((k >> 1) & 3)"},
+    {M_8TPAGE, "wg8: the copy engine's box from the neighbouring page", "KF_MUTANT_PAGE8", "kvh, pg, bar", "kvh, pg ^ 1, bar"},
+    {M_8TCOL, "wg8: the copy engine's panels swapped in pairs", "KF_MUTANT_TCOL8", "128 * pp,", "128 * (pp ^ 1),"},
 };
 #define N_MUT (int)(sizeof mutants / sizeof mutants[0])
 
@@ -419,7 +453,7 @@ typedef struct prob {
     unsigned char *k8;
     float *sc;
     size_t n8, nsc;
-    CUdeviceptr k8_d, sc_d;
+    CUdeviceptr k8_d, sc_d, k8b_d;   /* k8b_d: the copy of kv8 2 */
 } prob;
 
 #define CU(call) do { CUresult r_ = (call); if (r_) { char b_[128]; rt_cuda_errstr(r_, b_, sizeof b_); \
@@ -586,8 +620,8 @@ static void prob_free(prob *pb)
         if (pb->kc[i].d)
             cu->MemFree(pb->kc[i].d);
     }
-    CUdeviceptr x[] = {pb->bt_d, pb->len_d, pb->ws_d, pb->k8_d, pb->sc_d};
-    for (int i = 0; i < 5; i++)
+    CUdeviceptr x[] = {pb->bt_d, pb->len_d, pb->ws_d, pb->k8_d, pb->sc_d, pb->k8b_d};
+    for (int i = 0; i < 6; i++)
         if (x[i])
             cu->MemFree(x[i]);
     free(pb->bt);
@@ -682,6 +716,10 @@ static void params_of(prob *pb, const variant *v, int layer_only, kf_parts_param
         if (pb->k8) {
             CU(cu->MemAlloc(&pb->k8_d, pb->n8 + 16));
             CU(cu->MemcpyHtoD(pb->k8_d, pb->k8, pb->n8));
+            if (c->kv8 == 2) {
+                CU(cu->MemAlloc(&pb->k8b_d, pb->n8 + 16));
+                CU(cu->MemcpyHtoD(pb->k8b_d, pb->k8, pb->n8));
+            }
             CU(cu->MemAlloc(&pb->sc_d, pb->nsc * 4 + 16 + 8 * (size_t)c->hkv));
             CU(cu->MemcpyHtoD(pb->sc_d, pb->sc, pb->nsc * 4 + 8 * (size_t)c->hkv));
         }
@@ -706,7 +744,7 @@ static void params_of(prob *pb, const variant *v, int layer_only, kf_parts_param
         p->c[1].p = (const uint16_t *)(uintptr_t)pb->kc[0].d + 512;
         if (c->kv8) {   /* the same strides, in bytes; the scales [rows, hkv] */
             p->c[0].p = (const void *)(uintptr_t)pb->k8_d;
-            p->c[1].p = (const unsigned char *)(uintptr_t)pb->k8_d + 512;
+            p->c[1].p = (const unsigned char *)(uintptr_t)(c->kv8 == 2 ? pb->k8b_d : pb->k8_d) + 512;
             p->cs = (kf_parts_tensor){(const void *)(uintptr_t)pb->sc_d, rows * c->hkv, c->hkv, 1};
         }
         kf_parts_tensor q = {(void *)pb->q[0][0].d, (long long)c->sq * c->hq * 576, (long long)c->hq * 576, 576};

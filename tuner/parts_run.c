@@ -24,6 +24,9 @@ typedef struct prob {
     int *bt;                       /* host [b, max_pages] (paged) */
     int ncache;
     int cdim[NCACHE];
+    int joint;                     /* the caches side by side in one row a token (the absorbed layout, one layer):
+                                    * cache 0 owns the buffers, cache c > 0 is a view coff[c] columns in */
+    int coff[NCACHE], rw;          /* a cache's first column in the row; the row's columns (one head) */
     unsigned char *hc[NCACHE];     /* host caches: 16-bit values, or e4m3 bytes (FP8) */
     uint16_t *hq[KF_PARTS_MAXL][KF_PARTS_MAXK];
     size_t nc[NCACHE], nq;         /* elements */
@@ -132,7 +135,7 @@ int tune_parts_work(const gen_kvset *shape, double *bytes, double *flops)
 static void prob_free(tune_ctx *ctx, prob *d)
 {
     const rt_cu *cu = ctx ? tune_ctx_cu(ctx) : NULL;
-    for (int i = 0; i < NCACHE; i++) {
+    for (int i = 0; i < (d->joint ? 1 : NCACHE); i++) {
         free(d->hc[i]);
         if (cu && d->dc[i])
             cu->MemFree(d->dc[i]);
@@ -178,7 +181,7 @@ void tune_parts_free(tune_parts *k, tune_ctx *ctx)
     gate_drop(ctx, k);
     const rt_cu *cu = ctx ? tune_ctx_cu(ctx) : NULL;
     for (int s = 1; cu && k->tset && s < k->tsets; s++) {
-        for (int c = 0; c < NCACHE; c++)
+        for (int c = 0; c < (k->time.joint ? 1 : NCACHE); c++)
             if (k->tset[s].dc[c])
                 cu->MemFree(k->tset[s].dc[c]);
         for (int l = 0; l < KF_PARTS_MAXL; l++)
@@ -251,6 +254,12 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
         for (int p = 0; p < k->nk; p++)
             for (int l = 0; l < (p ? L : 1); l++)
                 d->cdim[d->ncache++] = k->dims[p];
+    /* One layer with the value aliased (absorbed MLA): the key parts side by side in one row a token, as engines
+     * store the latent cache (FlashMLA's and vLLM's [pages, 64, 576]) and as impl wg8's copy engine reads it */
+    d->joint = !k->separate && L == 1 && d->ncache > 1;
+    d->rw = 0;
+    for (int c = 0; c < d->ncache; c++)
+        d->coff[c] = d->joint ? d->rw : 0, d->rw += d->cdim[c];
     if (k->ps) {
         d->npages = 0, d->max_pages = 1;
         for (int b = 0; b < d->b; b++) {
@@ -284,7 +293,14 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
     d->nq = (size_t)d->b * k->sq * k->hq;
     int r = 0;
     for (int c = 0; c < d->ncache; c++) {
-        size_t row = (size_t)k->hkv * d->cdim[c];
+        if (d->joint && c > 0) {   /* a view of cache 0's row */
+            d->nc[c] = 0;
+            d->dc[c] = d->dc[0] + (CUdeviceptr)d->coff[c] * k->esz;
+            if (host)
+                d->hc[c] = d->hc[0] + (size_t)d->coff[c] * k->esz;
+            continue;
+        }
+        size_t row = (size_t)k->hkv * (d->joint ? d->rw : d->cdim[c]);
         d->nc[c] = rows * row;
         r = r ? r : cu->MemAlloc(&d->dc[c], d->nc[c] * k->esz + 16);
         if (r)
@@ -377,8 +393,9 @@ static int prob_make(tune_ctx *ctx, const tune_parts *k, prob *d, int host, uint
     memset(p, 0, sizeof *p);
     long long crow = k->ps ? k->ps : cap_rows(d);
     for (int c = 0; c < d->ncache; c++) {
-        long long w = (long long)k->hkv * d->cdim[c];
-        p->c[c] = (kf_parts_tensor){(const void *)(uintptr_t)d->dc[c], crow * w, w, d->cdim[c]};
+        const int rw = d->joint ? d->rw : d->cdim[c];
+        long long w = (long long)k->hkv * rw;
+        p->c[c] = (kf_parts_tensor){(const void *)(uintptr_t)d->dc[c], crow * w, w, rw};
     }
     if (k->fp8)
         p->cs = (kf_parts_tensor){(const void *)(uintptr_t)d->ds, crow * k->hkv, k->hkv, 1};
@@ -408,7 +425,7 @@ static int prob_upload(tune_ctx *ctx, const tune_parts *k, const prob *d)
     const rt_cu *cu = tune_ctx_cu(ctx);
     int r = 0;
     for (int c = 0; !r && c < d->ncache; c++)
-        r = cu->MemcpyHtoD(d->dc[c], d->hc[c], d->nc[c] * k->esz);
+        r = d->nc[c] ? cu->MemcpyHtoD(d->dc[c], d->hc[c], d->nc[c] * k->esz) : 0;   /* (views: nc 0) */
     if (!r && k->fp8)
         r = cu->MemcpyHtoD(d->ds, d->hs, d->ns * 4);
     for (int l = 0; !r && l < k->layers; l++)
@@ -702,8 +719,12 @@ int tune_parts_time(tune_ctx *ctx, tune_parts *k, const tune_compiled *v, int sa
     for (; k->tsets < sets; k->tsets++) {
         pset *s = &k->tset[k->tsets];
         int r = 0;
-        for (int c = 0; c < d->ncache && !r; c++)
-            r = tune_ctx_clone(ctx, &s->dc[c], d->dc[c], d->nc[c] * k->esz);
+        for (int c = 0; c < d->ncache && !r; c++) {
+            if (!d->nc[c])         /* a view of cache 0's row */
+                s->dc[c] = s->dc[0] + (CUdeviceptr)d->coff[c] * k->esz;
+            else
+                r = tune_ctx_clone(ctx, &s->dc[c], d->dc[c], d->nc[c] * k->esz);
+        }
         if (!r && k->fp8)
             r = tune_ctx_clone(ctx, &s->ds, d->ds, d->ns * 4);
         for (int l = 0; l < k->layers && !r; l++)

@@ -67,7 +67,7 @@ int rt_parts_tmaps(const gen_kvset *vp, const kf_parts_params *p, kf_parts_tmaps
         if (pass == 1 && !(cu = rt_tmap_driver("wgmma_ksl", &st, e)))
             return st;
         for (int i = 0; i < nk && !st; i++) {
-            char name[16];
+            char name[24];   /* "k[0][" + any int + "]" */
             snprintf(name, sizeof name, "k[0][%d]", i);
             const kf_parts_tensor *c = &p->c[i];
             st = rt_tmap_encode(cu, &tm->c[i], name, c->p, dims[i], ps ? ps : p->skv, p->hkv, ps ? TMAP_PAGES : p->b,

@@ -291,6 +291,17 @@ return {
     -- mma kernel with more splits won
     local many = shape.b * shape.hkv >= 16
     local ksl = { impl = "wgmma_ksl", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
+    -- The FP8 latent cache on sm_90a, up to 16 packed rows a kv head (MLA Hq 16 at Sq 1: one CTA holds every row, so
+    -- each block is read once): impl wg8 (e4m3 wgmma), stages 2 so that two CTAs share an SM (110 KB of shared
+    -- memory, 255 registers x 128 threads each), splits up to two CTAs an SM. H100, sustained (kforge run, session
+    -- 28): B128 Hq16 4K 0.134 ms against 0.284 for the mma kernel and 0.211 for bf16; sp 1 0.150, sp 4 0.159, stages
+    -- 3 (one CTA an SM) 0.145; B1 64K sp 128 0.0488 against bf16 0.0529. More rows (wg8 reads each block once a
+    -- 16-row tile) are not measured: the mma kernel stays there.
+    local w8 = { impl = "wg8", tm = 16, wn = 1, bn = 64, stages = 2, sp = 1 }
+    if lo and fx.kv and rows <= 16 and valid(w8, fx, dev) then
+      w8.sp = A.splits(shape.b * shape.hkv, shape.skv, dev, 512, 2)
+      return w8
+    end
     if lo and rows >= 16 and valid(ks, fx, dev) then
       p = ks
     elseif lo and (rows >= 64 or (rows >= 32 and many)) and valid(ksl, fx, dev) then

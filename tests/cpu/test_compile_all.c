@@ -52,6 +52,18 @@ static void add(jobs *l, gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *p
     l->n++;
 }
 
+/* Adds the variant of params text `text` on a fixed shape, which must be valid on tg's device. */
+static void add_valid(jobs *l, gen_tmpl *t, const gen_kvset *fixed, const char *text, const gen_target *tg)
+{
+    gen_kvset params;
+    char why[256];
+    gen_kv_clear(&params);
+    assert_int_equal(gen_kv_parse(&params, text, why, sizeof why), 0);
+    if (gen_tmpl_valid(t, fixed, &params, &tg->dev, why, sizeof why) != 1)
+        fail_msg("%s not valid on %s: %s", text, tg->arch, why);
+    add(l, t, fixed, &params, tg);
+}
+
 struct ectx {
     jobs *l;
     gen_tmpl *t;
@@ -237,7 +249,7 @@ static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
         const int st = d == 256 ? 2 : 2 + k % 2, bn = d == 256 ? 64 : 128;
         if (d == 256 && k % 2)
             continue;   /* D 256: two stages only (three need 257 KB of shared memory) */
-        gen_kvset s, fixed, params;
+        gen_kvset s, fixed;
         gen_kv_clear(&s);
         gen_kv_set_str(&s, "dtype", dtypes[a]);
         gen_kv_set_int(&s, "b", 1);
@@ -247,15 +259,11 @@ static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
         gen_kv_set_int(&s, "hkv", 8);
         gen_kv_set_int(&s, "d", d);
         gen_kv_set_int(&s, "causal", c);
-        char text[128], why[256];
-        gen_kv_clear(&params);
+        char text[128];
         snprintf(text, sizeof text, "impl=%s,bm=128,w=8,bn=%d,stages=%d", impls[im], bn, st);
-        assert_int_equal(gen_kv_parse(&params, text, why, sizeof why), 0);
         if (gen_tmpl_fixed(t, &s, &fixed))
             fail_msg("%s", gen_host_errmsg(h));
-        if (gen_tmpl_valid(t, &fixed, &params, &tg.dev, why, sizeof why) != 1)
-            fail_msg("%s not valid on sm_90a: %s", text, why);
-        add(&l, t, &fixed, &params, &tg);
+        add_valid(&l, t, &fixed, text, &tg);
     }
     build_and_check(h, &l, &tg, "attn_prefill impl=wgmma* sm_90a", 0);
 }
@@ -310,13 +318,8 @@ static void test_compile__fp8_mla_wg8_sm_90a_no_spills(void **state)
         if (gen_tmpl_fixed(t, &s, &fixed))
             fail_msg("%s", gen_host_errmsg(h));
         for (int st = 2; st <= 4; st++) {
-            gen_kvset params;
-            gen_kv_clear(&params);
             snprintf(text, sizeof text, "impl=wg8,tm=16,wn=1,bn=64,stages=%d,sp=1", st);
-            assert_int_equal(gen_kv_parse(&params, text, why, sizeof why), 0);
-            if (gen_tmpl_valid(t, &fixed, &params, &tg.dev, why, sizeof why) != 1)
-                fail_msg("%s not valid on sm_90a: %s", text, why);
-            add(&l, t, &fixed, &params, &tg);
+            add_valid(&l, t, &fixed, text, &tg);
         }
     }
     build_and_check(h, &l, &tg, "attn_parts_decode impl=wg8 (FP8 latent) sm_90a", 0);

@@ -30,6 +30,24 @@ typedef struct jobs {
 
 static gen_host *g_host;
 
+/* A host for a test (also g_host, for add's messages) and tg, the target arch. */
+static gen_host *open_host(const char *arch, gen_target *tg)
+{
+    gen_host *h = gen_host_new(NULL);
+    g_host = h;
+    assert_int_equal(gen_target_init(tg, arch, 0, NULL), 0);
+    return h;
+}
+
+/* The template of family, which must load. */
+static gen_tmpl *load_tmpl(gen_host *h, const char *family)
+{
+    gen_tmpl *t = gen_tmpl_load(h, family);
+    if (!t)
+        fail_msg("%s", gen_host_errmsg(h));
+    return t;
+}
+
 static void add(jobs *l, gen_tmpl *t, const gen_kvset *fixed, const gen_kvset *params,
                 const gen_target *tg)
 {
@@ -81,9 +99,7 @@ static int each_cb(const gen_kvset *p, int valid, const char *why, void *arg)
 
 static void add_shape(gen_host *h, jobs *l, const gen_kvset *shape, int all, const gen_target *tg)
 {
-    gen_tmpl *t = gen_tmpl_load(h, gen_kv_str(shape, "family"));
-    if (!t)
-        fail_msg("%s", gen_host_errmsg(h));
+    gen_tmpl *t = load_tmpl(h, gen_kv_str(shape, "family"));
     gen_kvset fixed, params;
     if (gen_tmpl_fixed(t, shape, &fixed))
         fail_msg("%s", gen_host_errmsg(h));
@@ -157,10 +173,8 @@ static void build_and_check(gen_host *h, jobs *l, const gen_target *tg, const ch
  * coincide), so the parts together are the whole set. */
 static void compile_arch(const char *arch, const char *family)
 {
-    gen_host *h = gen_host_new(NULL);
-    g_host = h;
     gen_target tg;
-    assert_int_equal(gen_target_init(&tg, arch, 0, NULL), 0);
+    gen_host *h = open_host(arch, &tg);
     jobs l = {0};
     gen_sweep sw;
     if (gen_sweep_load(h, "default", &sw))
@@ -205,10 +219,8 @@ static void compile_arch(const char *arch, const char *family)
 #define KDA_PREFILL_SPILL_MAX 32
 static void compile_kda(const char *family)
 {
-    gen_host *h = gen_host_new(NULL);
-    g_host = h;
     gen_target tg;
-    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    gen_host *h = open_host("sm_90a", &tg);
     jobs l = {0};
     int dims[] = {128, 64};
     for (int d = 0; d < 2; d++) {
@@ -233,13 +245,9 @@ static void compile_kda(const char *family)
  * up to 160 fp32, in registers: a spill is a slow kernel). */
 static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
 {
-    gen_host *h = gen_host_new(NULL);
-    g_host = h;
     gen_target tg;
-    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
-    gen_tmpl *t = gen_tmpl_load(h, "attn_prefill");
-    if (!t)
-        fail_msg("%s", gen_host_errmsg(h));
+    gen_host *h = open_host("sm_90a", &tg);
+    gen_tmpl *t = load_tmpl(h, "attn_prefill");
     jobs l = {0};
     const char *dtypes[] = {"bf16", "fp16"};
     int groups[] = {1, 4, 8};
@@ -274,10 +282,8 @@ static void test_compile__prefill_wgmma_sm_90a_no_spills(void **state)
 static void test_compile__every_parts_sweep_variant_sm_90a_no_spills(void **state)
 {
     (void)state;
-    gen_host *h = gen_host_new(NULL);
-    g_host = h;
     gen_target tg;
-    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
+    gen_host *h = open_host("sm_90a", &tg);
     jobs l = {0};
     const char *sweeps[] = {"mla_decode", "audit_group"};
     for (int k = 0; k < 2; k++) {
@@ -298,13 +304,9 @@ static void test_compile__every_parts_sweep_variant_sm_90a_no_spills(void **stat
 static void test_compile__fp8_mla_wg8_sm_90a_no_spills(void **state)
 {
     (void)state;
-    gen_host *h = gen_host_new(NULL);
-    g_host = h;
     gen_target tg;
-    assert_int_equal(gen_target_init(&tg, "sm_90a", 0, NULL), 0);
-    gen_tmpl *t = gen_tmpl_load(h, "attn_parts_decode");
-    if (!t)
-        fail_msg("%s", gen_host_errmsg(h));
+    gen_host *h = open_host("sm_90a", &tg);
+    gen_tmpl *t = load_tmpl(h, "attn_parts_decode");
     jobs l = {0};
     const int hqs[] = {16, 40, 128}, pages[] = {64, 256, 0};
     for (int k = 0; k < 3 * 3 * 2; k++) {

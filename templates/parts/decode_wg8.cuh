@@ -41,6 +41,9 @@
  * (P^T's key order), and the header's KF_VALIAS_OFF8 (the value's first column).
  */
 #define KF_M8_N (2 * KF_TM)                                  /* wgmma columns */
+#ifndef KF_M8_SA
+#define KF_M8_SA 2                                           /* S^T k32 steps in flight (2 or 3) */
+#endif
 #define KF_M8_NG (KF_TM / 4)                                 /* 8-column groups: packed rows 4 jg + t */
 #define KF_M8_KP ((KF_DQ + 127) / 128)                       /* K panels */
 #define KF_M8_KS (KF_DQ / 32)                                /* k32 steps of S^T */
@@ -52,7 +55,7 @@
 #define KF_M8_RED (KF_M8_QB + KF_M8_PB + KF_STAGES * KF_M8_STAGE)   /* [4 warps][TM] fp32, then [4 warps] fp32 */
 #define KF_M8_BAR (KF_M8_RED + 4 * KF_TM * 4 + 16)                  /* a stage's mbarrier (copy engine), 8 bytes */
 
-#if !KF_BF16 || !KF_KV8 || KF_L != 1 || KF_TM != 16 || KF_BN != 64 || KF_STAGES < 2 || KF_STAGES > 4 || KF_DQ % 32 \
+#if KF_M8_SA < 2 || KF_M8_SA > 3 || !KF_BF16 || !KF_KV8 || KF_L != 1 || KF_TM != 16 || KF_BN != 64 || KF_STAGES < 2 || KF_STAGES > 4 || KF_DQ % 32 \
     || KF_DQ > 640 || KF_DV % 128 || KF_DV > KF_DQ || (KF_PS && KF_PS % 64)
 #error "kforge parts decode_wg8: invalid configuration (bf16 Q, FP8 cache, one layer, tm 16, bn 64, 2..4 stages, dq <= 640)"
 #endif
@@ -96,19 +99,15 @@ __device__ __forceinline__ void kf_m8_load_cache(kf_u32 sK, const kf_parts_param
     }
 }
 
-/* The block's K rows and its tokens' scales (one a thread of the first 64) into stage sK (scales at sK + KF_M8_KB).
+/* The block's K rows and its tokens' scales (one a thread of the first 64) into stage sK (scales at sK + KF_M8_KB);
+ * pg: the block's page (paged caches: block_table's entry, read a block ahead by the caller; else unused).
  * The rows of a block whose 64 keys all lie below kend, where the host mapped the whole row (tm.kv8), come by the
  * copy engine: thread 0 expects the panels' bytes on the stage's barrier and issues one 128-column box a panel (the
  * last panel's columns past the row zero-filled by the map); any other block (the split's last, short one: its zero
  * fill keeps NaN tails and unused pages out, a map would read them) by cp.async. The scales always by cp.async. */
 __device__ __forceinline__ void kf_m8_load_block(kf_u32 sK, kf_u32 bar, const kf_parts_tmaps &tm, const kf_parts_params &p,
-                                                 const int *bt, int b, int kvh, int j0, int kend, int tid)
+                                                 int pg, int b, int kvh, int j0, int kend, int tid)
 {
-#if KF_PS
-    const int pg = bt[j0 / KF_PS];                          /* j0 < kend: a page of the sequence */
-#else
-    const int pg = 0;
-#endif
     if (tm.kv8 && j0 + 64 <= kend) {
         if (tid == 0) {
             kf_mbar_expect_tx(bar, KF_M8_KB);
@@ -155,26 +154,36 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
             kf_tma_prefetch(&tm.c[0]);
     }
 
-    /* ---- Q^T: the two e4m3 terms of each packed row (rows 2r, 2r + 1), four columns a thread a round; the tile's
-     * largest finite |q| first (a first pass over Q, read again by the second: L2) */
+    /* ---- Q^T: the two e4m3 terms of each packed row (rows 2r, 2r + 1), four columns a thread a round. Every
+     * thread's Q words are loaded at once (all in flight, kept in registers: a loop of dependent loads cost ~10% of
+     * the call at B128 Hq16, bench/NOTES.md session 28), then the tile's largest finite |q|, then the terms. */
     float qinv;
     {
-        float m = 0.f;
-#define KF_M8_QMAX(P, QOFF8, DIM, KOFF8, LS8)                                                                       \
-        for (int idx = tid; idx < KF_TM * (DIM / 4); idx += 128) {                                                  \
-            const int r = idx / (DIM / 4), d4 = idx % (DIM / 4);                                                    \
+#define KF_M8_QN(DIM) ((KF_TM * ((DIM) / 4) + 127) / 128)   /* a thread's Q words (4 values) of a key part */
+#define KF_M8_QLOAD(P, QOFF8, DIM, KOFF8, LS8)                                                                      \
+        uint2 qv##P[KF_M8_QN(DIM)];                                                                                 \
+        _Pragma("unroll") for (int it = 0; it < KF_M8_QN(DIM); ++it) {                                            \
+            const int idx = tid + 128 * it, r = idx / (DIM / 4), d4 = idx % (DIM / 4);                             \
             int i, hh;                                                                                              \
             kf_pd_row(row0, r, h, i, hh);                                                                           \
-            if (i < n_q) {                                                                                          \
+            qv##P[it] = make_uint2(0u, 0u);                                                                         \
+            if ((KF_TM * (DIM / 4) % 128 == 0 || idx < KF_TM * (DIM / 4)) && i < n_q) {                             \
                 const kf_parts_tensor qt = p.q[0][P];                                                               \
-                const uint2 v = *(const uint2 *)((const kf_u16 *)qt.p + (long long)b * qt.sb + (long long)i * qt.ss \
-                                                 + (long long)hh * qt.sh + 4 * d4);                                 \
-                const float x[4] = {kf_to_float((kf_u16)(v.x & 0xffffu)), kf_to_float((kf_u16)(v.x >> 16)),       \
-                                    kf_to_float((kf_u16)(v.y & 0xffffu)), kf_to_float((kf_u16)(v.y >> 16))};       \
-                _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                     \
-                    const float a = fabsf(x[e]);                                                                    \
-                    m = fmaxf(m, a <= 3.4028235e38f ? a : 0.f);                                                     \
-                }                                                                                                   \
+                qv##P[it] = *(const uint2 *)((const kf_u16 *)qt.p + (long long)b * qt.sb + (long long)i * qt.ss     \
+                                             + (long long)hh * qt.sh + 4 * d4);                                     \
+            }                                                                                                       \
+        }
+        KF_FOR_KPARTS(KF_M8_QLOAD)
+#undef KF_M8_QLOAD
+        float m = 0.f;
+#define KF_M8_QMAX(P, QOFF8, DIM, KOFF8, LS8)                                                                       \
+        _Pragma("unroll") for (int it = 0; it < KF_M8_QN(DIM); ++it) {                                            \
+            const uint2 v = qv##P[it];                                                                              \
+            const float x[4] = {kf_to_float((kf_u16)(v.x & 0xffffu)), kf_to_float((kf_u16)(v.x >> 16)),           \
+                                kf_to_float((kf_u16)(v.y & 0xffffu)), kf_to_float((kf_u16)(v.y >> 16))};           \
+            _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                         \
+                const float a = fabsf(x[e]);                                                                        \
+                m = fmaxf(m, a <= 3.4028235e38f ? a : 0.f);                                                         \
             }                                                                                                       \
         }
         KF_FOR_KPARTS(KF_M8_QMAX)
@@ -182,25 +191,21 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
         float qsc;
         kf_w8_qscale_wg(m, red, warp, lane, qsc, qinv);
 #define KF_M8_QPUT(P, QOFF8, DIM, KOFF8, LS8)                                                                       \
-        for (int idx = tid; idx < KF_TM * (DIM / 4); idx += 128) {                                                  \
-            const int r = idx / (DIM / 4), d4 = idx % (DIM / 4);                                                    \
-            int i, hh;                                                                                              \
-            kf_pd_row(row0, r, h, i, hh);                                                                           \
-            float x[4] = {0.f, 0.f, 0.f, 0.f};                                                                      \
-            if (i < n_q) {                                                                                          \
-                const kf_parts_tensor qt = p.q[0][P];                                                               \
-                const uint2 v = *(const uint2 *)((const kf_u16 *)qt.p + (long long)b * qt.sb + (long long)i * qt.ss \
-                                                 + (long long)hh * qt.sh + 4 * d4);                                 \
-                x[0] = kf_to_float((kf_u16)(v.x & 0xffffu)) * qsc, x[1] = kf_to_float((kf_u16)(v.x >> 16)) * qsc;   \
-                x[2] = kf_to_float((kf_u16)(v.y & 0xffffu)) * qsc, x[3] = kf_to_float((kf_u16)(v.y >> 16)) * qsc;   \
+        _Pragma("unroll") for (int it = 0; it < KF_M8_QN(DIM); ++it) {                                            \
+            const int idx = tid + 128 * it, r = idx / (DIM / 4), d4 = idx % (DIM / 4);                             \
+            if (KF_TM * (DIM / 4) % 128 == 0 || idx < KF_TM * (DIM / 4)) {                                          \
+                const uint2 v = qv##P[it];   /* zero for rows past n_q */                                           \
+                float x[4] = {kf_to_float((kf_u16)(v.x & 0xffffu)) * qsc, kf_to_float((kf_u16)(v.x >> 16)) * qsc,  \
+                              kf_to_float((kf_u16)(v.y & 0xffffu)) * qsc, kf_to_float((kf_u16)(v.y >> 16)) * qsc}; \
+                kf_u32 t0, t1;                                                                                      \
+                kf_w8_qterms(x, t0, t1);                                                                            \
+                kf_w8_sts32(kf_m8_at(sQ, KF_M8_N, 2 * r, QOFF8 * 8 + 4 * d4), t0);                                  \
+                kf_w8_sts32(kf_m8_at(sQ, KF_M8_N, 2 * r + 1, QOFF8 * 8 + 4 * d4), t1);                              \
             }                                                                                                       \
-            kf_u32 t0, t1;                                                                                          \
-            kf_w8_qterms(x, t0, t1);                                                                                \
-            kf_w8_sts32(kf_m8_at(sQ, KF_M8_N, 2 * r, QOFF8 * 8 + 4 * d4), t0);                                      \
-            kf_w8_sts32(kf_m8_at(sQ, KF_M8_N, 2 * r + 1, QOFF8 * 8 + 4 * d4), t1);                                  \
         }
         KF_FOR_KPARTS(KF_M8_QPUT)
 #undef KF_M8_QPUT
+#undef KF_M8_QN
         kf_fence_proxy_async();                           /* Q^T (generic stores) before wgmma reads it; the first
                                                            * block's barrier orders it across threads */
     }
@@ -230,12 +235,16 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
         voff[hh] = kf_m8_at(0, 64, 2 * t + hh, KF_VALIAS_OFF8 * 8 + vrow);
     float of = 1.f;                                       /* O is held in units of of (the last block's cmax / 256) */
 
+    /* block j's page: block_table's entry (a block lies in one page), read a block ahead of its load so that its
+     * latency is not on the path of the load it feeds */
+#define KF_M8_PAGE(blk) (KF_PS && (blk) < nblk ? bt[(kbeg + 64 * (blk)) / (KF_PS ? KF_PS : 1)] : 0)
 #pragma unroll 1
     for (int s = 0; s < KF_STAGES - 1; ++s) {
         if (s < nblk)
-            kf_m8_load_block(sKV + s * KF_M8_STAGE, sBar + 8 * s, tm, p, bt, b, kvh, kbeg + 64 * s, kend, tid);
+            kf_m8_load_block(sKV + s * KF_M8_STAGE, sBar + 8 * s, tm, p, KF_M8_PAGE(s), b, kvh, kbeg + 64 * s, kend, tid);
         kf_cp_async_commit();
     }
+    int pg_next = KF_M8_PAGE(KF_STAGES - 1);
 #pragma unroll 1
     for (int blk = 0; blk < nblk; ++blk) {
         const kf_u32 sK = sKV + (blk % KF_STAGES) * KF_M8_STAGE;
@@ -249,12 +258,13 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
         __syncthreads();                                  /* (A) the block landed; block blk - 1's stage is free */
         if (blk + KF_STAGES - 1 < nblk)
             kf_m8_load_block(sKV + ((blk + KF_STAGES - 1) % KF_STAGES) * KF_M8_STAGE,
-                             sBar + 8 * ((blk + KF_STAGES - 1) % KF_STAGES), tm, p, bt, b, kvh,
+                             sBar + 8 * ((blk + KF_STAGES - 1) % KF_STAGES), tm, p, pg_next, b, kvh,
                              kbeg + 64 * (blk + KF_STAGES - 1), kend, tid);
         kf_cp_async_commit();
+        pg_next = KF_M8_PAGE(blk + KF_STAGES);
 
-        /* S^T = K Q^T, each k32 step from zero into one of two accumulator sets and added in fp32: step ks + 1 is
-         * issued before step ks is waited for (wait_group 1), so the tensor core always holds the next step. A
+        /* S^T = K Q^T, each k32 step from zero into one of KF_M8_SA accumulator sets and added in fp32: steps
+         * ks + 1 .. ks + SA - 1 are issued before step ks is waited for, so the tensor core always holds the next. A
          * chain of steps in the tensor core would add them at its own precision (Hopper's FP8 accumulation aligns
          * the terms to the largest and keeps ~13-14 bits, truncating): chains of a 128-column panel gave LSE errors
          * up to 1.8e-3 on N(0, 1) rows (bench/NOTES.md, session 26), single steps ~10x less */
@@ -262,31 +272,39 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
 #pragma unroll
         for (int jg = 0; jg < KF_M8_NG; ++jg)
             s[jg][0] = s[jg][1] = 0.f;
-        float sacc[2][KF_M8_N / 2];
+        float sacc[KF_M8_SA][KF_M8_N / 2];
         const unsigned long long dk = kf_gmma_desc(sK, 16, 1024), dq = kf_gmma_desc(sQ, 16, 1024);
-        kf_wgmma_fence();
-        kf_wgmma_e4m3_ss(sacc[0], dk, dq, 0);
-        kf_wgmma_commit();
+        /* a descriptor's address field is the byte address / 16 (shared addresses < 2^18: no carry) */
+#define KF_M8_SSTEP(k) kf_wgmma_e4m3_ss(sacc[(k) % KF_M8_SA], dk + ((((k) >> 2) * 64 * 128 + ((k) & 3) * 32) >> 4),     \
+                                        dq + ((((k) >> 2) * KF_M8_N * 128 + ((k) & 3) * 32) >> 4), 0)
+#pragma unroll
+        for (int ks = 0; ks < KF_M8_SA - 1; ++ks) {
+            kf_wgmma_fence();
+            KF_M8_SSTEP(ks);
+            kf_wgmma_commit();
+        }
 #pragma unroll
         for (int ks = 0; ks < KF_M8_KS; ++ks) {
-            if (ks + 1 < KF_M8_KS) {
-                const int np = (ks + 1) >> 2, nk = (ks + 1) & 3;
+            if (ks + KF_M8_SA - 1 < KF_M8_KS) {           /* the next step in, then step ks waited for */
                 kf_wgmma_fence();
-                /* a descriptor's address field is the byte address / 16 (shared addresses < 2^18: no carry) */
-                kf_wgmma_e4m3_ss(sacc[(ks + 1) & 1], dk + ((np * 64 * 128 + nk * 32) >> 4),
-                                 dq + ((np * KF_M8_N * 128 + nk * 32) >> 4), 0);
+                KF_M8_SSTEP(ks + KF_M8_SA - 1);
                 kf_wgmma_commit();
+                kf_wgmma_wait<KF_M8_SA - 1>();
+            } else if (KF_M8_SA > 2 && ks + 2 < KF_M8_KS) {
+                kf_wgmma_wait<2>();
+            } else if (ks + 1 < KF_M8_KS) {
                 kf_wgmma_wait<1>();
             } else {
                 kf_wgmma_wait<0>();
             }
-            kf_wg_fence_regs(sacc[ks & 1]);
+            kf_wg_fence_regs(sacc[ks % KF_M8_SA]);
 #pragma unroll
             for (int jg = 0; jg < KF_M8_NG; ++jg)
 #pragma unroll
                 for (int hh = 0; hh < 2; ++hh)
-                    s[jg][hh] += sacc[ks & 1][4 * jg + 2 * hh] + sacc[ks & 1][4 * jg + 2 * hh + 1];
+                    s[jg][hh] += sacc[ks % KF_M8_SA][4 * jg + 2 * hh] + sacc[ks % KF_M8_SA][4 * jg + 2 * hh + 1];
         }
+#undef KF_M8_SSTEP
         /* scores of keys 16 warp + g + 8 hh (times the token's scale and 2^-e), packed rows 4 jg + t; the mask: keys
          * at or past kend (the split's or the sequence's end), past each row's causal bound */
         const float c0 = sc[16 * warp + g], c1 = sc[16 * warp + g + 8];
@@ -417,6 +435,7 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
                 p.ws_lse[0][wrow] = lse;
         }
     }
+#undef KF_M8_PAGE
 }
 
 #endif

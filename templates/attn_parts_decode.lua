@@ -291,15 +291,15 @@ return {
     -- mma kernel with more splits won
     local many = shape.b * shape.hkv >= 16
     local ksl = { impl = "wgmma_ksl", tm = 64, wn = 1, bn = 64, stages = 2, sp = 1 }
-    -- The FP8 latent cache on sm_90a, up to 16 packed rows a kv head (MLA Hq 16 at Sq 1: one CTA holds every row, so
-    -- each block is read once): impl wg8 (e4m3 wgmma), stages 2 so that two CTAs share an SM (110 KB of shared
-    -- memory, 255 registers x 128 threads each), splits up to two CTAs an SM. H100, sustained (kforge run, session
-    -- 28): B128 Hq16 4K 0.134 ms against 0.284 for the mma kernel and 0.211 for bf16; sp 1 0.150, sp 4 0.159, stages
-    -- 3 (one CTA an SM) 0.145; B1 64K sp 128 0.0488 against bf16 0.0529. More rows (wg8 reads each block once a
-    -- 16-row tile) are not measured: the mma kernel stays there.
+    -- The FP8 latent cache on sm_90a: impl wg8 (e4m3 wgmma), stages 2 so that two CTAs share an SM (110 KB of shared
+    -- memory, 255 registers x 128 threads each), splits up to two CTAs an SM over its 16-row tiles. H100, sustained
+    -- (kforge run, sessions 28-29): B128 Hq16 4K 0.122-0.125 ms against 0.284 for the mma kernel and 0.203 for bf16;
+    -- sp 1 0.150, sp 4 0.159, stages 3 (one CTA an SM) 0.145 (session 28's kernel); B1 64K Hq16 sp 128 0.0400 against
+    -- bf16 0.0517; B128 Hq128 4K (eight 16-row tiles, each reading every block) sp 1 0.738 against 1.180 for the mma
+    -- kernel (bf16 0.326: at 128 rows the FP8 cache costs more than it saves)
     local w8 = { impl = "wg8", tm = 16, wn = 1, bn = 64, stages = 2, sp = 1 }
-    if lo and fx.kv and rows <= 16 and valid(w8, fx, dev) then
-      w8.sp = A.splits(shape.b * shape.hkv, shape.skv, dev, 512, 2)
+    if lo and fx.kv and valid(w8, fx, dev) then
+      w8.sp = A.splits(shape.b * shape.hkv * cdiv(rows, 16), shape.skv, dev, 512, 2)
       return w8
     end
     if lo and rows >= 16 and valid(ks, fx, dev) then

@@ -288,9 +288,9 @@ static void test_parts_api__paged_mla_call_needs_a_block_table(void **state)
     assert_int_equal(g[1], 1), assert_int_equal(g[2], 128);
 }
 
-/* The FP8 latent cache: refused outside the absorbed-MLA form, served by impl mma (also where the bf16 default is
- * a wgmma kernel), its key distinct from the bf16 plan's; a call needs the scales, byte strides in 16s, and a
- * 16-bit plan refuses scales */
+/* The FP8 latent cache: refused outside the absorbed-MLA form, served on sm_90a by impl wg8 at every row count
+ * (where the bf16 default is wgmma_tma), its key distinct from the bf16 plan's; a call needs the scales, byte
+ * strides in 16s, and a 16-bit plan refuses scales */
 static void test_parts_api__fp8_latent_cache(void **state)
 {
     (void)state;
@@ -304,7 +304,8 @@ static void test_parts_api__fp8_latent_cache(void **state)
     core_err msg = CORE_ERR_INIT;
     d = mla(128), d.kv_dtype = KF_KV_E4M3;
     assert_int_equal(rt_parts_select(&d, &dev, NULL, api_jit_default, g_jit, &ch, &msg), KF_OK);
-    assert_string_equal(gen_kv_str(&ch.vp, "impl"), "mma");    /* bf16 Hq 128 on sm_90a: wgmma_tma */
+    assert_string_equal(gen_kv_str(&ch.vp, "impl"), "wg8");    /* bf16 Hq 128 on sm_90a: wgmma_tma */
+    assert_int_equal(gen_kv_int(&ch.vp, "sp", 0), 1);           /* 128 sequences x 8 tiles of 16 rows fill the SMs */
     assert_string_equal(gen_kv_str(&ch.shape, "kv_dtype"), "e4m3");
     kf_parts_desc d16 = mla(128);
     assert_int_equal(rt_parts_select(&d16, &dev, NULL, api_jit_default, g_jit, &c16, &msg), KF_OK);

@@ -41,9 +41,6 @@
  * (P^T's key order), and the header's KF_VALIAS_OFF8 (the value's first column).
  */
 #define KF_M8_N (2 * KF_TM)                                  /* wgmma columns */
-#ifndef KF_M8_SA
-#define KF_M8_SA 2                                           /* S^T k32 steps in flight (2 or 3) */
-#endif
 #define KF_M8_NG (KF_TM / 4)                                 /* 8-column groups: packed rows 4 jg + t */
 #define KF_M8_KP ((KF_DQ + 127) / 128)                       /* K panels */
 #define KF_M8_KS (KF_DQ / 32)                                /* k32 steps of S^T */
@@ -55,7 +52,7 @@
 #define KF_M8_RED (KF_M8_QB + KF_M8_PB + KF_STAGES * KF_M8_STAGE)   /* [4 warps][TM] fp32, then [4 warps] fp32 */
 #define KF_M8_BAR (KF_M8_RED + 4 * KF_TM * 4 + 16)                  /* a stage's mbarrier (copy engine), 8 bytes */
 
-#if KF_M8_SA < 2 || KF_M8_SA > 3 || !KF_BF16 || !KF_KV8 || KF_L != 1 || KF_TM != 16 || KF_BN != 64 || KF_STAGES < 2 || KF_STAGES > 4 || KF_DQ % 32 \
+#if !KF_BF16 || !KF_KV8 || KF_L != 1 || KF_TM != 16 || KF_BN != 64 || KF_STAGES < 2 || KF_STAGES > 4 || KF_DQ % 32 \
     || KF_DQ > 640 || KF_DV % 128 || KF_DV > KF_DQ || (KF_PS && KF_PS % 64)
 #error "kforge parts decode_wg8: invalid configuration (bf16 Q, FP8 cache, one layer, tm 16, bn 64, 2..4 stages, dq <= 640)"
 #endif
@@ -263,8 +260,9 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
         kf_cp_async_commit();
         pg_next = KF_M8_PAGE(blk + KF_STAGES);
 
-        /* S^T = K Q^T, each k32 step from zero into one of KF_M8_SA accumulator sets and added in fp32: steps
-         * ks + 1 .. ks + SA - 1 are issued before step ks is waited for, so the tensor core always holds the next. A
+        /* S^T = K Q^T, each k32 step from zero into one of two accumulator sets and added in fp32: step ks + 1 is
+         * issued before step ks is waited for (wait_group 1), so the tensor core always holds the next (a third set
+         * in flight measured no faster, bench/NOTES.md session 29). A
          * chain of steps in the tensor core would add them at its own precision (Hopper's FP8 accumulation aligns
          * the terms to the largest and keeps ~13-14 bits, truncating): chains of a 128-column panel gave LSE errors
          * up to 1.8e-3 on N(0, 1) rows (bench/NOTES.md, session 26), single steps ~10x less */
@@ -272,39 +270,31 @@ kf_parts_decode(const kf_parts_params p, const __grid_constant__ kf_parts_tmaps 
 #pragma unroll
         for (int jg = 0; jg < KF_M8_NG; ++jg)
             s[jg][0] = s[jg][1] = 0.f;
-        float sacc[KF_M8_SA][KF_M8_N / 2];
+        float sacc[2][KF_M8_N / 2];
         const unsigned long long dk = kf_gmma_desc(sK, 16, 1024), dq = kf_gmma_desc(sQ, 16, 1024);
-        /* a descriptor's address field is the byte address / 16 (shared addresses < 2^18: no carry) */
-#define KF_M8_SSTEP(k) kf_wgmma_e4m3_ss(sacc[(k) % KF_M8_SA], dk + ((((k) >> 2) * 64 * 128 + ((k) & 3) * 32) >> 4),     \
-                                        dq + ((((k) >> 2) * KF_M8_N * 128 + ((k) & 3) * 32) >> 4), 0)
-#pragma unroll
-        for (int ks = 0; ks < KF_M8_SA - 1; ++ks) {
-            kf_wgmma_fence();
-            KF_M8_SSTEP(ks);
-            kf_wgmma_commit();
-        }
+        kf_wgmma_fence();
+        kf_wgmma_e4m3_ss(sacc[0], dk, dq, 0);
+        kf_wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < KF_M8_KS; ++ks) {
-            if (ks + KF_M8_SA - 1 < KF_M8_KS) {           /* the next step in, then step ks waited for */
+            if (ks + 1 < KF_M8_KS) {
+                const int np = (ks + 1) >> 2, nk = (ks + 1) & 3;
                 kf_wgmma_fence();
-                KF_M8_SSTEP(ks + KF_M8_SA - 1);
+                /* a descriptor's address field is the byte address / 16 (shared addresses < 2^18: no carry) */
+                kf_wgmma_e4m3_ss(sacc[(ks + 1) & 1], dk + ((np * 64 * 128 + nk * 32) >> 4),
+                                 dq + ((np * KF_M8_N * 128 + nk * 32) >> 4), 0);
                 kf_wgmma_commit();
-                kf_wgmma_wait<KF_M8_SA - 1>();
-            } else if (KF_M8_SA > 2 && ks + 2 < KF_M8_KS) {
-                kf_wgmma_wait<2>();
-            } else if (ks + 1 < KF_M8_KS) {
                 kf_wgmma_wait<1>();
             } else {
                 kf_wgmma_wait<0>();
             }
-            kf_wg_fence_regs(sacc[ks % KF_M8_SA]);
+            kf_wg_fence_regs(sacc[ks & 1]);
 #pragma unroll
             for (int jg = 0; jg < KF_M8_NG; ++jg)
 #pragma unroll
                 for (int hh = 0; hh < 2; ++hh)
-                    s[jg][hh] += sacc[ks % KF_M8_SA][4 * jg + 2 * hh] + sacc[ks % KF_M8_SA][4 * jg + 2 * hh + 1];
+                    s[jg][hh] += sacc[ks & 1][4 * jg + 2 * hh] + sacc[ks & 1][4 * jg + 2 * hh + 1];
         }
-#undef KF_M8_SSTEP
         /* scores of keys 16 warp + g + 8 hh (times the token's scale and 2^-e), packed rows 4 jg + t; the mask: keys
          * at or past kend (the split's or the sequence's end), past each row's causal bound */
         const float c0 = sc[16 * warp + g], c1 = sc[16 * warp + g + 8];

@@ -6,7 +6,8 @@
 # KSL=1 (the default): the lagged keys-split kernel (impl=wgmma_ksl) against wgmma_ks on the four figure rows, then the
 # suite filtered to its cases and mutants (KFORGE_TEST_FILTER=impl=wgmma_ksl); KSL=0: the earlier run (all rows, all cases).
 # W8=1: impl wg8 (the FP8 latent cache on e4m3 wgmma): its suite cases and mutants (KFORGE_TEST_FILTER=impl=wg8),
-# then the FP8 row B128 Hq16 4K (stages 2..4) against the bf16 default and the FP8 mma default, two rounds.
+# then the FP8 row B128 Hq16 4K (stages 2..4) against the bf16 default, the FP8 default (wg8) and the mma kernel
+# (the FP8 default before 0d5243a), two rounds.
 # W8ROWS' fourth field: a template folder of the tree for that row (an A/B copy). W8FILTERS='f1 f2': the suite's filters (default impl=wg8); W8TEST=0: no suite; NCU='name|shape|params ...': Nsight Compute rows (W8 mode); W8ROWS='name|shape|params ...': these
 # rows instead of the FP8 row set.
 # usage: KF_BUILD=.devbuild BUDGET_S=240 [W8=1] bash tests/device_mla.sh
@@ -28,7 +29,7 @@ row() {  # row NAME SHAPE PARAMS (empty: the template default) [TEMPLATES: a fol
 }
 if [ "${W8:-0}" = 1 ]; then
   # impl wg8 (parts/decode_wg8.cuh, the FP8 latent cache on e4m3 wgmma): its suite cases and mutants first, then the
-  # issue's FP8 row against the bf16 default and the FP8 mma default, interleaved (issue 18: FP8 >= 1.8x bf16)
+  # issue's FP8 row against the bf16 default, the FP8 default and the mma kernel, interleaved (issue 18: >= 1.8x bf16)
   cd "$B/tests"
   if [ "${W8TEST:-1}" = 1 ]; then
     # W8FILTERS: the suite's filters, one process each (default impl=wg8); W8ALT=DIR: the same again over the template
@@ -65,7 +66,8 @@ if [ "${W8:-0}" = 1 ]; then
   [ -n "${W8ROWS:-}" ] && { for wr in $W8ROWS; do IFS='|' read -r wn ws wp wt <<< "$wr"; row "$wn" "$ws" "$wp" "$wt"; done; pack; exit 0; }
   for r in 1 2; do
     row "hq16_4k_bf16_r$r" "b=128,sq=1,skv=4096,hq=16,causal=0" ""
-    row "hq16_4k_fp8mma_r$r" "b=128,sq=1,skv=4096,hq=16,causal=0,kv_dtype=e4m3" ""
+    row "hq16_4k_fp8def_r$r" "b=128,sq=1,skv=4096,hq=16,causal=0,kv_dtype=e4m3" ""
+    row "hq16_4k_fp8mma_r$r" "b=128,sq=1,skv=4096,hq=16,causal=0,kv_dtype=e4m3" "impl=mma,tm=16,wn=4,bn=64,stages=2,sp=1"
     for st in 2 3 4; do
       row "hq16_4k_wg8_st${st}_r$r" "b=128,sq=1,skv=4096,hq=16,causal=0,kv_dtype=e4m3" "impl=wg8,tm=16,wn=1,bn=64,stages=$st,sp=1"
     done

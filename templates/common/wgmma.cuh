@@ -324,7 +324,31 @@ __device__ __forceinline__ void kf_tma_prefetch(const void *map)
     asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)map) : "memory");
 }
 
-/* Orders this thread's generic-proxy view of shared memory (cp.async, st.shared) with the async proxy (wgmma). */
+/* ---- the copy engine without a tensor map: 1-D bulk copies of bytes in order (sizes and both addresses multiples
+ * of 16). A load completes its bytes on an mbarrier (kf_mbar_expect_tx first); a store joins this thread's bulk
+ * async-group, committed by kf_bulk_commit and waited for by kf_bulk_wait_read (its shared source read, so the
+ * buffer may be refilled) or kf_bulk_wait (written to global memory). */
+__device__ __forceinline__ void kf_bulk_load(kf_u32 dst, const void *src, kf_u32 bytes, kf_u32 bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 :: "r"(dst), "l"((unsigned long long)src), "r"(bytes), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void kf_bulk_store(void *dst, kf_u32 src, kf_u32 bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                 :: "l"((unsigned long long)dst), "r"(src), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void kf_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void kf_bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void kf_bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(N) : "memory"); }
+
+/* Orders this thread's generic-proxy view of shared memory (cp.async, st.shared) with the async proxy (wgmma, bulk
+ * copies). */
 __device__ __forceinline__ void kf_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 template <int R> __device__ __forceinline__ void kf_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R)); }

@@ -105,9 +105,9 @@ local function wg_stage(f, p)
   local c = p.chunk
   return (4 * c * f.dk + 128 * f.dk + 128 * c + 2 * c * (p.vs + 8) + 4 * f.dk + 1023) // 1024 * 1024
 end
--- impl wgmma's segment combine: one stage (M_s bf16 [K][K], c_s [K][vs + 4] fp32; KF_PW_CB) and its two mbarriers,
+-- impl wgmma's segment combine: one stage (M_s bf16 [K][K], c_s's image fp32 K vs; KF_PW_CB) and its two mbarriers,
 -- as many as fit (2..8)
-local function wg_comb_stage(f, p) return (2 * f.dk * f.dk + 4 * f.dk * (p.vs + 4) + 1023) // 1024 * 1024 end
+local function wg_comb_stage(f, p) return (2 * f.dk * f.dk + 4 * f.dk * p.vs + 1023) // 1024 * 1024 end
 local function wg_comb_stages(f, p) return math.min(8, (WG_SMEM - 1024) // (wg_comb_stage(f, p) + 16)) end
 local function wg_stages(f, p) return math.min(8, (WG_SMEM - 1024 - 128) // wg_stage(f, p)) end
 

@@ -153,6 +153,24 @@ __device__ __forceinline__ long long kf_kda_ht_off(const kf_kda_params &p, int n
            + (p.ht_vfirst ? (long long)vv * p.ht_sr + kk : (long long)kk * p.ht_sr + vv);
 }
 
+/* A state's element (kk, vv) as base + kk rs + vv cs, with base, rs and cs taken once from kf_kda_h0_off /
+ * kf_kda_ht_off (either state order): a thread's per-element loops then add two products to one base instead of
+ * evaluating the layout's select and three 64-bit products per element (~1 000 instructions before the combine's
+ * first step, bench/NOTES.md session 29) */
+struct kf_kda_soff {
+    long long base, rs, cs;
+};
+__device__ __forceinline__ kf_kda_soff kf_kda_h0_soff(const kf_kda_params &p, int n, int hv)
+{
+    const long long b = kf_kda_h0_off(p, n, hv, 0, 0);
+    return {b, kf_kda_h0_off(p, n, hv, 1, 0) - b, kf_kda_h0_off(p, n, hv, 0, 1) - b};
+}
+__device__ __forceinline__ kf_kda_soff kf_kda_ht_soff(const kf_kda_params &p, int n, int hv)
+{
+    const long long b = kf_kda_ht_off(p, n, hv, 0, 0);
+    return {b, kf_kda_ht_off(p, n, hv, 1, 0) - b, kf_kda_ht_off(p, n, hv, 0, 1) - b};
+}
+
 __device__ __forceinline__ kf_u16 kf_kda_bf16(float x) { return (kf_u16)(kf_pack2(x, 0.f) & 0xffffu); }
 
 #endif

@@ -58,6 +58,21 @@
 #define KF_PW_NK (KF_PF_K / 16)                          /* k16 steps over the keys */
 #define KF_PW_NC (KF_PF_C / 16)                          /* k16 steps over a chunk */
 #define KF_PW_UP (KF_PF_VS + 8)                          /* U row stride: the consumers' reads avoid bank conflicts */
+#define KF_PW_NT (128 * KF_PW_NWG)                       /* consumer threads */
+/* The segment workspace's states as images of the consumers' registers (segments, KF_PF_SEG > 1): the K x VS block of
+ * value columns v0.. of a [K][V] region (c_s, ss) is K VS fp32 at (v0 / VS) K VS, holding consumer thread ct's column
+ * block c of S^T (4 floats, the accumulator layout below) as float4 c NT + ct. Every kernel that writes or reads a
+ * state there has the same consumer threads, so each thread moves its own 16-byte pieces and a warp 512 contiguous
+ * bytes; the combine copies a block's image into shared memory and back with one bulk copy each, and its consumers'
+ * reads there (a warp's 32 float4 in a row) meet no bank conflict. The transition M_s is stored as the combine's
+ * shared-memory image too (bf16, the 128-byte swizzle of common/wgmma.cuh, K / 64 panels of K rows). */
+__device__ __forceinline__ float4 *kf_pw_img(float *region, int v0) { return (float4 *)(region + (long long)(v0 / KF_PF_VS) * KF_PF_K * KF_PF_VS); }
+__device__ __forceinline__ void kf_pw_img_store(float4 *img, const float (&st)[KF_PF_K / 2], int ct)
+{
+#pragma unroll
+    for (int c = 0; c < KF_PF_K / 8; ++c)
+        img[c * KF_PW_NT + ct] = make_float4(st[4 * c], st[4 * c + 1], st[4 * c + 2], st[4 * c + 3]);
+}
 /* one stage, bytes from its (1024-aligned) start; templates/kda_prefill.lua mirrors the sizes */
 #define KF_PW_W 0                                        /* W [C][K]: K / 64 panels of C rows */
 #define KF_PW_Q (KF_PW_W + 2 * KF_PF_C * KF_PF_K)        /* Qg [C][K] */
@@ -166,15 +181,15 @@ __device__ __forceinline__ void kf_pw_store_o(const float (&o)[KF_PF_C / 2], kf_
         }
 }
 
-/* A ring of N stages' mbarriers from bar_f: full [N] (the producer warpgroup's 128 arrivals), then empty [N] (one
- * arrival a consumer thread); initialised by thread 0, then a block barrier */
-template <int N>
+/* A ring of N stages' mbarriers from bar_f: full [N] (F arrivals: the producer warpgroup's 128, or one that expects a
+ * bulk copy's bytes), then empty [N] (one arrival a consumer thread); initialised by thread 0, then a block barrier */
+template <int N, int F = 128>
 __device__ __forceinline__ void kf_pw_init_ring(kf_u32 bar_f)
 {
     if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < N; ++s) {
-            kf_mbar_init(bar_f + 8 * s, 128);
+            kf_mbar_init(bar_f + 8 * s, F);
             kf_mbar_init(bar_f + 8 * (N + s), 128 * KF_PW_NWG);
         }
     }
@@ -233,11 +248,14 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
     const int last = nch > 0 ? (int)((nch - 1) / cps) : 0; /* segment of the last chunk */
 #if KF_PF_SEG > 1
     const int sr = sg;  /* KF_MUTANT_SEG_BOUNDARY */
-    const float *s_in = kf_pf_segws(p, n, hv, sr) + KF_PF_SEG_SS;
+    const float4 *s_in = kf_pw_img(kf_pf_segws(p, n, hv, sr) + KF_PF_SEG_SS, v0);   /* its image (above) */
 #endif
 
     /* S^T: element e of column block c is value column v0 + vl + 8 (e / 2), key 8c + 2 (lane % 4) + (e % 2) */
     float st[KF_PF_K / 2];
+#if KF_PF_SEG == 1
+    const kf_kda_soff h0o = kf_kda_h0_soff(p, n, hv);
+#endif
 #pragma unroll
     for (int c = 0; c < KF_PF_K / 8; ++c)
 #pragma unroll
@@ -247,10 +265,10 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
                 st[4 * c + e] = ident && kk == vv ? 1.f : 0.f;
 #if KF_PF_SEG > 1
             else
-                st[4 * c + e] = s_in[kk * KF_PF_V + vv];
+                st[4 * c + e] = (&s_in[c * KF_PW_NT + ct].x)[e];
 #else
             else
-                st[4 * c + e] = p.h0 ? p.h0[kf_kda_h0_off(p, n, hv, kk, vv)] : 0.f;
+                st[4 * c + e] = p.h0 ? p.h0[h0o.base + kk * h0o.rs + vv * h0o.cs] : 0.f;
 #endif
         }
 
@@ -339,24 +357,35 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
                       (int)(len - (c_end - 1) * KF_PF_C < KF_PF_C ? len - (c_end - 1) * KF_PF_C : KF_PF_C));
 
     (void)last;
-    if (MODE == 1 || (p.ht && (KF_PF_SEG == 1 || sg == last))) {
+#if KF_PF_SEG > 1
+    if (MODE == 1) {
+        float *so = kf_pf_segws(p, n, hv, sg);
+        if (!ident) {                                      /* c_s: this block's image */
+            kf_pw_img_store(kf_pw_img(so + KF_PF_SEG_CS, v0), st, ct);
+            return;
+        }
+        /* M bf16 [K][K] (row key, column vv) in the combine's swizzled panels: the B operand of kf_kda_segcomb below */
+        unsigned char *const mi = (unsigned char *)(so + KF_PF_SEG_MS);
 #pragma unroll
         for (int c = 0; c < KF_PF_K / 8; ++c)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int kk = 8 * c + 2 * c4 + (e & 1), vv = v0 + vl + 8 * (e >> 1);
-#if KF_PF_SEG > 1
-                if (MODE == 1) {
-                    float *so = kf_pf_segws(p, n, hv, sg);
-                    if (ident)   /* M bf16 [K][K] row-major: the B operand of kf_kda_segcomb below */
-                        ((kf_u16 *)(so + KF_PF_SEG_MS))[kk * KF_PF_K + vv] = kf_kda_bf16(st[4 * c + e]);  /* KF_MUTANT_SEG_MT */
-                    else
-                        so[KF_PF_SEG_CS + kk * KF_PF_V + vv] = st[4 * c + e];
-                    continue;
-                }
-#endif
-                p.ht[kf_kda_ht_off(p, n, hv, kk, vv)] = st[4 * c + e];
+                *(kf_u16 *)(mi + kf_wg_swz(KF_PF_K, kk, vv >> 3) + 2 * (vv & 7)) = kf_kda_bf16(st[4 * c + e]);  /* KF_MUTANT_SEG_MT */
             }
+        return;
+    }
+#endif
+    if (MODE == 0 && p.ht && (KF_PF_SEG == 1 || sg == last)) {
+        const kf_kda_soff hto = kf_kda_ht_soff(p, n, hv);
+        /* ht: this thread's rows 8c + 2 c4 + (0, 1) and columns vv, vv + 8 by a row pointer stepped 8 rows a c */
+        float *hp = p.ht + hto.base + (2 * c4) * hto.rs + (v0 + vl) * hto.cs;
+        const long long hr8 = 8 * hto.rs, hc8 = 8 * hto.cs;
+#pragma unroll
+        for (int c = 0; c < KF_PF_K / 8; ++c, hp += hr8)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                hp[(e & 1) * hto.rs + (e >> 1) * hc8] = st[4 * c + e];
     }
 }
 
@@ -391,67 +420,28 @@ kf_kda_segop(const kf_kda_params p)
  * S_0 = h0, S_{s+1} = M_s S_s + c_s, held transposed as the state pass holds them: consumer warpgroup j of the
  * block owns value columns v0 + 64 j .. + 63 and S^T [64][K] as a wgmma accumulator, and a step is
  * S^T <- c_s^T + bf16(S^T) M_s^T: m64nKk16 with A from registers (the P1 product's conversion) and B = M_s, which
- * kf_kda_segop above writes as bf16 [K][K] row-major (K-major: keys j along a row). bf16 operands as in every
- * chunk's S^T W^T of the state pass; fp32 accumulation. Each S_s goes to the ss slot of segment s for
- * kf_kda_state.
- * Pipeline as the state pass's: a producer warpgroup (threads 0-127) copies M_s (K / 64 swizzled panels of K rows)
- * and this block's columns of c_s ([K][VS + 4] fp32) by cp.async into KF_PF_WG_CNST stages (2..8, as many as fit),
- * arriving on the stage's full barrier as its copies land; the consumers wait for it, fence the async proxy, and
- * arrive on its empty barrier after the step's wgmma. (Session 17's combine had every thread copy a later step's
- * stage and then fence for this one; the producer took it from 18.0 to 17.2 us at seg 8, 1 x 1K H2, session 18: the
- * copies were not what a step costs. Without its start-state stores the combine took 12.3 us, without its wgmma 15.0.)
- * The start states: step s's consumers swap S_s into the stage where they read c_s (each thread its own elements,
- * so no barrier), and the producer, once the stage's empty barrier says the step is done, stores S_s from there to
- * its ss slot in rows of 16-byte stores before it refills the stage; after the last step it drains the stages that
- * no refill follows. So the consumers issue no global store before a fence (fence.proxy.async is MEMBAR.ALL.CTA in
- * SASS: it would wait for them, ~4.7 us of the 17 at 1K seg 8), only S_{SEG-1}'s after their last step.
+ * kf_kda_segop above writes as bf16 [K][K] (K-major: keys j along a row) in this kernel's shared-memory image.
+ * bf16 operands as in every chunk's S^T W^T of the state pass; fp32 accumulation. Each S_s goes to the ss slot of
+ * segment s (the consumers' register image, kf_pw_img) for kf_kda_state.
+ * Pipeline: KF_PF_WG_CNST stages (2..8, as many as fit), a stage M_s's image and this block's image of c_s, each
+ * fetched by one bulk copy (one producer thread, the stage's full barrier expecting the bytes). Step s's consumers
+ * wait for the stage, swap S_s into the stage where they read c_s (each thread its own 16-byte pieces, so no
+ * barrier), fence it for the async proxy, run the step's wgmma and arrive on the stage's empty barrier. The producer,
+ * once that barrier completes, stores S_s from the stage to its ss slot with one bulk store and, the store's read
+ * done, refills the stage for step s + CNST; after the last step it drains the stages that no refill follows. So
+ * the consumers issue no global store in the loop (fence.proxy.async is MEMBAR.ALL.CTA in SASS and would wait for
+ * it), only S_{SEG-1}'s after their last step.
+ * (Sessions 17-29: 128 producer threads fetched a stage with 32 cp.async each, with M_s row-major and c_s [K][V] in
+ * global memory swizzled and padded on the way; ~4 800 cycles a step at 1K seg 8, the stage arriving at ~14 bytes
+ * a cycle, bench/NOTES.md session 29.)
  * grid (V / VS, hv_heads, nseq), 128 + 128 VS / 64 threads, 1024 + CNST (KF_PW_CB + 16) bytes of shared memory
  * (templates/kda_prefill.lua mirrors both). */
-#define KF_PW_MB (2 * KF_PF_K * KF_PF_K)                 /* M_s: bf16 [K][K] */
-#define KF_PW_CP (KF_PF_VS + 4)                          /* c_s row stride: the accumulator-order reads avoid conflicts */
-#define KF_PW_CB ((KF_PW_MB + 4 * KF_PF_K * KF_PW_CP + 1023) / 1024 * 1024)   /* one stage */
+#define KF_PW_MB (2 * KF_PF_K * KF_PF_K)                 /* M_s: bf16 [K][K], swizzled panels */
+#define KF_PW_SB (4 * KF_PF_K * KF_PF_VS)                /* a block's state image: c_s, then S_s */
+#define KF_PW_CB ((KF_PW_MB + KF_PW_SB + 1023) / 1024 * 1024)   /* one stage */
 #if !defined(KF_PF_WG_CNST) || KF_PF_WG_CNST < 2 || KF_PF_WG_CNST > 8
 #error "kforge kda prefill sm90: KF_PF_WG_CNST (the combine's stages) must be 2..8"
 #endif
-/* stage `dst` <- M_s and c_s of segment ws `seg`, thread t of the producer's 128 */
-__device__ __forceinline__ void kf_pw_fetch_mc(kf_u32 dst, const float *seg, int v0, int t)
-{
-    const kf_u16 *m = (const kf_u16 *)(seg + KF_PF_SEG_MS);
-#pragma unroll 2
-    for (int e = t; e < KF_PF_K * KF_PF_K / 8; e += 128) {
-        const int r = e / (KF_PF_K / 8), c = e % (KF_PF_K / 8);
-        kf_cp_async16(dst + kf_wg_swz(KF_PF_K, r, c), m + r * KF_PF_K + 8 * c, true);
-    }
-#pragma unroll 2
-    for (int e = t; e < KF_PF_K * KF_PF_VS / 4; e += 128) {
-        const int r = e / (KF_PF_VS / 4), c = e % (KF_PF_VS / 4);
-        kf_cp_async16(dst + KF_PW_MB + 4 * (r * KF_PW_CP + 4 * c), seg + KF_PF_SEG_CS + r * KF_PF_V + v0 + 4 * c, true);
-    }
-}
-
-/* a start state S^T (accumulator layout) into an ss slot [K][V]; vv: value column of the thread's half 0 */
-__device__ __forceinline__ void kf_pw_store_ss(float *ss, const float (&st)[KF_PF_K / 2], int vv, int c4)
-{
-#pragma unroll
-    for (int c = 0; c < KF_PF_K / 8; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            ss[(8 * c + 2 * c4 + (e & 1)) * KF_PF_V + vv + 8 * (e >> 1)] = st[4 * c + e];
-}
-
-/* a start state that the consumers swapped into the c_s part of stage `src` ([K][CP], this block's VS columns) into
- * its ss slot, thread t of the producer's 128: 16-byte loads and stores, a row's VS columns by VS / 4 consecutive
- * threads. Thread t reads exactly the 16-byte pieces that its kf_pw_fetch_mc copies into (the same e, r, c), and each
- * store needs its load's data to issue, so the loads are done before the thread's refill of the stage is issued. */
-__device__ __forceinline__ void kf_pw_store_ss_stage(float *ss, const unsigned char *src, int v0, int t)
-{
-    const int r0 = t / (KF_PF_VS / 4), c = t % (KF_PF_VS / 4);   /* piece e = t + 128 i: row r0 + i 512 / VS, column c */
-#pragma unroll
-    for (int i = 0; i < KF_PF_K * KF_PF_VS / 512; ++i) {
-        const int r = r0 + i * (512 / KF_PF_VS);
-        *(float4 *)(ss + r * KF_PF_V + v0 + 4 * c) = *(const float4 *)(src + KF_PW_MB + 4 * (r * KF_PW_CP + 4 * c));
-    }
-}
 
 extern "C" __global__ void __launch_bounds__(KF_PW_THREADS, 1)
 kf_kda_segcomb(const kf_kda_params p)
@@ -462,28 +452,36 @@ kf_kda_segcomb(const kf_kda_params p)
     const unsigned char *const gbase = pw_smem + (sbase - sraw);
     const int v0 = blockIdx.x * KF_PF_VS, hv = blockIdx.y, n = blockIdx.z, tid = threadIdx.x;
     const kf_u32 bar_f = sbase + KF_PF_WG_CNST * KF_PW_CB, bar_e = bar_f + 8 * KF_PF_WG_CNST;
-    kf_pw_init_ring<KF_PF_WG_CNST>(bar_f);
+    kf_pw_init_ring<KF_PF_WG_CNST, 1>(bar_f);
 
     if (tid < 128) {
-        /* ---------------- producer warpgroup: M_s and c_s of steps 0 .. SEG - 2, a stage each, in order; before a
-         * stage's use u >= 1 (step sg) and after the last step, S_{sg - CNST} from the stage to its ss slot */
+        /* ---------------- producer: M_s and c_s of steps 0 .. SEG - 2, a stage each, in order; before a stage's use
+         * u >= 1 (step sg) and after the last step, S_{sg - CNST} from the stage to its ss slot */
 #if KF_PW_NWG > 1
         kf_setmaxnreg_dec<40>();
 #endif
+        if (tid != 0)
+            return;
 #pragma unroll 1
         for (int sg = 0; sg + 1 < KF_PF_SEG + KF_PF_WG_CNST; ++sg) {
             const int s = sg % KF_PF_WG_CNST, u = sg / KF_PF_WG_CNST;
+            const kf_u32 st = sbase + s * KF_PW_CB;
             if (u > 0) {
                 kf_mbar_wait(bar_e + 8 * s, (u - 1) & 1);     /* every consumer is done with use u - 1 */
-                kf_pw_store_ss_stage(kf_pf_segws(p, n, hv, sg - KF_PF_WG_CNST) + KF_PF_SEG_SS, gbase + s * KF_PW_CB,
-                                     v0, tid);
+                kf_bulk_store(kf_pw_img(kf_pf_segws(p, n, hv, sg - KF_PF_WG_CNST) + KF_PF_SEG_SS, v0), st + KF_PW_MB,
+                              KF_PW_SB);
+                kf_bulk_commit();
             }
             if (sg + 1 < KF_PF_SEG) {
-                kf_pw_fetch_mc(sbase + s * KF_PW_CB, kf_pf_segws(p, n, hv, sg), v0, tid);
-                kf_mbar_arrive_cp_async(bar_f + 8 * s);
+                float *const seg = kf_pf_segws(p, n, hv, sg);
+                if (u > 0)
+                    kf_bulk_wait_read<0>();                    /* the store has read S_{sg - CNST} out of the stage */
+                kf_mbar_expect_tx(bar_f + 8 * s, KF_PW_MB + KF_PW_SB);
+                kf_bulk_load(st, seg + KF_PF_SEG_MS, KF_PW_MB, bar_f + 8 * s);
+                kf_bulk_load(st + KF_PW_MB, kf_pw_img(seg + KF_PF_SEG_CS, v0), KF_PW_SB, bar_f + 8 * s);
             }
         }
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        kf_bulk_wait<0>();                                     /* the start states written before the kernel ends */
         return;
     }
 
@@ -495,29 +493,35 @@ kf_kda_segcomb(const kf_kda_params p)
     const int vl = 64 * wg + 16 * wl + g;                  /* value column of accumulator half 0 (half 1: + 8) */
     /* S_0 = h0 (to its ss slot through stage 0, as every S_sg but the last) */
     float st[KF_PF_K / 2];                                 /* element e of column block c: key 8c + 2 c4 + (e % 2) */
+    const kf_kda_soff h0o = kf_kda_h0_soff(p, n, hv);
+    {   /* this thread's rows 8c + 2 c4 + (0, 1), columns v0 + vl + (0, 8): a row pointer stepped 8 rows a c (adds, not
+         * a 64-bit product an element) */
+        const float *rp = p.h0 ? p.h0 + h0o.base + (2 * c4) * h0o.rs + (v0 + vl) * h0o.cs : nullptr;
+        const long long r8 = 8 * h0o.rs, c8 = 8 * h0o.cs;
 #pragma unroll
-    for (int c = 0; c < KF_PF_K / 8; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            st[4 * c + e] = p.h0 ? p.h0[kf_kda_h0_off(p, n, hv, 8 * c + 2 * c4 + (e & 1), v0 + vl + 8 * (e >> 1))] : 0.f;
+        for (int c = 0; c < KF_PF_K / 8; ++c, rp += r8) {
+            st[4 * c + 0] = rp ? rp[0] : 0.f;
+            st[4 * c + 1] = rp ? rp[h0o.rs] : 0.f;
+            st[4 * c + 2] = rp ? rp[c8] : 0.f;
+            st[4 * c + 3] = rp ? rp[h0o.rs + c8] : 0.f;
+        }
+    }
 
 #pragma unroll 1
     for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {
         const int s = sg % KF_PF_WG_CNST, ph = (sg / KF_PF_WG_CNST) & 1;
         kf_u32 sa[KF_PW_NK][4];
         kf_wg_pack_p<KF_PW_NK>(sa, st);
-        kf_mbar_wait(bar_f + 8 * s, ph);                   /* step sg's stage landed */
-        kf_fence_proxy_async();
-        /* st <- c_s, and S_sg in its place for the producer to store (the thread's own elements) */
-        float *const cs = (float *)(gbase + s * KF_PW_CB + KF_PW_MB);
+        kf_mbar_wait(bar_f + 8 * s, ph);                   /* step sg's stage landed (bulk copies: no proxy fence) */
+        /* st <- c_s, and S_sg in its place for the producer's bulk store (the thread's own pieces) */
+        float4 *const cs = (float4 *)(gbase + s * KF_PW_CB + KF_PW_MB);
 #pragma unroll
-        for (int c = 0; c < KF_PF_K / 8; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float a = cs[(8 * c + 2 * c4 + (e & 1)) * KF_PW_CP + vl + 8 * (e >> 1)];  /* KF_MUTANT_SEG_FIXUP */
-                cs[(8 * c + 2 * c4 + (e & 1)) * KF_PW_CP + vl + 8 * (e >> 1)] = st[4 * c + e];
-                st[4 * c + e] = a;
-            }
+        for (int c = 0; c < KF_PF_K / 8; ++c) {
+            const float4 a = cs[c * KF_PW_NT + ct];  /* KF_MUTANT_SEG_FIXUP */
+            cs[c * KF_PW_NT + ct] = make_float4(st[4 * c], st[4 * c + 1], st[4 * c + 2], st[4 * c + 3]);
+            st[4 * c] = a.x, st[4 * c + 1] = a.y, st[4 * c + 2] = a.z, st[4 * c + 3] = a.w;
+        }
+        kf_fence_proxy_async();                            /* S_sg's stores seen by the bulk store */
         kf_u32 sm = sbase + s * KF_PW_CB;
         asm volatile("" : "+r"(sm));
         const unsigned long long dm = kf_gmma_desc(sm, 16, 1024);
@@ -532,7 +536,7 @@ kf_kda_segcomb(const kf_kda_params p)
         kf_mbar_arrive(bar_e + 8 * s);    /* stage s read (c_s and the wgmma's M_s), S_sg written: store it, refill */
     }
     /* the last state: no fence follows, so the consumers store it themselves */
-    kf_pw_store_ss(kf_pf_segws(p, n, hv, KF_PF_SEG - 1) + KF_PF_SEG_SS, st, v0 + vl, c4);
+    kf_pw_img_store(kf_pw_img(kf_pf_segws(p, n, hv, KF_PF_SEG - 1) + KF_PF_SEG_SS, v0), st, ct);
 }
 #endif
 

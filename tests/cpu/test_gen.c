@@ -1118,7 +1118,7 @@ static void test_embedded__kda_wgmma_scope_and_render(void **state)
         assert_int_equal(strstr(j.src, "kf_pf_state_body<0>") != NULL, !r[i].wgmma);
         assert_non_null(strstr(j.src, "kf_kda_prep(const kf_kda_params p)"));
         assert_non_null(strstr(j.src, "kf_kda_segcomb(const kf_kda_params p)"));   /* (compiled where seg > 1) */
-        assert_int_equal(strstr(j.src, "kf_pw_fetch_mc(") != NULL, r[i].wgmma);       /* the combine on wgmma */
+        assert_int_equal(strstr(j.src, "kf_pw_img_store(") != NULL, r[i].wgmma);      /* the combine on wgmma */
         assert_int_equal(strstr(j.src, "wgmma.mma_async") != NULL, r[i].wgmma);
         gen_job_free(&j);
     }

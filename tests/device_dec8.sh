@@ -23,13 +23,9 @@ for r in $(seq 1 "${ROUNDS:-1}"); do
       case "$row|$pr" in *e4m3*) ;; *impl=wg8*|*impl=direct*) continue ;; esac   # FP8-only impls on 16-bit rows
       [ "$(left 30)" -lt 25 ] && { say "run $row $pr: skipped (budget)"; continue; }
       split_row "$row"
-      js=$(timeout 90 "$K" run attn_decode --shape "dtype=bf16,sq=1,d=128,causal=0,$shp" $pg \
-             $( [ "$pr" != default ] && echo --params "$pr" ) --db /tmp/kf_dec8_run.db --json --quiet 2>> "$OUT/run.err")
-      echo "$js" > "$OUT/run_r${r}_$(echo "$row $pr" | tr -c 'a-z0-9=\n' '_').json"
-      say "run r$r $row $pr: $(echo "$js" | python3 -c 'import json,sys
-try:
-  d=json.load(sys.stdin); print("%.4f ms %s pass %s %s MHz %s W %s" % (d["median_ms"], d.get("tbps") or d.get("throughput"), d["pass"], d.get("sm_clock_mean"), d.get("power_mean"), d.get("variant")))
-except Exception as e: print("no result", e)')"
+      say "run r$r $row $pr: $(RUN_S=90 run_row "$OUT/run_r${r}_$(echo "$row $pr" | tr -c 'a-z0-9=\n' '_').json" \
+        attn_decode "dtype=bf16,sq=1,d=128,causal=0,$shp" $pg $( [ "$pr" != default ] && echo --params "$pr" ) \
+        --db /tmp/kf_dec8_run.db)"
     done
   done
 done

@@ -8,9 +8,8 @@
 # Logs under $OUT (packed), summary.txt beside them.
 # usage: KF_BUILD=.devbuild BUDGET_S=300 [PARTS="1 2 3"] bash tests/device_diag.sh   (PARTS: which of the three)
 KF_LOGS=diag; KF_BUDGET_DEFAULT=300; . "$(dirname "$0")/device_lib.sh"
-run() {  # run NAME FAMILY SHAPE [kforge run options]
-  timeout "${RUN_S:-40}" "$K" run "$2" --shape "$3" "${@:4}" --db /tmp/kf_diag.db --json > "$OUT/run_$1.json" 2> "$OUT/run_$1.err"
-  say "run $1 (${*:4}): exit $? $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median_ms", d.get("median_ms"), "pass", d.get("pass"), "sm_mhz", d.get("sm_clock_mean"), "W", d.get("power_mean"))' "$OUT/run_$1.json" 2>/dev/null)"
+run() {  # run NAME FAMILY SHAPE [kforge run options] (tests/device_lib.sh's run_row)
+  say "run $1 (${*:4}): $(RUN_S=${RUN_S:-40} run_row "$OUT/run_$1.json" "$2" "$3" "${@:4}" --db /tmp/kf_diag.db)"
 }
 want() { case " ${PARTS:-1 2 3} " in *" $1 "*) return 0 ;; esac; return 1; }
 D="dtype=bf16,b=32,sq=1,skv=32768,hq=32,hkv=8,d=128,causal=0"

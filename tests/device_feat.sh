@@ -29,10 +29,8 @@ say "test_mutants: exit $(cat "$OUT/mutants.rc") $(grep -iE 'killed|planted' "$O
 fi
 [ "${FIGS:-1}" = 1 ] || { say "figures: skipped (FIGS=0)"; exit 0; }
 # 3. figures, sustained (kforge run: warm-up, back-to-back over rotating inputs; clock and power in the log)
-run() {  # run NAME FAMILY SHAPE [kforge run options, e.g. --page-size 64]
-  timeout ${RUN_S:-45} "$K" run "$2" --shape "$3" "${@:4}" --db /tmp/kf_feat_run.db --json > "$OUT/run_$1.json" 2> "$OUT/run_$1.err"
-  local rc=$?
-  say "run $1 ($2 $3 ${*:4}): exit $rc $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("median_ms", d.get("median_ms"), "ref", d.get("reference"), "pass", d.get("pass"), "sm_mhz", d.get("sm_clock_mean"), "W", d.get("power_mean"))' "$OUT/run_$1.json" 2>/dev/null)"
+run() {  # run NAME FAMILY SHAPE [kforge run options, e.g. --page-size 64] (tests/device_lib.sh's run_row)
+  say "run $1 ($2 $3 ${*:4}): $(RUN_S=${RUN_S:-45} run_row "$OUT/run_$1.json" "$2" "$3" "${@:4}" --db /tmp/kf_feat_run.db)"
 }
 P="dtype=bf16,b=1,hq=32,hkv=8,d=128"
 run win4096_32k attn_prefill "$P,sq=32768,skv=32768,causal=1,window=4096"

@@ -53,3 +53,23 @@ mutants() {
     say "mutant $m$mode: exit $rc, $v; $(grep -E 'cases failed|planted in' "$OUT/mutant_$m.log" | tr '\n' ' ')"
   done
 }
+# run_row FILE FAMILY SHAPE [kforge run options]: one `kforge run --json --quiet` (fp64-checked first; sustained unless
+# the options say --timing burst; --db, --params, --templates, --page-size go in the options) into FILE, its stderr into
+# FILE.err, within RUN_S seconds (default 60); prints the run's short line: median, throughput, pass, error, SM clock,
+# power and variant, or the exit status and why there is no result
+run_row() {
+  local f=$1 fam=$2 shp=$3 rc; shift 3
+  timeout "${RUN_S:-60}" "$K" run "$fam" --shape "$shp" "$@" --json --quiet > "$f" 2> "$f.err"; rc=$?
+  python3 - "$f" "$rc" <<'PY'
+import json, sys
+f, rc = sys.argv[1], sys.argv[2]
+try:
+    d = json.load(open(f))
+    tp = "" if d.get("throughput") is None else " %.4g %s" % (d["throughput"], d.get("throughput_unit") or "")
+    print("%.4f ms%s pass %s rel %s %s MHz %s W %s" % (d["median_ms"], tp, d.get("pass"), d.get("rel_err"),
+          d.get("sm_clock_mean"), d.get("power_mean"), d.get("variant")))
+except Exception as e:
+    err = open(f + ".err", errors="replace").read().strip().replace("\n", " ")[-240:]
+    print("exit %s, no result (%s) %s" % (rc, e, err))
+PY
+}

@@ -23,13 +23,9 @@ for r in $(seq 1 "${ROUNDS:-1}"); do
     for pr in $PARAMS; do
       [ "$(left 30)" -lt 25 ] && { say "run $row $pr: skipped (budget)"; continue; }
       split_row "$row"
-      js=$(timeout 60 "$K" run attn_prefill --shape "dtype=bf16,causal=1,$shp" $pg \
-             $( [ "$pr" != default ] && echo --params "$pr" ) --db /tmp/kf_pre_run.db --json --quiet 2>> "$OUT/run.err")
-      echo "$js" > "$OUT/run_r${r}_$(echo "$row $pr" | tr -c 'a-z0-9=\n' '_').json"
-      say "run r$r $row $pr: $(echo "$js" | python3 -c 'import json,sys
-try:
-  d=json.load(sys.stdin); print("%.4f ms pass %s %s MHz %s W %s" % (d["median_ms"], d["pass"], d.get("sm_clock_mean"), d.get("power_mean"), d.get("variant")))
-except Exception as e: print("no result", e)')"
+      say "run r$r $row $pr: $(run_row "$OUT/run_r${r}_$(echo "$row $pr" | tr -c 'a-z0-9=\n' '_').json" \
+        attn_prefill "dtype=bf16,causal=1,$shp" $pg $( [ "$pr" != default ] && echo --params "$pr" ) \
+        --db /tmp/kf_pre_run.db)"
     done
   done
 done

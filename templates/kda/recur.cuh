@@ -10,8 +10,8 @@
  *
  * Geometry: warp w owns CW = VS / W of the block's columns in G = CW / C groups of C; lane = g LC + rg: group g of
  * the warp's, row group rg of the LC = 32 / G lanes that share the group; the lane holds the R = K / LC state rows
- * rg + LC i of the group's C columns in registers (any state layout and stride: loaded and stored one float each, once
- * a call).
+ * rg + LC i of the group's C columns in registers (any state layout and stride, once a call: a row's C columns as one
+ * 8- or 16-byte access where they are contiguous and aligned, else one float each).
  *
  * Per token, with e = exp(g), k and q as used (normalised if asked; q scaled):
  *   a_j = sum_d S[d, j] (e_d k_d)  = ((diag e) S)^T k: the decay folded into the weights, off the token's chain
@@ -44,6 +44,36 @@
 /* dynamic shared memory: tk [TB][K] float4 (e, e k, e q, k) | vb [TB][VS] | bq [TB] float2 (beta, k . q) */
 #define KF_RC_SMEM (16 * KF_RC_TB * KF_KDA_K + 4 * KF_RC_TB * KF_RC_VS + 8 * KF_RC_TB)
 
+/* A lane's C adjacent state columns of one row as one 8- or 16-byte access, where the layout allows it: columns
+ * contiguous (a K-first state), the row stride and the first element aligned to C floats (the lane's first column,
+ * c0 + col, is a multiple of C). Else one float each. */
+__device__ __forceinline__ bool kf_rc_vec_ok(const float *r0, long long rs, long long cs)
+{
+    return KF_RC_C > 1 && cs == 1 && rs % KF_RC_C == 0 && ((unsigned long long)r0 & (4 * KF_RC_C - 1)) == 0;
+}
+__device__ __forceinline__ void kf_rc_vload(float (&d)[KF_RC_C], const float *a)
+{
+#if KF_RC_C == 4
+    const float4 x = *(const float4 *)a;
+    d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
+#elif KF_RC_C == 2
+    const float2 x = *(const float2 *)a;
+    d[0] = x.x, d[1] = x.y;
+#else
+    d[0] = a[0];
+#endif
+}
+__device__ __forceinline__ void kf_rc_vstore(float *a, const float (&v)[KF_RC_C])
+{
+#if KF_RC_C == 4
+    *(float4 *)a = make_float4(v[0], v[1], v[2], v[3]);
+#elif KF_RC_C == 2   /* as one 64-bit word: a float2 store was split into two 4-byte stores after the first row */
+    *(unsigned long long *)a = (unsigned long long)__float_as_uint(v[1]) << 32 | __float_as_uint(v[0]);
+#else
+    a[0] = v[0];
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(KF_RC_T, 1)
 kf_kda_recur(const kf_kda_params p)
 {
@@ -59,14 +89,20 @@ kf_kda_recur(const kf_kda_params p)
     /* the state rows first: they do not wait for the sequence's range */
     float s[KF_RC_R][KF_RC_C];
     if (p.h0) {
-        const float *r0 = p.h0 + kf_kda_h0_off(p, n, hv, rg, c0 + col);
-        const long long rs = kf_kda_h0_off(p, n, hv, rg + KF_RC_LC, c0 + col) - (r0 - p.h0);
-        const long long cs = kf_kda_h0_off(p, n, hv, rg, c0 + col + 1) - (r0 - p.h0);
+        const kf_kda_soff so = kf_kda_h0_soff(p, n, hv);
+        const float *r0 = p.h0 + so.base + rg * so.rs + (c0 + col) * so.cs;
+        const long long rs = KF_RC_LC * so.rs, cs = so.cs;
+        if (kf_rc_vec_ok(r0, rs, cs)) {
 #pragma unroll
-        for (int i = 0; i < KF_RC_R; ++i)
+            for (int i = 0; i < KF_RC_R; ++i)
+                kf_rc_vload(s[i], r0 + i * rs);
+        } else {
 #pragma unroll
-            for (int c = 0; c < KF_RC_C; ++c)
-                s[i][c] = r0[i * rs + c * cs];
+            for (int i = 0; i < KF_RC_R; ++i)
+#pragma unroll
+                for (int c = 0; c < KF_RC_C; ++c)
+                    s[i][c] = r0[i * rs + c * cs];
+        }
     } else {
 #pragma unroll
         for (int i = 0; i < KF_RC_R; ++i)
@@ -227,9 +263,15 @@ kf_kda_recur(const kf_kda_params p)
 
     if (!p.ht)
         return;
-    float *r0 = p.ht + kf_kda_ht_off(p, n, hv, rg, c0 + col);
-    const long long rs = kf_kda_ht_off(p, n, hv, rg + KF_RC_LC, c0 + col) - (r0 - p.ht);
-    const long long cs = kf_kda_ht_off(p, n, hv, rg, c0 + col + 1) - (r0 - p.ht);
+    const kf_kda_soff so = kf_kda_ht_soff(p, n, hv);
+    float *r0 = p.ht + so.base + rg * so.rs + (c0 + col) * so.cs;
+    const long long rs = KF_RC_LC * so.rs, cs = so.cs;
+    if (kf_rc_vec_ok(r0, rs, cs)) {   /* the final state's stores drained at the exit: 14% of the samples (session 29) */
+#pragma unroll
+        for (int i = 0; i < KF_RC_R; ++i)
+            kf_rc_vstore(r0 + i * rs, s[i]);
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < KF_RC_R; ++i)
 #pragma unroll

@@ -196,6 +196,34 @@ __device__ __forceinline__ void kf_pw_init_ring(kf_u32 bar_f)
     __syncthreads();
 }
 
+/* A consumer thread's S^T elements of the state of (n, hv) in h0 or ht (st[4 c + e]: key 8 c + 2 c4 + (e % 2), value
+ * column vv + 8 (e / 2)), by a row pointer stepped 8 rows a column block c: adds, not a 64-bit product an element
+ * (bench/NOTES.md session 29). The load gives zeros without h0. */
+__device__ __forceinline__ void kf_pf_h0_load(float (&st)[KF_PF_K / 2], const kf_kda_params &p, int n, int hv, int c4,
+                                              int vv)
+{
+    const kf_kda_soff so = kf_kda_h0_soff(p, n, hv);
+    const float *rp = p.h0 ? p.h0 + so.base + (2 * c4) * so.rs + vv * so.cs : nullptr;
+    const long long r8 = 8 * so.rs, c8 = 8 * so.cs;
+#pragma unroll
+    for (int c = 0; c < KF_PF_K / 8; ++c, rp += r8)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            st[4 * c + e] = rp ? rp[(e & 1) * so.rs + (e >> 1) * c8] : 0.f;
+}
+__device__ __forceinline__ void kf_pf_ht_store(const float (&st)[KF_PF_K / 2], const kf_kda_params &p, int n, int hv,
+                                               int c4, int vv)
+{
+    const kf_kda_soff so = kf_kda_ht_soff(p, n, hv);
+    float *hp = p.ht + so.base + (2 * c4) * so.rs + vv * so.cs;
+    const long long r8 = 8 * so.rs, c8 = 8 * so.cs;
+#pragma unroll
+    for (int c = 0; c < KF_PF_K / 8; ++c, hp += r8)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            hp[(e & 1) * so.rs + (e >> 1) * c8] = st[4 * c + e];
+}
+
 /* The serial pass over the chunks of segment sg of sequence n, value head hv, VS value columns from v0 (MODE 0,
  * kf_kda_state), or MODE 1 (kf_kda_segop): no output; ident 0 the segment's offset from a zero state, ident 1 its
  * transition from the identity columns v0.. with U = 0. The contract of kda/prefill.cuh's kf_pf_state_body. */
@@ -253,24 +281,17 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
 
     /* S^T: element e of column block c is value column v0 + vl + 8 (e / 2), key 8c + 2 (lane % 4) + (e % 2) */
     float st[KF_PF_K / 2];
-#if KF_PF_SEG == 1
-    const kf_kda_soff h0o = kf_kda_h0_soff(p, n, hv);
-#endif
+#if KF_PF_SEG > 1
 #pragma unroll
     for (int c = 0; c < KF_PF_K / 8; ++c)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int kk = 8 * c + 2 * c4 + (e & 1), vv = v0 + vl + 8 * (e >> 1);
-            if (MODE == 1)
-                st[4 * c + e] = ident && kk == vv ? 1.f : 0.f;
-#if KF_PF_SEG > 1
-            else
-                st[4 * c + e] = (&s_in[c * KF_PW_NT + ct].x)[e];
-#else
-            else
-                st[4 * c + e] = p.h0 ? p.h0[h0o.base + kk * h0o.rs + vv * h0o.cs] : 0.f;
-#endif
+            st[4 * c + e] = MODE == 1 ? (ident && kk == vv ? 1.f : 0.f) : (&s_in[c * KF_PW_NT + ct].x)[e];
         }
+#else
+    kf_pf_h0_load(st, p, n, hv, c4, v0 + vl);                /* MODE 0: without segments there is no segment operator */
+#endif
 
     float x[KF_PF_C / 2], o[KF_PF_C / 2];                  /* X then V'^T; O^T ([64][C] accumulators) */
 #pragma unroll
@@ -377,15 +398,7 @@ __device__ __forceinline__ void kf_pw_state_body(const kf_kda_params &p, unsigne
     }
 #endif
     if (MODE == 0 && p.ht && (KF_PF_SEG == 1 || sg == last)) {
-        const kf_kda_soff hto = kf_kda_ht_soff(p, n, hv);
-        /* ht: this thread's rows 8c + 2 c4 + (0, 1) and columns vv, vv + 8 by a row pointer stepped 8 rows a c */
-        float *hp = p.ht + hto.base + (2 * c4) * hto.rs + (v0 + vl) * hto.cs;
-        const long long hr8 = 8 * hto.rs, hc8 = 8 * hto.cs;
-#pragma unroll
-        for (int c = 0; c < KF_PF_K / 8; ++c, hp += hr8)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                hp[(e & 1) * hto.rs + (e >> 1) * hc8] = st[4 * c + e];
+        kf_pf_ht_store(st, p, n, hv, c4, v0 + vl);
     }
 }
 
@@ -493,19 +506,7 @@ kf_kda_segcomb(const kf_kda_params p)
     const int vl = 64 * wg + 16 * wl + g;                  /* value column of accumulator half 0 (half 1: + 8) */
     /* S_0 = h0 (to its ss slot through stage 0, as every S_sg but the last) */
     float st[KF_PF_K / 2];                                 /* element e of column block c: key 8c + 2 c4 + (e % 2) */
-    const kf_kda_soff h0o = kf_kda_h0_soff(p, n, hv);
-    {   /* this thread's rows 8c + 2 c4 + (0, 1), columns v0 + vl + (0, 8): a row pointer stepped 8 rows a c (adds, not
-         * a 64-bit product an element) */
-        const float *rp = p.h0 ? p.h0 + h0o.base + (2 * c4) * h0o.rs + (v0 + vl) * h0o.cs : nullptr;
-        const long long r8 = 8 * h0o.rs, c8 = 8 * h0o.cs;
-#pragma unroll
-        for (int c = 0; c < KF_PF_K / 8; ++c, rp += r8) {
-            st[4 * c + 0] = rp ? rp[0] : 0.f;
-            st[4 * c + 1] = rp ? rp[h0o.rs] : 0.f;
-            st[4 * c + 2] = rp ? rp[c8] : 0.f;
-            st[4 * c + 3] = rp ? rp[h0o.rs + c8] : 0.f;
-        }
-    }
+    kf_pf_h0_load(st, p, n, hv, c4, v0 + vl);
 
 #pragma unroll 1
     for (int sg = 0; sg + 1 < KF_PF_SEG; ++sg) {

@@ -14,7 +14,9 @@
 #   kda_prefill / kda_decode shapes ("family:fields") tuned into the harness's database first (the harness's
 #   kforge-tuned contender then runs their winners; a packed call's plan shape is n = its sequences, t = ceil(tokens
 #   / n)), with TUNE_ARGS (e.g. "--budget 24 --strategy halving": 215 variants are valid at n 3 t 17); CONTENDERS: the
-#   harness's contenders (default kforge-default, its control, fla's two, the torch graph).
+#   harness's contenders (default kforge-default, its control, fla's two, the torch graph). KFORGE_TEMPLATE_DIR (an
+#   absolute path) runs the precompile, the suites and the harness on that template folder instead of the build's
+#   embedded templates (the tests' cache KF_TEST_DB: one compiled here for that folder, or the device compiles it).
 KF_LOGS=kda; KF_BUDGET_DEFAULT=360; . "$(dirname "$0")/device_lib.sh"
 export KFORGE_LIB=$B/libkforge.so PYTHONUNBUFFERED=1
 result() { grep -hE '[0-9]+ passed, [0-9]+ failed|PASSED|FAILED|killed|comparison\(s\) failed|skipped' "$OUT/$1.log" | tail -n 4 | tr '\n' ' '; }
@@ -79,7 +81,7 @@ if [ "$(left 20)" -gt 40 ]; then
   ( cd "$ROOT" && PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} \
       timeout "$(left 15)" python3 -m bench run --set kda ${SHAPES:+--shapes "$SHAPES"} \
       --contenders "${CONTENDERS:-kforge-default,kforge-default#2,fla-chunk,fla-recurrent,torch-chunked-graph}" \
-      --rounds 3 --samples 6 --timing sustained --time-budget "$(left 25)" --out "$OUT/bench" --no-append \
+      --rounds 3 --samples 7 --timing sustained --time-budget "$(left 25)" --out "$OUT/bench" --no-append \
       --no-plots > "$OUT/bench.log" 2>&1 )
   say "harness (set kda, sustained): exit $?"
   save_triton

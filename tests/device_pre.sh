@@ -33,7 +33,7 @@ done
 if [ -n "${MATRIX:-}" ] && [ "$(left 30)" -gt 60 ]; then
   ( cd "$ROOT" && KFORGE_LIB=$B/libkforge.so KFORGE_DB=/tmp/kf_pre_bench.db PYTHONPATH=$ROOT/python PYTHONUNBUFFERED=1 \
       timeout "$(left 15)" python3 -m bench run --set prefill-matrix $( [ "$MATRIX" != all ] && echo --shapes "$MATRIX" ) \
-      --contenders kforge-default,sdpa-cudnn --rounds 2 --samples 6 --timing sustained --time-budget "$(left 40)" \
+      --contenders kforge-default,sdpa-cudnn --rounds 2 --samples 10 --timing sustained --time-budget "$(left 40)" \
       --out "$OUT/bench" --no-append --no-plots > "$OUT/bench.log" 2>&1 )
   say "harness (prefill-matrix ${MATRIX}): exit $?"
   grep -E "^\| prefill|^\|  \| " "$OUT/bench/results.md" 2>/dev/null | cut -c1-200 | tee -a "$SUM"

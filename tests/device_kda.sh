@@ -6,9 +6,9 @@
 # when present (no network). Logs gather in one folder, packed into $OUT/logs.tgz after each stage (the
 # device tool brings back at most 8 files); $OUT/summary.txt is the short story.
 # usage: KF_BUILD=.devbuild BUDGET_S=360 [SHAPES=id,id] [TESTS=" "] [NCU='shape|params ...'] [TUNE='shape ...']
-#        [CONTENDERS=a,b] bash tests/device_kda.sh
+#        [CONTENDERS=a,b] [HARNESS=0] bash tests/device_kda.sh
 #   SHAPES: the harness rows, as --shapes; the Triton cache a call brings back, copied to .triton/cache.tgz and
-#   carried, saves the next call fla's compiles. TESTS=" ": no suites. NCU: kda_prefill shapes (kforge run's fields,
+#   carried, saves the next call fla's compiles. TESTS=" ": no suites; HARNESS=0: no harness. NCU: kda_prefill shapes (kforge run's fields,
 #   e.g. n=3,t=17,h=2,hv=4,dk=128,dv=128, optionally "|params"), each kernel's duration from Nsight Compute over one
 #   call (every kernel of it) after the check's calls: the kernels' own time beside the harness's time a call. TUNE:
 #   kda_prefill / kda_decode shapes ("family:fields") tuned into the harness's database first (the harness's
@@ -77,7 +77,7 @@ for l in open(sys.argv[1]):
   print(d.get("winner"), d.get("median_ms"), "ms; default kept:", d.get("default_kept"), "speedup", d.get("speedup"), "band", d.get("band"))' "$f" 2>&1 | tail -n 2 | tr '\n' ' ')"
 done
 # 4. the harness KDA rows, sustained: kforge against fla and the torch peers
-if [ "$(left 20)" -gt 40 ]; then
+if [ "${HARNESS:-1}" != 0 ] && [ "$(left 20)" -gt 40 ]; then
   ( cd "$ROOT" && PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH} \
       timeout "$(left 15)" python3 -m bench run --set kda ${SHAPES:+--shapes "$SHAPES"} \
       --contenders "${CONTENDERS:-kforge-default,kforge-default#2,fla-chunk,fla-recurrent,torch-chunked-graph}" \
@@ -87,7 +87,7 @@ if [ "$(left 20)" -gt 40 ]; then
   save_triton
   grep -E "^\| KDA|^\|  \| " "$OUT/bench/results.md" 2>/dev/null | head -n 60 | cut -c1-260 | tee -a "$SUM"
 else
-  say "harness: skipped (no time left)"
+  say "harness: skipped (HARNESS=0, or no time left)"
 fi
 save_triton
 say "done; Triton cache: $(du -sh "$TRITON_CACHE_DIR" 2> /dev/null | cut -f1) ($( [ -f "$RET/triton_cache.tgz" ] && echo "brought back" || echo "over 15 MB, left"))"

@@ -49,7 +49,8 @@ def _parser():
                         "kforge tune; burst: one call a sample after an L2 flush and a spin")
     r.add_argument("--seed", type=int, default=1234)
     r.add_argument("--time-budget", type=float, default=0,
-                   help="seconds: start no new shape after this (0: no limit); the run is marked incomplete")
+                   help="seconds: start no new shape unless the time left covers the longest shape so far (0: "
+                        "no limit); the run is marked incomplete")
     r.add_argument("--results-md", default=RESULTS_MD, help="markdown file the table is appended to")
     r.add_argument("--no-append", action="store_true", help="do not append to the results markdown")
     r.add_argument("--no-plots", action="store_true")

@@ -25,6 +25,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
+from . import budget as budgetmod
 from . import env as envmod
 from . import stats as statsmod
 
@@ -1122,12 +1123,14 @@ def run(shapes, args, command):
     timer = (Timer(device, flush, args.cushion_cycles) if mode == "burst"
              else SustainedTimer(device, nvml=nv if nv and nv.ok else None))
     timer.sampler = envmod.ClockSampler(nv) if nv and nv.ok else None
+    longest = 0.0
     for i, sh in enumerate(shapes):
         el = time.time() - started
-        if args.time_budget and el > args.time_budget:
-            res["incomplete"] = (f"time budget {args.time_budget:.0f} s spent after {i} of {len(shapes)} "
-                                 f"shapes; skipped: " + ", ".join(s.id for s in shapes[i:]))
-            log("time budget spent: " + res["incomplete"])
+        why = budgetmod.stop_reason(el, longest, args.time_budget)
+        if why:
+            res["incomplete"] = (f"{why} after {i} of {len(shapes)} shapes; skipped: "
+                                 + ", ".join(s.id for s in shapes[i:]))
+            log("time budget: " + res["incomplete"])
             break
         log(f"[{i + 1}/{len(shapes)}] {sh.label}  ({el:.0f} s elapsed)")
         try:
@@ -1145,6 +1148,7 @@ def run(shapes, args, command):
                 empty_cache()
             except Exception:
                 pass
+        longest = max(longest, time.time() - started - el)
         write_json(jpath, res)
         if not device_ok(device):
             res["incomplete"] = (f"the device stopped working during {sh.id} (a sticky CUDA error, e.g. an "

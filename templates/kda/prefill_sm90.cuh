@@ -67,11 +67,15 @@
  * reads there (a warp's 32 float4 in a row) meet no bank conflict. The transition M_s is stored as the combine's
  * shared-memory image too (bf16, the 128-byte swizzle of common/wgmma.cuh, K / 64 panels of K rows). */
 __device__ __forceinline__ float4 *kf_pw_img(float *region, int v0) { return (float4 *)(region + (long long)(v0 / KF_PF_VS) * KF_PF_K * KF_PF_VS); }
+__device__ __forceinline__ float4 kf_pw_piece(const float (&st)[KF_PF_K / 2], int c)
+{
+    return make_float4(st[4 * c], st[4 * c + 1], st[4 * c + 2], st[4 * c + 3]);
+}
 __device__ __forceinline__ void kf_pw_img_store(float4 *img, const float (&st)[KF_PF_K / 2], int ct)
 {
 #pragma unroll
     for (int c = 0; c < KF_PF_K / 8; ++c)
-        img[c * KF_PW_NT + ct] = make_float4(st[4 * c], st[4 * c + 1], st[4 * c + 2], st[4 * c + 3]);
+        img[c * KF_PW_NT + ct] = kf_pw_piece(st, c);
 }
 /* one stage, bytes from its (1024-aligned) start; templates/kda_prefill.lua mirrors the sizes */
 #define KF_PW_W 0                                        /* W [C][K]: K / 64 panels of C rows */
@@ -519,7 +523,7 @@ kf_kda_segcomb(const kf_kda_params p)
 #pragma unroll
         for (int c = 0; c < KF_PF_K / 8; ++c) {
             const float4 a = cs[c * KF_PW_NT + ct];  /* KF_MUTANT_SEG_FIXUP */
-            cs[c * KF_PW_NT + ct] = make_float4(st[4 * c], st[4 * c + 1], st[4 * c + 2], st[4 * c + 3]);
+            cs[c * KF_PW_NT + ct] = kf_pw_piece(st, c);
             st[4 * c] = a.x, st[4 * c + 1] = a.y, st[4 * c + 2] = a.z, st[4 * c + 3] = a.w;
         }
         kf_fence_proxy_async();                            /* S_sg's stores seen by the bulk store */

@@ -14,7 +14,9 @@
 -- REC_TB at a time, their inputs staged in shared memory by the whole block and the serial pass over them reading only
 -- shared memory and shuffles: short sequences in one launch.
 local REC_TB = 32              -- impl recurrent: tokens a batch (kda/recur.cuh KF_RC_TB)
-local REC_T = 16               -- the default's impl recurrent: small calls of few blocks up to this many tokens a sequence,
+-- REC_T 20 (session 32, H100, kforge run sustained): n 3 t 17 7.7 us against the chunked path's 9.6, n 1 t 32 10.7
+-- against 9.0; ~0.2 us a token between, so 20 keeps a ~8% margin under the crossover (t 18..28 not yet measured).
+local REC_T = 20               -- the default's impl recurrent: small calls of few blocks up to this many tokens a sequence,
 local REC_T_ANY = 4            -- and any call up to this many
 -- impl wgmma's segments for the default (vs 64): the s of {1, 2, 4, 8, 16} whose estimated time is least, in units
 -- of one chunk of the serial pass, for a chain of L = ceil(t / chunk) chunks (t: the plan's tokens a sequence): the
@@ -281,7 +283,7 @@ return {
     -- Session 15 (H200, kforge run sustained, graphs, 1980 MHz): the token recurrence (impl recurrent, one launch) against
     -- the chunked default. Few blocks (latency-bound, one warp a scheduler): n 3 t 11 H 2/HV 4 9.1 us against 12.5,
     -- n 1 t 16 11.5 against 11.5, n 1 t 32 21 against 12.4. Many blocks (issue-bound): n 64 t 4 H 16 106 us against
-    -- 160, but n 8 t 16 H 16 31 against 26 and n 16 t 16 64 against 44. So: t <= 4 always, t <= 16 while the value
+    -- 160, but n 8 t 16 H 16 31 against 26 and n 16 t 16 64 against 44. So: t <= 4 always, t <= REC_T while the value
     -- slices of 16 columns leave at most 2 blocks an SM. t is the plan's average tokens a sequence: a call whose tokens
     -- gather in one long sequence runs them in series (~0.35 us a token); a tuned winner overrides the rule.
     -- Session 19 (kda/recur.cuh, the same rule): n 3 t 11 8.0 us (was 8.9), n 3 t 17 9.5 (13.6), n 1 t 32 11.5 (19.3),

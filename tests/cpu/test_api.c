@@ -382,6 +382,8 @@ static void test_api__kda_selection_through_the_templates(void **state)
     dev.smem_sm = 233472, dev.regs_sm = 65536, dev.l2 = 62914560;
     static const struct { kf_kda_mode mode; int n, tokens, h, hv, d; const char *family; int ws; const char *impl; } cs[] = {
         {KF_KDA_PREFILL, 3, 33, 2, 4, 128, "kda_prefill", 0, "recurrent"},  /* small, short: one launch, no workspace */
+        {KF_KDA_PREFILL, 3, 60, 2, 2, 128, "kda_prefill", 0, "recurrent"},  /* t 20: still the recurrence (REC_T) */
+        {KF_KDA_PREFILL, 1, 32, 2, 2, 128, "kda_prefill", 1, "mma"},        /* t 32: the chunked path (its W, U) */
         {KF_KDA_PREFILL, 3, 1055, 2, 4, 128, "kda_prefill", 1, "wgmma"},    /* long: split, workspace */
         {KF_KDA_PREFILL, 1, 8192, 16, 16, 64, "kda_prefill", 1, "wgmma"},
         {KF_KDA_DECODE, 64, 64, 4, 8, 128, "kda_decode", 0, NULL},

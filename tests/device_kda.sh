@@ -38,15 +38,18 @@ save_triton() { tar czf "$RET/triton_cache.tgz" -C "$TRITON_CACHE_DIR" . 2> /dev
 # 1. correctness, side by side (the mutants driver runs test_kda_gpu once per planted slip)
 cd "$B/tests"
 par="${TESTS:-test_kda_gpu test_kda_api_gpu test_kda_mutants}"
+# seconds the suites leave for what follows them (ncu, tuning, the harness); nothing follows with HARNESS=0 and no
+# NCU or TUNE rows, so the suites may take the whole budget (session 32's call 1: 120 s kept for no harness cut them)
+after=120; [ "${HARNESS:-1}" = 0 ] && [ -z "${NCU:-}${TUNE:-}" ] && after=10
 # every binary the suite and the mutant runs load, compiled first on all of the machine's cores with the GPU hidden
 # (the suite itself compiles one at a time: a template change left the suites past 180 s, session 19)
 if [ -n "${par// /}" ]; then
-  CUDA_VISIBLE_DEVICES= KFORGE_TEST_PRECOMPILE=1 timeout "$(left 200)" ./test_kda_gpu > "$OUT/precompile.log" 2>&1
+  CUDA_VISIBLE_DEVICES= KFORGE_TEST_PRECOMPILE=1 timeout "$(left $((after + 80)))" ./test_kda_gpu > "$OUT/precompile.log" 2>&1
   say "precompile: $(grep -E 'precompiled' "$OUT/precompile.log" | tail -n 1)"
 fi
-lim=$(left 120); [ "$lim" -gt 240 ] && lim=240
+lim=$(left $after); [ "$lim" -gt 240 ] && lim=240
 # with a carried cache the suites take ~45 s side by side (session 32, H100); a budget that leaves them less is said
-[ -n "${par// /}" ] && [ "$lim" -lt 60 ] && say "warning: the suites get ${lim} s (BUDGET_S ${BUDGET_S:-$KF_BUDGET_DEFAULT} less 120 s for the harness); they may be cut (exit 124)"
+[ -n "${par// /}" ] && [ "$lim" -lt 60 ] && say "warning: the suites get ${lim} s (BUDGET_S ${BUDGET_S:-$KF_BUDGET_DEFAULT} less ${after} s for what follows); they may be cut (exit 124)"
 for t in $par; do ( timeout "$lim" ./$t > "$OUT/$t.log" 2>&1; echo $? > "$OUT/$t.rc" ) & done
 wait
 for t in $par; do say "$t: exit $(cat "$OUT/$t.rc"); $(result $t)"; done
